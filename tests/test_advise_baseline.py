@@ -1,0 +1,44 @@
+"""Refactors must not move a prediction: `advise --format json` for recorded scenarios equals the
+baseline recorded before the change (tests/data/advise_baseline/, up to float rounding).
+
+Re-record only when a model change is intended, and say so in the commit:
+    while IFS='|' read name args; do rtmodel advise $args --format json > tests/data/advise_baseline/$name.json; done \
+        < tests/data/advise_baseline/scenarios.txt
+"""
+
+import json
+import math
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rtmodel_cli.app import app
+
+BASELINE = Path(__file__).parent / "data" / "advise_baseline"
+ROOT = Path(__file__).parent.parent
+SCENARIOS = [line.split("|", 1) for line in (BASELINE / "scenarios.txt").read_text().splitlines() if line.strip()]
+
+
+def assert_same(got, want, where="$"):
+    if isinstance(want, float) and isinstance(got, int | float):
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15), f"{where}: {got} != {want}"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+        for k in want:
+            assert_same(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: length differs"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same(g, w, f"{where}[{i}]")
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+@pytest.mark.parametrize(("name", "args"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_advise_json_matches_recorded_baseline(name, args, monkeypatch):
+    monkeypatch.chdir(ROOT)  # profile paths in the scenarios are relative to the repository root
+    res = CliRunner().invoke(app, ["advise", *shlex.split(args), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert_same(json.loads(res.stdout), json.loads((BASELINE / f"{name}.json").read_text()))
