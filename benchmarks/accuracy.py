@@ -130,7 +130,7 @@ def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float)
             _progress(f"{cfg.name}: validating {topo}")
             _launch_with_one_retry(
                 cluster, port,
-                ["-m", "runtime_model.cli", "validate", "--profile", str(profile), "--topology", topo,
+                ["-m", "rtmodel_cli", "validate", "--profile", str(profile), "--topology", topo,
                  "--iterations", str(ITERATIONS), "--warmup", str(WARMUP), "--results", str(results),
                  "--format", "json", "--timeout-s", "300"],
                 timeout_s,
@@ -162,7 +162,7 @@ def _analyse(cfg: ClusterConfig, cal, results: Path) -> list[Row]:
     (the same calibration and model code the validation ran), so a model change is re-scored."""
     from runtime_model.advisor import advise
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.spec import ClusterShape, Scenario
+    from runtime_model.scenario import ClusterShape, Scenario
     from runtime_model.topologies import build_schedule
 
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)

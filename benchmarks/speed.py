@@ -28,7 +28,7 @@ def _median_time(fn, repeats: int) -> float:
 
 def advise_cli_s(repeats: int = 5) -> float:
     """Wall time of the whole `rtmodel advise --gpus 64` process (interpreter start and imports included)."""
-    cmd = [sys.executable, "-m", "runtime_model.cli", "advise", "--gpus", "64", "--format", "json"]
+    cmd = [sys.executable, "-m", "rtmodel_cli", "advise", "--gpus", "64", "--format", "json"]
     return _median_time(lambda: subprocess.run(cmd, check=True, capture_output=True), repeats)
 
 
@@ -49,7 +49,7 @@ def sweep_s(repeats: int = 3) -> tuple[float, int]:
 
 def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
     from runtime_model.consensus import consensus_metrics
-    from runtime_model.spec import ClusterShape
+    from runtime_model.scenario import ClusterShape
     from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
 
     shape = ClusterShape(n, k)

@@ -16,29 +16,32 @@ import numpy as np
 from calibration.compute_fit import fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
 from calibration.links import CombinedLink, LinkEstimate, combine_estimates, invert_ring
-from calibration.profile_io import CalibrationError, validate_profile
+from calibration.profile import Profile
+from calibration.profile_io import CalibrationError, profile_from_document
 from calibration.results import Calibration, FitReport
 from calibration.units import fmt_bytes, fmt_per_byte
-from runtime_model.spec import AffineCost, ClusterShape, GroupShape, Link, Network
+from runtime_model.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
 
 GLOO_WORKER_THREADS = 2  # torch's ProcessGroupGloo.Options default (threads=2)
 
 
 def calibrate(
-    profile: dict,
+    profile: Profile | dict,
     fallback_network: Network | None = None,
     distribution: str = "empirical",
-    origin: str = "profile",
+    origin: str | None = None,
 ) -> Calibration:
-    """Fit the runtime model's parameters to a (validated) schema-v1 profile document.
+    """Fit the runtime model's parameters to a profile (a Profile, or a schema-v1 document it is built from).
 
     fallback_network supplies any link class the profile cannot measure (the inter-node link of a
     single-node profile, the intra-node link of a one-rank-per-node profile); distribution chooses
-    which C distribution the returned Compute carries ("empirical" or "normal").
+    which C distribution the returned Compute carries ("empirical" or "normal"); origin names the
+    profile in messages (default: the Profile's origin, its file when it was loaded from one).
     """
-    validate_profile(profile, origin)
-    shape = profile["shape"]
-    measured = ClusterShape(gpus=int(shape["world_size"]), gpus_per_node=int(shape["ranks_per_node"]))
+    if not isinstance(profile, Profile):
+        profile = profile_from_document(profile, origin or "profile")
+    origin = origin or profile.origin
+    measured: ClusterShape = profile.shape
     fits: list[FitReport] = []
     notes: list[str] = []
     provenance: dict[str, str] = {}
@@ -114,9 +117,9 @@ def calibrate(
     network = Network(
         intra=links["intra"],
         inter=links["inter"],
-        name=f"measured {measured.nodes}x{measured.gpus_per_node} {shape.get('backend') or ''}".rstrip(),
+        name=f"measured {measured.nodes}x{measured.gpus_per_node} {profile.backend or ''}".rstrip(),
         group_costs=group_costs,
-        concurrent_collectives=GLOO_WORKER_THREADS if shape.get("backend") == "gloo" else 1,
+        concurrent_collectives=GLOO_WORKER_THREADS if profile.backend == "gloo" else 1,
     )
     if network.concurrent_collectives > 1:
         provenance["concurrent_collectives"] = (
@@ -124,35 +127,34 @@ def calibrate(
         )
     info = {
         "origin": origin,
-        "created_utc": profile.get("created_utc"),
-        "backend": shape.get("backend"),
-        "device": shape.get("device"),
-        "torch_version": shape.get("torch_version"),
-        "nccl_version": shape.get("nccl_version"),
-        "model": str(profile["workload"].get("model")),
+        "created_utc": profile.created_utc,
+        "backend": profile.backend,
+        "device": profile.device,
+        "torch_version": profile.torch_version,
+        "nccl_version": profile.nccl_version,
+        "model": str(profile.workload.model),
     }
     return Calibration(network, cf.compute, measured, fits, provenance, notes, info)
 
 
-def _pooled_patterns(profile: dict) -> dict[str, tuple[GroupShape, list[str], np.ndarray, np.ndarray]]:
+def _pooled_patterns(profile: Profile) -> dict[str, tuple[GroupShape, list[str], np.ndarray, np.ndarray]]:
     """Samples per exact group shape; patterns forming the same shape (node = all on one node) pool.
 
     A profiler may measure such a shape once and list the same results under each pattern name: exact
     duplicates are counted once, or the fit would claim more samples (and precision) than it has.
     """
     pooled: dict[str, list] = defaultdict(lambda: [None, [], [], [], set()])
-    for pat in profile["communication"]["patterns"]:
-        group = GroupShape(int(pat["group_size"]), int(pat["nodes_spanned"]), int(pat["nic_sharing"]))
-        entry = pooled[group.key]
-        entry[0] = group
-        entry[1].append(pat["pattern"])
-        for res in pat["results"]:
-            fingerprint = (res["bytes"], tuple(res["samples_s"]))
-            if fingerprint in entry[4]:
-                continue
-            entry[4].add(fingerprint)
-            entry[2].extend([res["bytes"]] * len(res["samples_s"]))
-            entry[3].extend(res["samples_s"])
+    for m in profile.allreduce:
+        entry = pooled[m.group.key]
+        entry[0] = m.group
+        if m.pattern not in entry[1]:
+            entry[1].append(m.pattern)
+        fingerprint = (m.message_bytes, m.timing.samples_s)
+        if fingerprint in entry[4]:
+            continue
+        entry[4].add(fingerprint)
+        entry[2].extend([m.message_bytes] * m.timing.n)
+        entry[3].extend(m.timing.samples_s)
     return {
         k: (g, names, np.asarray(b, float), np.asarray(t, float)) for k, (g, names, b, t, _) in pooled.items()
     }

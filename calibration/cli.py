@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from calibration.results import Calibration
-    from runtime_model.spec import Network
+    from runtime_model.scenario import Network
 
 FORMATS = ("table", "json")
 DEFAULT_INTER, DEFAULT_INTRA = "eth-25g", "pcie4"  # only used for the class the user did not name
@@ -59,11 +59,7 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
         ] = None,
     ) -> None:
         """Fit the runtime model's parameters (links, per-shape costs, compute) to a profile."""
-        code = run_calibrate(
-            profile, out, fmt, network, intra, distribution, gpus, gpus_per_node, resolve_network
-        )
-        if code:
-            raise typer.Exit(code)
+        run_calibrate(profile, out, fmt, network, intra, distribution, gpus, gpus_per_node, resolve_network)
 
 
 def run_calibrate(
@@ -77,35 +73,26 @@ def run_calibrate(
     gpus_per_node: int | None = None,
     resolve_network: Resolver | None = None,
     console: Console | None = None,
-) -> int:
-    """The command's body as a plain function: returns the exit code, prints one line on a user error."""
+) -> None:
+    """The command's body as a plain function; raises CalibrationError (and OSError) for the shell to show."""
     from calibration.calibrate import calibrate
     from calibration.extrapolate import extrapolation_notes
     from calibration.profile_io import CalibrationError, load_profile
     from calibration.serialize import calibration_to_json, save_calibration
-    from runtime_model.spec import ClusterShape
+    from runtime_model.scenario import ClusterShape
 
-    try:
-        if fmt not in FORMATS:
-            raise CalibrationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        fallback = None
-        if network is not None or intra is not None:
-            fallback = (resolve_network or preset_network)(network, intra)
-        doc = load_profile(profile)
-        cal = calibrate(doc, fallback_network=fallback, distribution=distribution, origin=str(profile))
-        target = None
-        if gpus is not None:
-            target = ClusterShape(
-                gpus, gpus_per_node if gpus_per_node is not None else cal.measured_shape.gpus_per_node
-            )
-        if out is not None:
-            save_calibration(cal, out)
-    except ValueError as exc:  # CalibrationError, ProfileError, SpecError, resolver errors: one line
-        typer.echo(f"error: {exc}", err=True)
-        return 1
-    except OSError as exc:
-        typer.echo(f"error: cannot write {out}: {exc.strerror or exc}", err=True)
-        return 1
+    if fmt not in FORMATS:
+        raise CalibrationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    fallback = None
+    if network is not None or intra is not None:
+        fallback = (resolve_network or preset_network)(network, intra)
+    doc = load_profile(profile)
+    cal = calibrate(doc, fallback_network=fallback, distribution=distribution, origin=str(profile))
+    target = None
+    if gpus is not None:
+        target = ClusterShape(gpus, gpus_per_node if gpus_per_node is not None else cal.measured_shape.gpus_per_node)
+    if out is not None:
+        save_calibration(cal, out)
 
     if fmt == "json":
         typer.echo(json.dumps(calibration_to_json(cal), indent=1))
@@ -113,7 +100,6 @@ def run_calibrate(
         print_calibration(cal, console, extrapolation_notes(cal, target) if target else None)
         if out is not None:
             (console or _console()).print(f"parameters written to {out}")
-    return 0
 
 
 def preset_network(inter: str | None, intra: str | None) -> Network:

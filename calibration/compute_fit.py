@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from calibration.profile import BucketReadyTimes, Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import FitReport
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.spec import Bucket, Compute
+from runtime_model.scenario import Bucket, Compute
 
 DISTRIBUTIONS = ("empirical", "normal")
 
@@ -33,16 +34,16 @@ class ComputeFit:
     notes: tuple[str, ...]
 
 
-def fit_compute(profile: dict, distribution: str = "empirical") -> ComputeFit:
+def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit:
     """Means, the C distribution (empirical or normal, as chosen) and bucket ready fractions."""
     if distribution not in DISTRIBUTIONS:
         raise CalibrationError(
             f"unknown compute distribution {distribution!r}; choose one of {DISTRIBUTIONS}"
         )
-    comp, workload = profile["compute"], profile["workload"]
-    fwd_rows = [np.asarray(r, dtype=float) for r in comp["forward_s"]]
-    bwd_rows = [np.asarray(r, dtype=float) for r in comp["backward_s"]]
-    opt = np.concatenate([np.asarray(r, dtype=float) for r in comp["optimizer_s"]])
+    comp, workload = profile.compute, profile.workload
+    fwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.forward]
+    bwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.backward]
+    opt = np.concatenate([np.asarray(m.samples_s, dtype=float) for m in comp.optimizer])
     c_rows = []
     for r, (f, b) in enumerate(zip(fwd_rows, bwd_rows, strict=True)):
         if f.size != b.size:
@@ -58,10 +59,8 @@ def fit_compute(profile: dict, distribution: str = "empirical") -> ComputeFit:
     within = float(np.sqrt(np.mean(within_var))) if within_var else 0.0
 
     t_b = float(bwd.mean())
-    ddp, ddp_warn = _buckets(comp["ddp_bucket_ready_s"], workload["ddp_buckets_bytes"], t_b, "ddp")
-    gossip, gossip_warn = _buckets(
-        comp["gossip_bucket_ready_s"], workload["gossip_buckets_bytes"], t_b, "gossip"
-    )
+    ddp, ddp_warn = _buckets(comp.ddp_bucket_ready_s, workload.ddp_buckets_bytes, t_b, "ddp")
+    gossip, gossip_warn = _buckets(comp.gossip_bucket_ready_s, workload.gossip_buckets_bytes, t_b, "gossip")
 
     n_ranks, n_iter = len(c_rows), int(np.median([row.size for row in c_rows]))
     chosen = empirical if distribution == "empirical" else normal
@@ -72,7 +71,7 @@ def fit_compute(profile: dict, distribution: str = "empirical") -> ComputeFit:
         ddp_buckets=ddp,
         gossip_buckets=gossip,
         distribution=chosen,
-        source=f"measured: {n_ranks} ranks x {n_iter} iterations ({workload.get('model', '?')})",
+        source=f"measured: {n_ranks} ranks x {n_iter} iterations ({'?' if workload.model is None else workload.model})",
     )
     notes = [
         f"compute C = forward + backward: the model uses the {distribution} distribution "
@@ -129,7 +128,7 @@ def _persistent_rank_share(rows: list[np.ndarray], between: float, within: float
 
 
 def _buckets(
-    ready_s: list, sizes: list[int], mean_backward_s: float, layout: str
+    ready_s: BucketReadyTimes, sizes: tuple[int, ...], mean_backward_s: float, layout: str
 ) -> tuple[tuple[Bucket, ...], list]:
     """ready fraction of bucket b = mean over ranks and iterations of r_b / mean backward time."""
     per_bucket = np.concatenate([np.asarray(rank, dtype=float).reshape(-1, len(sizes)) for rank in ready_s])

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from calibration.results import Calibration
 from runtime_model.distributions import EmpiricalCompute
-from runtime_model.spec import ClusterShape, GroupShape
+from runtime_model.scenario import ClusterShape, GroupShape
 
 _KEY = re.compile(r"^p(\d+)-s(\d+)-q(\d+)$")
 

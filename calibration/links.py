@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_model.spec import GroupShape, Link
+from runtime_model.errors import UserError
+from runtime_model.scenario import GroupShape, Link
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,14 @@ def combine_estimates(
     """Inverse-variance weighted latency (linear) and bandwidth (log scale); the uncertainty is inflated
     by the Birge ratio sqrt(chi2/dof) when the estimates disagree more than their errors allow."""
     if not estimates:
-        raise ValueError(f"no estimates for the {link_class} link")
+        raise UserError(f"no estimates for the {link_class} link")
     warnings: list[str] = []
     usable_bw = [e for e in estimates if np.isfinite(e.bandwidth_Bps)]
     for e in estimates:
         if not np.isfinite(e.bandwidth_Bps):
             warnings.append(f"{e.label}: no per-byte cost resolved; not used for the {link_class} bandwidth")
     if not usable_bw:
-        raise ValueError("no pattern resolved a per-byte cost (measure larger messages)")
+        raise UserError("no pattern resolved a per-byte cost (measure larger messages)")
 
     lat = np.array([e.latency_s for e in estimates])
     lat_sd = np.array([max(e.latency_sd_s, 1e-3 * abs(e.latency_s), 1e-9) for e in estimates])

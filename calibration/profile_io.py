@@ -2,7 +2,8 @@
 
 Why a separate pass: a profile comes from a long run on someone's cluster; when it is broken the user
 needs ONE line that says what is wrong and what to do (rerun, --resume, other file), not a KeyError
-from deep inside a fit. Everything downstream may then assume a well-formed document.
+from deep inside a fit. The checked document is then turned into a typed Profile (calibration.profile)
+here and only here, so everything downstream reads named fields of well-formed data.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from calibration.measurement import Measurement
+from calibration.profile import AllReduceMeasurement, ComputeProfile, Profile, Workload
+from calibration.units import fmt_bytes
+from runtime_model.errors import UserError
+from runtime_model.scenario import ClusterShape, GroupShape
+
 TOOL = "rtmodel-profile"
 SUPPORTED_SCHEMA_VERSION = 1
 REQUIRED_SECTIONS = ("shape", "workload", "compute", "communication")
@@ -20,16 +27,16 @@ CHECKPOINT_SECTIONS = ("shape", "compute", "communication")
 KNOWN_PATTERNS = ("pair-intra", "pair-inter", "node", "two-nodes", "all")
 
 
-class CalibrationError(ValueError):
-    """A user-facing calibration problem; the CLI prints it as one line."""
+class CalibrationError(UserError):
+    """A profile or calibration request that cannot work as given."""
 
 
 class ProfileError(CalibrationError):
     """The profile document cannot be used (missing, corrupt, wrong tool or version, bad numbers)."""
 
 
-def load_profile(path: str | Path) -> dict:
-    """Read and validate a profile file; raises ProfileError with one clear line when it is unusable."""
+def load_profile(path: str | Path) -> Profile:
+    """Read, validate and type a profile file; raises ProfileError with one clear line when it is unusable."""
     p = Path(path)
     if not p.exists():
         raise ProfileError(f"profile not found: {p}")
@@ -50,8 +57,13 @@ def load_profile(path: str | Path) -> dict:
             f"{p} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             "the file looks truncated or corrupted: copy it again or rerun the profiler"
         ) from None
-    validate_profile(doc, origin=str(p))
-    return doc
+    return profile_from_document(doc, origin=str(p))
+
+
+def profile_from_document(doc: Any, origin: str = "profile") -> Profile:
+    """Validate a parsed profile document and build its typed Profile (ProfileError when unusable)."""
+    validate_profile(doc, origin)
+    return _build_profile(doc, origin)
 
 
 def validate_profile(doc: Any, origin: str = "profile") -> None:
@@ -150,6 +162,14 @@ def _check_workload(workload: dict, origin: str) -> None:
             )
         for i, s in enumerate(sizes):
             _require_int(s, f"workload.{key}[{i}]", origin)
+    args = workload.get("model_args")
+    if args is not None and not isinstance(args, dict):
+        raise ProfileError(f"{_where(origin, 'workload.model_args')} must be an object of model arguments")
+    if workload.get("batch_per_rank"):  # absent (older profiles) is allowed; validation asks for it
+        _require_int(workload["batch_per_rank"], "workload.batch_per_rank", origin)
+    cap = workload.get("bucket_cap_mb")
+    if cap and (not _is_number(cap) or not 0 < cap < math.inf):
+        raise ProfileError(f"{_where(origin, 'workload.bucket_cap_mb')} must be a positive number of MB, got {cap!r}")
 
 
 def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, origin: str) -> None:
@@ -215,3 +235,59 @@ def _check_communication(comm: dict, origin: str) -> None:
                 raise ProfileError(f"{_where(origin, f'{where}.results[{i}]')} must be an object")
             _require_int(res.get("bytes"), f"{where}.results[{i}].bytes", origin)
             _check_times(res.get("samples_s"), f"{where}.results[{i}].samples_s", origin, positive=True)
+
+
+# ----------------------------------------------------------------------------- typed profile
+
+
+def _build_profile(doc: dict, origin: str) -> Profile:
+    """The checked document as a Profile (no checks here: validate_profile has run)."""
+    shape, wl = doc["shape"], doc["workload"]
+    node_names = shape.get("node_names")
+    return Profile(
+        origin=origin,
+        shape=ClusterShape(gpus=int(shape["world_size"]), gpus_per_node=int(shape["ranks_per_node"])),
+        backend=shape.get("backend"),
+        device=shape.get("device"),
+        torch_version=shape.get("torch_version"),
+        nccl_version=shape.get("nccl_version"),
+        node_names=tuple(str(n) for n in node_names) if isinstance(node_names, list) else (),
+        created_utc=doc.get("created_utc"),
+        workload=Workload(
+            model=None if wl.get("model") is None else str(wl["model"]),
+            model_args=dict(wl.get("model_args") or {}),
+            batch_per_rank=int(wl["batch_per_rank"]) if wl.get("batch_per_rank") else None,
+            bucket_cap_mb=float(wl["bucket_cap_mb"]) if wl.get("bucket_cap_mb") else None,
+            ddp_buckets_bytes=tuple(int(b) for b in wl["ddp_buckets_bytes"]),
+            gossip_buckets_bytes=tuple(int(b) for b in wl["gossip_buckets_bytes"]),
+        ),
+        compute=_build_compute(doc["compute"]),
+        allreduce=tuple(
+            AllReduceMeasurement(
+                pattern=pat["pattern"],
+                group=GroupShape(int(pat["group_size"]), int(pat["nodes_spanned"]), int(pat["nic_sharing"])),
+                message_bytes=int(res["bytes"]),
+                timing=Measurement(tuple(res["samples_s"]), f"{pat['pattern']} {fmt_bytes(res['bytes'])}"),
+            )
+            for pat in doc["communication"]["patterns"]
+            for res in pat["results"]
+        ),
+        document=doc,
+    )
+
+
+def _build_compute(compute: dict) -> ComputeProfile:
+    def per_rank(key: str) -> tuple[Measurement, ...]:
+        phase = key.removesuffix("_s")
+        return tuple(Measurement(tuple(t), f"{phase} rank {r}") for r, t in enumerate(compute[key]))
+
+    def ready(key: str) -> tuple[tuple[tuple[float, ...], ...], ...]:
+        return tuple(tuple(tuple(it) for it in rank) for rank in compute[key])
+
+    return ComputeProfile(
+        forward=per_rank("forward_s"),
+        backward=per_rank("backward_s"),
+        optimizer=per_rank("optimizer_s"),
+        ddp_bucket_ready_s=ready("ddp_bucket_ready_s"),
+        gossip_bucket_ready_s=ready("gossip_bucket_ready_s"),
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime_model.spec import ClusterShape, Compute, Network
+from runtime_model.scenario import ClusterShape, Compute, Network
 
 
 @dataclass

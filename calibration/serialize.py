@@ -29,7 +29,7 @@ from typing import Any
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.spec import AffineCost, Bucket, ClusterShape, Compute, Link, Network
+from runtime_model.scenario import AffineCost, Bucket, ClusterShape, Compute, Link, Network
 
 FORMAT = "rtmodel-calibration"
 VERSION = 1

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from runtime_model.collectives import allreduce_s, busbw_Bps
-from runtime_model.spec import GroupShape, Link, Network
+from runtime_model.scenario import GroupShape, Link, Network
 
 MB = 1 << 20
 

@@ -23,20 +23,12 @@ def _cluster(nodes, ranks, bw, delay, shaping, mtu):
     return EmulatedCluster(nodes, ranks, bw, delay, shaping=shaping, mtu=mtu)
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    from emulation.errors import EmulationConfigError
-
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2 if isinstance(exc, EmulationConfigError) else 1)
-
-
 def up(nodes: NODES = 2, ranks_per_node: RANKS = 1, bandwidth_mbit: BW = 1000.0, delay_ms: DELAY = 0.1,
        shaping: SHAPING = "tbf+forwarder", mtu: MTU = 65520,
        check: Annotated[bool, typer.Option(help="measure ping RTT and TCP rate node0 -> node1 first")] = True):
     """Bring an emulated cluster up and keep it until Ctrl-C; prints how to run commands inside."""
     import signal
 
-    from emulation.errors import EmulationError
     from emulation.probe import measure_rtt, measure_throughput
 
     try:
@@ -56,8 +48,6 @@ def up(nodes: NODES = 2, ranks_per_node: RANKS = 1, bandwidth_mbit: BW = 1000.0,
                 signal.pause()
     except KeyboardInterrupt:
         typer.echo("torn down")
-    except (ValueError, EmulationError) as exc:
-        raise _fail(exc) from None
 
 
 def run(command: Annotated[list[str], typer.Argument(help="after `--`: torchrun's script/`-m module` + args, "
@@ -69,46 +59,32 @@ def run(command: Annotated[list[str], typer.Argument(help="after `--`: torchrun'
         timeout_s: Annotated[float, typer.Option(help="kill everything after this long")] = 1800.0,
         master_port: Annotated[int, typer.Option(help="rendezvous port on node0")] = 29500):
     """Bring a cluster up, run the command on every node (torchrun by default), tear down."""
-    from emulation.errors import EmulationError
-
-    try:
-        with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu) as c:
-            typer.echo(c.describe())
-            if plain:
-                cmds = [c.exec_prefix(n, {"NODE_RANK": str(n), "NNODES": str(c.nodes), "MASTER_ADDR": c.node_ip(0),
-                                          "MASTER_PORT": str(master_port)}) + list(command) for n in range(c.nodes)]
-                res = c.launch(cmds, timeout_s, echo=True)
-            else:
-                res = c.launch_torchrun(list(command), timeout_s, master_port, echo=True)
-            typer.echo(f"all {c.nodes} nodes finished in {res.elapsed_s:.1f} s")
-    except (ValueError, EmulationError) as exc:
-        raise _fail(exc) from None
+    with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu) as c:
+        typer.echo(c.describe())
+        if plain:
+            cmds = [c.exec_prefix(n, {"NODE_RANK": str(n), "NNODES": str(c.nodes), "MASTER_ADDR": c.node_ip(0),
+                                      "MASTER_PORT": str(master_port)}) + list(command) for n in range(c.nodes)]
+            res = c.launch(cmds, timeout_s, echo=True)
+        else:
+            res = c.launch_torchrun(list(command), timeout_s, master_port, echo=True)
+        typer.echo(f"all {c.nodes} nodes finished in {res.elapsed_s:.1f} s")
 
 
 def cleanup():
     """Remove namespaces left behind by killed runs (owner process gone)."""
-    from emulation.errors import EmulationError
     from emulation.netns import cleanup_stale
 
-    try:
-        removed = cleanup_stale()
-    except EmulationError as exc:
-        raise _fail(exc) from None
+    removed = cleanup_stale()
     typer.echo("\n".join(f"removed {n}" for n in removed) or "nothing to clean up")
 
 
 def measure(quick: Annotated[bool, typer.Option(help="only the default shaping, not all three")] = False):
     """Gloo all_reduce on 2 emulated nodes vs the ring model (the table in emulation/MEASUREMENTS.md)."""
     from emulation.cluster import SHAPINGS
-    from emulation.errors import EmulationError
     from emulation.measure import DEFAULT_SETTINGS, markdown, measure_floor, measure_setting
 
-    try:
-        floor = measure_floor(2)
-        rows = [measure_setting(bw, d, sh) for bw, d in DEFAULT_SETTINGS
-                for sh in (SHAPINGS[:1] if quick else SHAPINGS)]
-    except (ValueError, EmulationError) as exc:
-        raise _fail(exc) from None
+    floor = measure_floor(2)
+    rows = [measure_setting(bw, d, sh) for bw, d in DEFAULT_SETTINGS for sh in (SHAPINGS[:1] if quick else SHAPINGS)]
     typer.echo(markdown(rows, floor))
 
 
@@ -128,4 +104,9 @@ def register(app: typer.Typer) -> None:
 
 
 def main() -> None:
-    build_app()(prog_name="python -m emulation")
+    """`python -m emulation VERB ...` is `rtmodel emulate VERB ...` (the same guarded commands)."""
+    import sys
+
+    from rtmodel_cli.app import app
+
+    app(["emulate", *sys.argv[1:]], prog_name="python -m emulation")

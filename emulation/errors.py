@@ -1,14 +1,16 @@
-"""Errors of the emulated cluster: user mistakes are ValueErrors, environment/run problems are not."""
+"""Errors of the emulated cluster, under rtmodel's one hierarchy: user mistakes exit 2, run problems 1."""
 
 from __future__ import annotations
 
+from runtime_model.errors import RunFailure, UserError
 
-class EmulationError(RuntimeError):
+
+class EmulationError(RunFailure):
     """Something went wrong bringing up, using or tearing down an emulated cluster."""
 
 
-class EmulationConfigError(ValueError):
-    """A user-supplied setting is invalid (the CLI prints it as one line)."""
+class EmulationConfigError(UserError):
+    """A user-supplied setting is invalid."""
 
 
 class EmulationUnavailable(EmulationError):

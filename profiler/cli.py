@@ -41,15 +41,9 @@ def register(app: typer.Typer) -> None:
         """Measure this cluster (compute, bucket timing, all-reduce per group pattern) into a profile JSON.
 
         Run it plainly to launch local ranks, or under torchrun on every node (see the README)."""
-        from profiler.errors import RankFailure
         from profiler.launch import run_profile
         from profiler.model_spec import parse_model_args
 
-        try:
-            run_profile(out, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
-                        ranks_per_node=ranks_per_node, resume=resume, timeout_s=timeout_s, iterations=iterations,
-                        warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb, backend=backend,
-                        progress=not quiet)
-        except ValueError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1 if isinstance(exc, RankFailure) else 2) from None
+        run_profile(out, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
+                    ranks_per_node=ranks_per_node, resume=resume, timeout_s=timeout_s, iterations=iterations,
+                    warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb, backend=backend, progress=not quiet)

@@ -1,19 +1,15 @@
-"""User-facing profiler errors: ValueError subclasses, so every CLI prints them as one line."""
+"""Profiler errors, under rtmodel's one hierarchy (runtime_model.errors)."""
 
 from __future__ import annotations
 
+from runtime_model.errors import RankFailure, UserError
 
-class ProfileError(ValueError):
-    """The profile cannot be taken as asked (bad option, failed rank, unusable checkpoint)."""
+__all__ = ["ProfilingError", "RankFailure", "WorkloadError"]
 
 
-class WorkloadError(ProfileError):
+class ProfilingError(UserError):
+    """The profile cannot be taken as asked (bad option, impossible shape, unusable checkpoint)."""
+
+
+class WorkloadError(ProfilingError):
     """The --model / --model-arg choice does not name a model we can build."""
-
-
-class RankFailure(ProfileError):
-    """One rank failed; the message names the rank and the phase it was in."""
-
-    def __init__(self, rank: int, phase: str, detail: str):
-        self.rank, self.phase, self.detail = rank, phase, detail
-        super().__init__(f"rank {rank} failed during {phase}: {detail}")

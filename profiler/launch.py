@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from profiler.envvars import DEBUG_ENV, DEVICE_INDEX_ENV, ERROR_DIR_ENV, NODE_NAME_ENV, RANKS_PER_NODE_ENV
-from profiler.errors import ProfileError, RankFailure
+from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
 from profiler.model_spec import check_workload_spec
 from profiler.options import ProfileOptions
@@ -50,7 +50,7 @@ def run_profile(
 ) -> dict | None:
     """Take a profile and write it to out_path; returns the document (None on ranks other than 0).
 
-    Raises ProfileError (a ValueError) with one line on bad options or a failed rank."""
+    Raises ProfilingError (a ValueError) with one line on bad options or a failed rank."""
     opts = ProfileOptions(
         out=str(out_path), model=model, model_args=dict(model_args or {}), batch_per_rank=batch_per_rank,
         quick=quick, nproc_per_node=nproc_per_node, ranks_per_node=ranks_per_node, resume=resume,
@@ -120,17 +120,17 @@ def launch_local(opts: ProfileOptions) -> dict:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ProfileError(f"cannot create the directory for --out {opts.out}: {exc.strerror}") from None
+        raise ProfilingError(f"cannot create the directory for --out {opts.out}: {exc.strerror}") from None
     if not os.access(out_dir, os.W_OK):
-        raise ProfileError(f"cannot write --out {opts.out}: directory {out_dir} is not writable")
+        raise ProfilingError(f"cannot write --out {opts.out}: directory {out_dir} is not writable")
     gpus = gpu_count()
     n = opts.nproc_per_node or default_nproc(gpus)
     k = opts.ranks_per_node or n
     if n < 2:
-        raise ProfileError("a profile needs at least 2 ranks (an all-reduce needs a partner); "
+        raise ProfilingError("a profile needs at least 2 ranks (an all-reduce needs a partner); "
                            "use --nproc-per-node 2 or more")
     if n % k:
-        raise ProfileError(f"--ranks-per-node {k} does not divide the {n} local processes")
+        raise ProfilingError(f"--ranks-per-node {k} does not divide the {n} local processes")
     if opts.backend == "auto" and 0 < gpus < n:
         opts = replace(opts, backend="gloo")  # NCCL refuses two ranks on one GPU; gloo shares it
         if opts.progress:
@@ -177,10 +177,10 @@ def launch_local(opts: ProfileOptions) -> dict:
     return json.loads(Path(opts.out).read_text(encoding="utf-8"))
 
 
-def _failure(errdir: Path, codes: dict[int, int], killed: set[int], out: str) -> ProfileError:
+def _failure(errdir: Path, codes: dict[int, int], killed: set[int], out: str) -> ProfilingError:
     reports = read_failures(errdir, codes, killed)
     if not reports:
-        return ProfileError(f"the profile ranks stopped (exit codes {codes}) without saying why")
+        return ProfilingError(f"the profile ranks stopped (exit codes {codes}) without saying why")
     first = reports[0]
     if os.environ.get(DEBUG_ENV) and first.get("traceback"):
         print(first["traceback"], file=sys.stderr)

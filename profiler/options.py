@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 
-from profiler.errors import ProfileError
+from profiler.errors import ProfilingError
 
 BACKENDS = ("auto", "gloo", "nccl")
 # (full, quick) defaults: quick trades resolution for a run of seconds
@@ -32,7 +32,7 @@ class ProfileOptions:
     progress: bool = True
 
     def resolved(self) -> ProfileOptions:
-        """A copy with quick/full defaults filled in; raises ProfileError on impossible values."""
+        """A copy with quick/full defaults filled in; raises ProfilingError on impossible values."""
         fill = {k: (v[1] if self.quick else v[0]) for k, v in DEFAULTS.items() if getattr(self, k) is None}
         o = replace(self, **fill)
         _check_int(o.iterations, "--iterations", 1)
@@ -45,17 +45,17 @@ class ProfileOptions:
         if o.ranks_per_node is not None:
             _check_int(o.ranks_per_node, "--ranks-per-node", 1)
             if o.nproc_per_node is not None and o.nproc_per_node % o.ranks_per_node:
-                raise ProfileError(
+                raise ProfilingError(
                     f"--ranks-per-node {o.ranks_per_node} does not divide --nproc-per-node {o.nproc_per_node}"
                 )
         if not (o.timeout_s > 0):
-            raise ProfileError(f"--timeout-s must be > 0, got {o.timeout_s}")
+            raise ProfilingError(f"--timeout-s must be > 0, got {o.timeout_s}")
         if o.bucket_cap_mb is not None and not (o.bucket_cap_mb > 0):
-            raise ProfileError(f"--bucket-cap-mb must be > 0, got {o.bucket_cap_mb}")
+            raise ProfilingError(f"--bucket-cap-mb must be > 0, got {o.bucket_cap_mb}")
         if o.backend not in BACKENDS:
-            raise ProfileError(f"--backend must be one of {', '.join(BACKENDS)}, got {o.backend!r}")
+            raise ProfilingError(f"--backend must be one of {', '.join(BACKENDS)}, got {o.backend!r}")
         if not str(o.out):
-            raise ProfileError("--out is required")
+            raise ProfilingError("--out is required")
         return o
 
     def to_json(self) -> str:
@@ -68,4 +68,4 @@ class ProfileOptions:
 
 def _check_int(value, flag: str, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ProfileError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+        raise ProfilingError(f"{flag} must be an integer >= {minimum}, got {value!r}")

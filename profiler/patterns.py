@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Round
-from runtime_model.spec import ClusterShape
 
 PATTERN_NAMES = ("pair-intra", "pair-inter", "node", "two-nodes", "all")
 KIB = 1024

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from profiler.envvars import DEVICE_INDEX_ENV, NODE_NAME_ENV, RANKS_PER_NODE_ENV
-from profiler.errors import ProfileError
+from profiler.errors import ProfilingError
 
 
 def node_name() -> str:
@@ -29,7 +29,7 @@ def ranks_per_node(option: int | None, world_size: int) -> int:
         if value is not None and value != "":
             k = int(value)
             if k < 1 or world_size % k:
-                raise ProfileError(f"{what}={k} does not divide the world size {world_size}")
+                raise ProfilingError(f"{what}={k} does not divide the world size {world_size}")
             return k
     return world_size
 
@@ -45,7 +45,7 @@ def choose_backend(requested: str) -> tuple[str, torch.device]:
     cuda = torch.cuda.is_available()
     backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
     if backend == "nccl" and not cuda:
-        raise ProfileError("--backend nccl needs CUDA GPUs, and torch sees none here")
+        raise ProfilingError("--backend nccl needs CUDA GPUs, and torch sees none here")
     if cuda:
         idx = device_index()
         torch.cuda.set_device(idx)
@@ -67,7 +67,7 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
     """The shape section (identical on every rank) plus warnings worth printing."""
     n = dist.get_world_size()
     if n < 2:
-        raise ProfileError("a profile needs at least 2 ranks (an all-reduce needs a partner); this job has 1")
+        raise ProfilingError("a profile needs at least 2 ranks (an all-reduce needs a partner); this job has 1")
     names: list = [None] * n
     dist.all_gather_object(names, node_name())
     shape = {

@@ -6,12 +6,12 @@ benchmark) and the inputs' uncertainty; a win smaller than that is reported as t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
-from runtime_model.consensus import consensus_metrics
+from runtime_model.consensus import ConsensusMetrics, consensus_metrics
 from runtime_model.iteration import IterationPrediction, allreduce_prediction, gossip_prediction
-from runtime_model.spec import Scenario
-from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule, topology_names
+from runtime_model.scenario import Scenario
+from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_info, topology_names
 
 DEFAULT_MARGIN = 0.05  # relative; the accuracy goal the benchmark checks (README: accuracy section)
 
@@ -23,7 +23,7 @@ class TopologyRow:
     reason: str | None
     prediction: IterationPrediction | None
     speedup: float | None
-    consensus: dict | None
+    consensus: ConsensusMetrics | None
     decent_dp_builtin: bool
     uncertainty_s: float = 0.0
     runnable: bool = True  # can Decent-DP run it (the model can predict more than Decent-DP can run)
@@ -105,20 +105,26 @@ def advise(
     ar_sd = _uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
     for name in topologies or topology_names():
-        info = TOPOLOGIES[name]
-        builtin = info.decent_dp_name is not None
+        builtin = topology_info(name).decent_dp_name is not None
         try:
             schedule = build_schedule(name, scenario.shape)
         except TopologyNotApplicable as exc:
             rows.append(TopologyRow(name, False, str(exc), None, None, None, builtin))
             continue
         pred = gossip_prediction(scenario, schedule, ar)
-        cons = consensus_metrics(schedule)
         sd = _uncertainty_s(scenario, lambda s, sch=schedule: gossip_prediction(s, sch))
-        runnable = schedule.extra.get("decent_dp_runnable", True)
-        note = None if runnable else schedule.extra.get("decent_dp_note", "Decent-DP cannot run this schedule")
         rows.append(
-            TopologyRow(name, True, note, pred, ar.mean_s / pred.mean_s, asdict(cons), builtin, sd, runnable)
+            TopologyRow(
+                name,
+                True,
+                reason=schedule.decent_dp_note,
+                prediction=pred,
+                speedup=ar.mean_s / pred.mean_s,
+                consensus=consensus_metrics(schedule),
+                decent_dp_builtin=builtin,
+                uncertainty_s=sd,
+                runnable=schedule.decent_dp_runnable,
+            )
         )
     rec = _recommend(scenario, ar, ar_sd, rows, margin)
     return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}))

@@ -11,7 +11,7 @@ When calibration measured the exact group shape, that measurement is used instea
 
 from __future__ import annotations
 
-from runtime_model.spec import GroupShape, Network
+from runtime_model.scenario import GroupShape, Network
 
 
 def ring_allreduce_s(p: int, nbytes: float, latency_s: float, seconds_per_byte: float) -> float:

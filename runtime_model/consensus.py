@@ -10,7 +10,7 @@ For rounds W_0 .. W_{L-1} (doubly stochastic) and J = 11^T / n we report
 
 Why several methods: the advisor asks at n up to 65,536, where an n x n matrix is out of the question.
 Structure is used instead, tried in this order:
-1. "fft-circulant": a static circulant graph (Schedule.extra["circulant_row"]) or rounds that are all
+1. "fft-circulant": a static circulant graph (Schedule.static_graph) or rounds that are all
    invariant under rotating ranks by one: eigenvalues by one FFT.
 2. "fft-block-circulant": rounds all invariant under rotating by s <= 8 ranks (ring: s = 2). The period
    operator is block-circulant with s x s blocks, so it splits into n/s independent s x s problems.
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_model.errors import UserError
 from runtime_model.schedule import Round, Schedule
 
 DENSE_MAX_N = 512
@@ -39,7 +40,7 @@ POWER_ITERATIONS = 300
 METHODS = ("fft-circulant", "fft-block-circulant", "exact-projection-check", "dense-svd", "power-iteration")
 
 
-class ConsensusError(ValueError):
+class ConsensusError(UserError):
     """A consensus computation was asked for something it cannot do (unknown method, n too large)."""
 
 
@@ -126,8 +127,8 @@ def _circulant_op(row: np.ndarray) -> _Op:
 
 
 def _operators(schedule: Schedule) -> list[_Op]:
-    if "circulant_row" in schedule.extra:
-        return [_circulant_op(np.asarray(schedule.extra["circulant_row"], dtype=float))]
+    if schedule.static_graph is not None:
+        return [_circulant_op(schedule.static_graph.circulant_row)]
     return [_group_op(r) for r in schedule.rounds]
 
 
@@ -169,12 +170,12 @@ def _power_iteration(ops: list[_Op], n: int) -> float:
 
 
 def dense_rounds(schedule: Schedule) -> list[np.ndarray]:
-    """The n x n mixing matrix of every round (circulant extra included); only for small n."""
+    """The n x n mixing matrix of every round (a static graph's included); only for small n."""
     n = schedule.n
     if n > 4096:
         raise ConsensusError("dense mixing matrices are only built for n <= 4096")
-    if "circulant_row" in schedule.extra:
-        row = np.asarray(schedule.extra["circulant_row"], dtype=float)
+    if schedule.static_graph is not None:
+        row = schedule.static_graph.circulant_row
         idx = np.arange(n)
         return [row[(idx[None, :] - idx[:, None]) % n]]
     return [r.dense() for r in schedule.rounds]
@@ -233,8 +234,8 @@ def _block_symbol(rnd: Round, s: int) -> np.ndarray:
 def _symbols(schedule: Schedule) -> tuple[list[np.ndarray], str] | None:
     """Per-round Fourier symbols (s, s, M) when the schedule is (block-)circulant, else None."""
     n = schedule.n
-    if "circulant_row" in schedule.extra:
-        row = np.asarray(schedule.extra["circulant_row"], dtype=float)
+    if schedule.static_graph is not None:
+        row = schedule.static_graph.circulant_row
         # W[0, j] = row[j]: the s = 1 case of _block_symbol
         return [np.fft.fft(row)[None, None, :]], "fft-circulant"
     for s in range(1, min(MAX_BLOCK, n) + 1):

@@ -14,6 +14,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from runtime_model.errors import UserError
+
 _STD = NormalDist()
 _erf = np.vectorize(math.erf, otypes=[float])
 
@@ -58,7 +60,7 @@ class NormalCompute(ComputeDistribution):
 
     def __post_init__(self):
         if not (self.mean_s >= 0) or not (self.sd_s >= 0):
-            raise ValueError(f"compute mean and sd must be >= 0, got {self.mean_s}, {self.sd_s}")
+            raise UserError(f"compute mean and sd must be >= 0, got {self.mean_s}, {self.sd_s}")
 
     def ppf(self, q):
         q = np.asarray(q, dtype=float)
@@ -109,7 +111,7 @@ class EmpiricalCompute(ComputeDistribution):
     def __post_init__(self):
         arr = np.asarray(self.samples_s, dtype=float)
         if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-            raise ValueError("empirical compute samples must be a non-empty list of finite times >= 0")
+            raise UserError("empirical compute samples must be a non-empty list of finite times >= 0")
         object.__setattr__(self, "samples_s", tuple(sorted(arr.tolist())))
 
     @property

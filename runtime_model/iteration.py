@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape, serial_allreduces_s
+from runtime_model.scenario import ClusterShape, Compute, Network, Scenario
 from runtime_model.schedule import Schedule
-from runtime_model.spec import ClusterShape, Compute, Network, Scenario
 
 SIM_SEED = 20241015  # fixed: predictions are deterministic; common random numbers across topologies
 SIM_BUDGET = 60_000  # rank-iterations per simulation: bounds advisor latency at large n
@@ -118,8 +118,8 @@ def round_comm_per_rank_s(
     Per rank, not the round's slowest group: with a one-iteration slack a rank only waits for its
     own group, and which groups are slow changes from round to round (alternating-exp-ring).
     """
-    if "static_peers" in schedule.extra:
-        cost = static_graph_comm_s(schedule.extra["static_peers"], shape, compute.message_bytes, net)
+    if schedule.static_graph is not None:
+        cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, compute.message_bytes, net)
         return np.full(shape.gpus, cost)
     return schedule.rounds[round_index].per_rank_cost(
         shape, lambda g: serial_allreduces_s(g, [b.nbytes for b in compute.gossip_buckets], net)
@@ -154,7 +154,7 @@ class _PeerMax:
     """
 
     def __init__(self, schedule: Schedule):
-        self.static = tuple(schedule.extra.get("static_peers", ()))
+        self.static = schedule.static_graph.peer_offsets if schedule.static_graph is not None else ()
         self.rounds = []
         if self.static:
             return
@@ -221,7 +221,7 @@ def gossip_prediction(
     """Decent-DP on `schedule`: growth rate of the recurrence, plus the factor breakdown vs All-Reduce
     (`allreduce`: the same scenario's All-Reduce prediction, when the caller already has it)."""
     shape, net, comp = scenario.shape, scenario.network, scenario.compute
-    period = 1 if "static_peers" in schedule.extra else schedule.period
+    period = 1 if schedule.static_graph is not None else schedule.period
     per_rank = [round_comm_per_rank_s(schedule, i, shape, comp, net) for i in range(period)]
     comm_rounds = [float(c.max()) for c in per_rank]
     opt_last = last_bucket_optimizer_s(comp)

@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 
 from runtime_model.distributions import NormalCompute
-from runtime_model.spec import Bucket, ClusterShape, Compute, Link, Network, Scenario, SpecError
+from runtime_model.scenario import Bucket, ClusterShape, Compute, Link, Network, Scenario, ScenarioError
 
 MB = 1024 * 1024
 BYTES_PER_PARAM = 4  # gradients/parameters communicated in fp32, even under mixed precision
@@ -31,7 +31,7 @@ def load(kind: str) -> dict:
 
 def _pick(table: dict, name: str, what: str, flag: str) -> dict:
     if name not in table:
-        raise SpecError(f"unknown {what} '{name}' for {flag}; choose one of: {', '.join(sorted(table))}")
+        raise ScenarioError(f"unknown {what} '{name}' for {flag}; choose one of: {', '.join(sorted(table))}")
     return table[name]
 
 
@@ -60,7 +60,7 @@ def bucket_layout(
     1 MB); Decent-DP closes it once it reaches the cap (`first_cap_mb=None`).
     """
     if cap_mb <= 0:
-        raise SpecError(f"bucket size must be > 0 MB, got {cap_mb}")
+        raise ScenarioError(f"bucket size must be > 0 MB, got {cap_mb}")
     body = (total_params - tail_params) * BYTES_PER_PARAM
     tail = tail_params * BYTES_PER_PARAM
     cap = cap_mb * MB
@@ -122,7 +122,7 @@ def resolve(
     m = _pick(load("models"), model, "model", "--model")
     precision = precision or g["default_precision"]
     if precision not in g["tflops"]:
-        raise SpecError(f"unknown precision '{precision}'; choose one of: {', '.join(g['tflops'])}")
+        raise ScenarioError(f"unknown precision '{precision}'; choose one of: {', '.join(g['tflops'])}")
     choice = PresetChoice(
         gpus=gpus,
         gpus_per_node=gpus_per_node or min(8, gpus),
@@ -139,11 +139,11 @@ def resolve(
     for name, lo, hi in (("mfu", 0.0, 1.0), ("compute_cv", 0.0, 1.0)):
         v = getattr(choice, name)
         if not (lo < v <= hi if name == "mfu" else lo <= v <= hi) or math.isnan(v):
-            raise SpecError(f"--{name.replace('_', '-')} must be in ({lo}, {hi}], got {v}")
+            raise ScenarioError(f"--{name.replace('_', '-')} must be in ({lo}, {hi}], got {v}")
     if not (choice.global_batch > 0) or math.isinf(choice.global_batch):
-        raise SpecError(f"--global-batch must be a positive number, got {choice.global_batch}")
+        raise ScenarioError(f"--global-batch must be a positive number, got {choice.global_batch}")
     if not (0 < bucket_cap_mb < 1e6):
-        raise SpecError(f"--bucket-mb must be a positive number of MB, got {bucket_cap_mb}")
+        raise ScenarioError(f"--bucket-mb must be a positive number of MB, got {bucket_cap_mb}")
     return choice
 
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import asdict
 
 from runtime_model.advisor import Advice
+from runtime_model.columns import CSV_COLUMNS
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
+from runtime_model.scenario import ClusterShape
 
 SCHEMA = "rtmodel-advice/1"
 
@@ -59,7 +62,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             entry.update(
                 speedup_vs_allreduce=r.speedup,
                 factors={"overlap_s": f.overlap_s, "links_s": f.links_s, "variance_s": f.variance_s, "total_s": f.total_s},
-                consensus=r.consensus,
+                consensus=asdict(r.consensus),
                 per_round_comm_s=list(r.prediction.per_round_comm_s),
                 uncertainty_s=r.uncertainty_s,
             )
@@ -114,95 +117,62 @@ def to_json(advice: Advice, inputs: dict | None = None) -> str:
     return json.dumps(advice_to_dict(advice, inputs), indent=2)
 
 
-CSV_COLUMNS = [
-    "topology", "applicable", "mean_ms", "p50_ms", "p99_ms", "speedup_vs_allreduce",
-    "overlap_ms", "links_ms", "variance_ms", "exact_rounds", "rho", "reason",
-]
-
-
 def to_csv(advice: Advice, inputs: dict | None = None) -> str:
+    """One row per prediction entry of the JSON, columns from `columns.CSV_COLUMNS`."""
     import csv
 
-    doc = advice_to_dict(advice, inputs)
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(CSV_COLUMNS)
-    for p in doc["predictions"]:
-        it, f, c = p.get("iteration_s") or {}, p.get("factors") or {}, p.get("consensus") or {}
-
-        def ms(v):
-            return "" if v is None else f"{v * 1e3:.4f}"
-
-        w.writerow([
-            p["topology"], p["applicable"], ms(it.get("mean")), ms(it.get("p50")), ms(it.get("p99")),
-            "" if p.get("speedup_vs_allreduce") is None else f"{p['speedup_vs_allreduce']:.4f}",
-            ms(f.get("overlap_s")), ms(f.get("links_s")), ms(f.get("variance_s")),
-            c.get("exact_rounds", ""), "" if c.get("rho") is None else f"{c['rho']:.6g}", p.get("reason") or "",
-        ])
+    w.writerow([c.name for c in CSV_COLUMNS])
+    for entry in advice_to_dict(advice, inputs)["predictions"]:
+        w.writerow([c.csv_text(entry) for c in CSV_COLUMNS])
     return buf.getvalue()
 
 
-def _fmt_consensus(c: dict | None) -> str:
-    if not c:
-        return "-"
-    if c.get("exact_rounds"):
-        return f"exact in {c['exact_rounds']} rounds"
-    rho = c.get("rho")
-    return f"rho={rho:.4g}/period" if rho is not None else "-"
+TOPOLOGY_CSV_FIELDS = ("topology", "applicable", "period", "group_sizes", "exact_rounds", "rho", "decent_dp_name",
+                       "description", "reason")
 
 
-def render_table(advice: Advice, console, header: str = "") -> None:
-    """The human view: one row per topology, then the verdict and the exact lines to run it."""
-    from rich.table import Table
+def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
+    """`rtmodel topologies` data: every schedule for `shape`, or why it does not fit."""
+    from dataclasses import asdict
 
-    sc = advice.scenario
-    title = header or (
-        f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}, network {sc.network.name}"
-    )
-    t = Table(title=title, show_lines=False)
-    for col, just in (
-        ("topology", "left"), ("p50 ms", "right"), ("p99 ms", "right"), ("speedup", "right"),
-        ("overlap ms", "right"), ("links ms", "right"), ("variance ms", "right"),
-        ("comm/iter ms", "right"), ("consensus", "left"), ("runs on", "left"),
-    ):
-        t.add_column(col, justify=just, no_wrap=col != "runs on")
-    ar = advice.allreduce
-    t.add_row(
-        "allreduce (DDP)", f"{ar.p50_s * 1e3:.2f}", f"{ar.p99_s * 1e3:.2f}", "1.00x", "", "", "",
-        f"{ar.comm_s * 1e3:.2f}", "exact every iteration", "PyTorch DDP",
-    )
-    for r in advice.rows:
-        if not r.applicable:
-            t.add_row(r.topology, "", "", "", "", "", "", "", "", f"[yellow]not applicable: {r.reason}[/]")
+    from runtime_model.consensus import consensus_metrics
+    from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule, topology_names
+
+    rows = []
+    for name in topology_names():
+        info = TOPOLOGIES[name]
+        try:
+            sch = build_schedule(name, shape)
+        except TopologyNotApplicable as exc:
+            rows.append({"topology": name, "description": info.description, "applicable": False, "reason": str(exc)})
             continue
-        p, f = r.prediction, r.prediction.factors
-        if not r.runnable:
-            runs = "[yellow]model only (below)[/]"
-        else:
-            runs = "Decent-DP" if r.decent_dp_builtin else "Decent-DP + rtmodel schedule"
-        t.add_row(
-            r.topology, f"{p.p50_s * 1e3:.2f}", f"{p.p99_s * 1e3:.2f}", f"{r.speedup:.2f}x",
-            f"{f.overlap_s * 1e3:+.2f}", f"{f.links_s * 1e3:+.2f}", f"{f.variance_s * 1e3:+.2f}",
-            f"{p.comm_s * 1e3:.2f}", _fmt_consensus(r.consensus), runs,
-        )
-    console.print(t)
-    for r in advice.rows:
-        if r.applicable and not r.runnable:
-            console.print(f"{r.topology}: model only: {r.reason}", style="yellow", markup=False)
-    comp = sc.compute
-    console.print(
-        f"compute per worker: forward {comp.forward_s * 1e3:.2f} ms, backward {comp.backward_s * 1e3:.2f} ms, "
-        f"optimizer {comp.optimizer_s * 1e3:.2f} ms, {comp.distribution.describe()}; "
-        f"message {comp.message_bytes / 2**20:.1f} MiB in {len(comp.gossip_buckets)} buckets"
-    )
-    console.print("factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap.")
-    for k, v in advice.provenance.items():
-        console.print(f"{k}: {v}", style="dim", markup=False, highlight=False)
-    for note in advice.notes:
-        console.print(f"note: {note}", style="dim", markup=False, highlight=False)
-    rec = advice.recommendation
-    style = "yellow" if rec.too_close_to_call else "bold green"
-    console.print(rec.verdict, style=style, markup=False, highlight=False)
-    console.print("Run it with:")
-    console.print(rec.code_line, markup=False, highlight=False)
-    console.print(rec.torchrun_line, markup=False, highlight=False)
+        sizes = sorted({int(s) for r in sch.rounds for s in set(r.group_sizes().tolist())})
+        rows.append({
+            "topology": name, "description": info.description, "applicable": True, "period": sch.period,
+            "group_sizes": sizes, "decent_dp_name": info.decent_dp_name,
+            "consensus": asdict(consensus_metrics(sch)),
+            "rounds": [r.groups() for r in sch.rounds] if with_rounds else None,
+        })
+    return rows
+
+
+def topology_rows_json(rows: list[dict]) -> str:
+    return json.dumps(json_safe(rows), indent=2, default=str)
+
+
+def topology_rows_csv(rows: list[dict]) -> str:
+    import csv
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(TOPOLOGY_CSV_FIELDS)
+    for r in rows:
+        c = r.get("consensus") or {}
+        w.writerow([
+            r["topology"], r["applicable"], r.get("period", ""), " ".join(map(str, r.get("group_sizes", []))),
+            "" if c.get("exact_rounds") is None else c["exact_rounds"], "" if c.get("rho") is None else f"{c['rho']:.6g}",
+            r.get("decent_dp_name") or "", r["description"], r.get("reason") or "",
+        ])
+    return buf.getvalue()

@@ -12,15 +12,16 @@ so each round's matrix is symmetric and doubly stochastic by construction.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from runtime_model.spec import ClusterShape, GroupShape
+from runtime_model.errors import UserError
+from runtime_model.scenario import ClusterShape, GroupShape
 
 
-class ScheduleError(ValueError):
+class ScheduleError(UserError):
     """The rounds do not form a valid Decent-DP topology."""
 
 
@@ -152,6 +153,28 @@ class Round:
         return costs[inverse.reshape(-1)][self.labels]
 
 
+@dataclass(frozen=True)
+class StaticGraph:
+    """A static circulant graph: every iteration rank i averages itself with ranks (i + d) mod n for
+    each d in peer_offsets, all with the same weight.
+
+    Why not Rounds: the neighbourhoods overlap, so it is not a set of disjoint groups. The cost model
+    reads peer_offsets (each rank sends its full message to every peer); consensus reads circulant_row.
+    """
+
+    n: int
+    peer_offsets: tuple[int, ...]
+    weight: float  # of every in-neighbour and of the rank itself: 1 / (len(peer_offsets) + 1)
+
+    @property
+    def circulant_row(self) -> np.ndarray:
+        """c of length n with W[i, j] = c[(j - i) mod n]."""
+        row = np.zeros(self.n)
+        row[0] = self.weight
+        row[list(self.peer_offsets)] = self.weight
+        return row
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """A named, periodic list of rounds; iteration t uses rounds[t % period]."""
@@ -160,7 +183,14 @@ class Schedule:
     rounds: tuple[Round, ...]
     description: str = ""
     decent_dp_name: str | None = None  # the name Decent-DP registers it under, if it is a built-in there
-    extra: dict = field(default_factory=dict)
+    # The mixing when it is not disjoint groups; then rounds is one placeholder (every rank alone, identity)
+    # that only carries n, and per-round group costs do not apply.
+    static_graph: StaticGraph | None = None
+    decent_dp_note: str | None = None  # why Decent-DP cannot run it as-is; None when it can
+
+    @property
+    def decent_dp_runnable(self) -> bool:
+        return self.decent_dp_note is None
 
     @property
     def period(self) -> int:
@@ -177,3 +207,7 @@ class Schedule:
             if r.n != self.n:
                 raise ScheduleError(f"{self.name}: round {i} has {r.n} ranks, round 0 has {self.n}")
             r.validate()
+        if self.static_graph is not None and self.static_graph.n != self.n:
+            raise ScheduleError(
+                f"{self.name}: static graph has {self.static_graph.n} ranks, rounds have {self.n}"
+            )

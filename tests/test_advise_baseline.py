@@ -12,9 +12,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from rtmodel_cli.app import app
+from typer.testing import CliRunner
 
 BASELINE = Path(__file__).parent / "data" / "advise_baseline"
 ROOT = Path(__file__).parent.parent

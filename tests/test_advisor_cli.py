@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from runtime_model import presets
 from runtime_model.advisor import advise
-from runtime_model.cli import app
+from rtmodel_cli.app import app
 
 runner = CliRunner()
 
@@ -123,7 +123,7 @@ def test_advise_never_imports_torch():
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from runtime_model.cli import app\n"
+        "from rtmodel_cli.app import app\n"
         "r = CliRunner().invoke(app, ['advise', '--gpus', '64', '--format', 'json'])\n"
         "assert r.exit_code == 0, r.output\n"
         "bad = [m for m in ('torch', 'decent_dp') if m in sys.modules]\n"

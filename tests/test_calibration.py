@@ -27,8 +27,10 @@ from calibration import (
 )
 from calibration.cli import register
 from calibration.synthetic import SmallMessageRegime, write_synthetic_profile
+from rtmodel_cli.failing import guard_app
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.spec import ClusterShape, GroupShape, Link, Network
+from runtime_model.errors import UserError
+from runtime_model.scenario import ClusterShape, GroupShape, Link, Network
 
 DATA = Path(__file__).parent / "data"
 # 2 nodes x 4 ranks: pair-inter groups share a NIC 4 ways (q = 4).
@@ -346,7 +348,7 @@ def app():
         """Test app (a callback keeps `calibrate` a subcommand)."""
 
     register(app)
-    return app
+    return guard_app(app)
 
 
 def test_cli_prints_table_and_writes_params(app, tmp_path):
@@ -372,12 +374,12 @@ def test_cli_json_format(app, tmp_path):
 
 
 @pytest.mark.parametrize("content", ['{"tool": "rtmodel-profile", "schema', None])
-def test_cli_bad_file_exits_1_with_one_line(app, tmp_path, content):
+def test_cli_bad_file_exits_2_with_one_line(app, tmp_path, content):
     path = tmp_path / "bad.json"
     if content is not None:
         path.write_text(content)
     result = CliRunner().invoke(app, ["calibrate", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "Traceback" not in result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
@@ -386,7 +388,7 @@ def test_cli_bad_file_exits_1_with_one_line(app, tmp_path, content):
 
 def _resolver(inter, intra):
     if inter not in (None, PRESET.name):
-        raise ValueError(f"unknown network '{inter}'")
+        raise UserError(f"unknown network '{inter}'")
     return PRESET
 
 
@@ -394,14 +396,15 @@ def test_cli_single_node_needs_network_preset(tmp_path):
     app = typer.Typer()
     app.callback()(lambda: None)
     register(app, resolve_network=_resolver)
+    guard_app(app)
     prof = write_synthetic_profile(tmp_path / "one.json", nodes=1, ranks_per_node=2, iterations=5)
     result = CliRunner().invoke(app, ["calibrate", str(prof)])
-    assert result.exit_code == 1 and "--network" in result.stderr
+    assert result.exit_code == 2 and "--network" in result.stderr
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", PRESET.name])
     assert result.exit_code == 0, result.output
     assert f"preset {PRESET.name}" in result.output
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", "no-such-net"])
-    assert result.exit_code == 1 and result.stderr.strip() == "error: unknown network 'no-such-net'"
+    assert result.exit_code == 2 and result.stderr.strip() == "error: unknown network 'no-such-net'"
 
 
 def test_cli_default_resolver_uses_rtmodel_presets(app, tmp_path):
@@ -410,7 +413,7 @@ def test_cli_default_resolver_uses_rtmodel_presets(app, tmp_path):
     assert result.exit_code == 0, result.output
     assert "preset eth-25g" in result.output
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", "no-such-net"])
-    assert result.exit_code == 1 and "no-such-net" in result.stderr
+    assert result.exit_code == 2 and "no-such-net" in result.stderr
 
 
 # ----------------------------------------------------------------------------- checked-in fixtures

@@ -3,7 +3,7 @@
 import pytest
 
 from runtime_model.collectives import allreduce_s, busbw_Bps, global_allreduce_shape, ring_allreduce_s
-from runtime_model.spec import AffineCost, GroupShape, SpecError
+from runtime_model.scenario import AffineCost, GroupShape, ScenarioError
 from tests.helpers import net
 
 
@@ -43,5 +43,5 @@ def test_global_shape_and_busbw():
 
 
 def test_invalid_group_shape_is_a_spec_error():
-    with pytest.raises(SpecError):
+    with pytest.raises(ScenarioError):
         GroupShape(2, 3)

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime_model.consensus import ConsensusError, consensus_metrics, dense_rounds
+from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Round, Schedule
-from runtime_model.spec import ClusterShape
 from runtime_model.topologies import TOPOLOGIES, build_schedule, topology_names
 
 SMALL_SHAPES = [(2, 1), (4, 2), (6, 3), (8, 1), (12, 4), (16, 4), (20, 2), (24, 8), (32, 4), (40, 8), (64, 8)]

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime_model.iteration import allreduce_prediction, ddp_exposed_tail_s, gossip_prediction
+from runtime_model.scenario import Bucket, ClusterShape, Compute
 from runtime_model.schedule import Round, Schedule
-from runtime_model.spec import Bucket, ClusterShape, Compute
 from tests.helpers import scenario
 
 
@@ -133,11 +133,11 @@ def test_quantiles_ordered():
 
 
 def test_cluster_shape_errors():
-    from runtime_model.spec import SpecError
+    from runtime_model.scenario import ScenarioError
 
-    with pytest.raises(SpecError, match="divide"):
+    with pytest.raises(ScenarioError, match="divide"):
         ClusterShape(10, 4)
-    with pytest.raises(SpecError):
+    with pytest.raises(ScenarioError):
         ClusterShape(0, 1)
 
 

@@ -1,4 +1,4 @@
-"""runtime_model.plots and `rtmodel plot ...`: figures carry the model's numbers, files get written, mistakes are one line."""
+"""rtmodel_plots and `rtmodel plot ...`: figures carry the model's numbers, files get written, mistakes are one line."""
 
 import json
 import math
@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from runtime_model import plots
-from runtime_model.plot_cli import BadGpus, parse_gpus, register
+import rtmodel_plots as plots
+from rtmodel_cli.plot import BadGpus, parse_gpus, register
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_RESULTS = REPO / "notebooks" / "data" / "example_validations.jsonl"
@@ -337,13 +337,13 @@ def test_cli_parity_flags_data_that_was_not_measured(tmp_path):
 
 
 def test_plot_modules_do_not_import_matplotlib_or_torch():
-    code = ("import sys, runtime_model.plot_cli, runtime_model.plots; "
+    code = ("import sys, rtmodel_cli.plot, rtmodel_plots; "
             "bad = [m for m in ('matplotlib', 'torch') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
 def test_rtmodel_app_has_plot_commands():
-    from runtime_model.cli import app
+    from rtmodel_cli.app import app
 
     res = runner.invoke(app, ["plot", "--help"])
     assert res.exit_code == 0

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 from profiler.buckets import layout_from_order  # noqa: E402
 from profiler.document import resume_plan, write_atomic  # noqa: E402
-from profiler.errors import ProfileError, RankFailure, WorkloadError  # noqa: E402
+from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: E402
 from profiler.launch import run_profile  # noqa: E402
 from profiler.model_spec import parse_model_args, resolve_model_args  # noqa: E402
 from profiler.patterns import message_sizes, patterns_for  # noqa: E402
@@ -282,7 +282,7 @@ def test_bad_model_is_one_clear_line_without_traceback(tmp_path, model, expected
 
 
 def test_options_are_checked_before_anything_starts():
-    with pytest.raises(ProfileError, match="--ranks-per-node 3 does not divide"):
+    with pytest.raises(ProfilingError, match="--ranks-per-node 3 does not divide"):
         run_profile("x.json", nproc_per_node=4, ranks_per_node=3)
-    with pytest.raises(ProfileError, match="--iterations must be"):
+    with pytest.raises(ProfilingError, match="--iterations must be"):
         run_profile("x.json", iterations=0)

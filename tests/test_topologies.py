@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model.spec import ClusterShape
+from runtime_model.scenario import ClusterShape
 from runtime_model.topologies import (
     TOPOLOGIES,
     TopologyNotApplicable,
@@ -258,7 +258,7 @@ def test_base2_matches_reference_construction(n):
 def test_base2_pair_weights_are_not_only_half():
     s = build_schedule("base-2", ClusterShape(5, 1))
     assert any(np.any(np.abs(r.weights - 0.5) > 0.1) and np.any(r.weights < 1) for r in s.rounds)
-    assert s.extra["decent_dp_runnable"] is False  # odd n forces an idle rank: a 1-rank group
+    assert s.decent_dp_runnable is False  # odd n forces an idle rank: a 1-rank group
 
 
 def test_aer_alternates_so_half_the_node_pairs_cross_each_iteration():
@@ -269,8 +269,8 @@ def test_aer_alternates_so_half_the_node_pairs_cross_each_iteration():
         sizes = rnd.group_sizes()
         assert set(sizes.tolist()) == {4, 8}
         assert np.sum(sizes == 8) == 16 // 4  # m/2 node pairs, half of them inter-node this iteration
-    assert s.extra["decent_dp_runnable"] is True
-    assert build_schedule("alternating-exp-ring", ClusterShape(8, 1)).extra["decent_dp_runnable"] is False
+    assert s.decent_dp_runnable is True
+    assert build_schedule("alternating-exp-ring", ClusterShape(8, 1)).decent_dp_runnable is False
 
 
 def test_ring_at_two_ranks_repeats_the_pair():
@@ -278,18 +278,18 @@ def test_ring_at_two_ranks_repeats_the_pair():
     assert [r.groups() for r in s.rounds] == [[[0, 1]], [[0, 1]]]
 
 
-def test_static_exp_extra_describes_the_circulant():
+def test_static_exp_static_graph_describes_the_circulant():
     n = 20
     s = build_schedule("static-exp", ClusterShape(n, 4))
-    assert s.extra["static_peers"] == [1, 2, 4, 8, 16]  # ceil(log2 20) = 5 peers
-    row = s.extra["circulant_row"]
+    graph = s.static_graph
+    assert graph.peer_offsets == (1, 2, 4, 8, 16)  # ceil(log2 20) = 5 peers
+    row = graph.circulant_row
     assert row.shape == (n,) and row.sum() == pytest.approx(1.0)
     assert set(np.flatnonzero(row).tolist()) == {0, 1, 2, 4, 8, 16}
-    assert np.allclose(row[row > 0], s.extra["static_weight"]) and s.extra["static_weight"] == pytest.approx(
-        1 / 6
-    )
-    assert s.extra["placeholder_round"] is True and s.extra["decent_dp_runnable"] is False
-    assert build_schedule("static-exp", ClusterShape(1, 1)).extra["static_peers"] == []
+    assert np.allclose(row[row > 0], graph.weight) and graph.weight == pytest.approx(1 / 6)
+    assert s.period == 1 and s.rounds[0].group_sizes().tolist() == [1] * n  # the placeholder round
+    assert s.decent_dp_runnable is False
+    assert build_schedule("static-exp", ClusterShape(1, 1)).static_graph.peer_offsets == ()
 
 
 @pytest.mark.parametrize(

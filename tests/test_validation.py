@@ -197,7 +197,7 @@ def test_decentdp_registration_is_idempotent_and_group_based():
     from decent_dp.topo import TopologyReg
 
     import validation.decentdp_topologies as reg
-    from runtime_model.spec import ClusterShape
+    from runtime_model.scenario import ClusterShape
     from runtime_model.topologies import build_schedule
 
     importlib.reload(reg)  # importing again must not raise on the registry's duplicate check

@@ -25,15 +25,6 @@ def _end_torchrun_rank() -> None:
         exit_without_finalisation(0)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    """One line on stderr (rank 0 only inside a torchrun job) and a non-zero exit."""
-    if os.environ.get("RANK", "0") == "0":
-        from rich.console import Console
-
-        Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
 def register(app: typer.Typer) -> None:
     """Add the `validate` command to `app`."""
 
@@ -63,31 +54,30 @@ def register(app: typer.Typer) -> None:
         """Train with DDP and with Decent-DP, measure per-iteration time, and compare with the model."""
         from rich.console import Console
 
+        from validation.errors import ValidationError
+
         if fmt not in FORMATS:
-            _fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        try:
-            if report:
-                from validation.render import render_summary
-                from validation.results import dumps, summarise_results
+            raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        if report:
+            from validation.render import render_summary
+            from validation.results import dumps, summarise_results
 
-                summary = summarise_results(results)
-                if fmt == "json":
-                    sys.stdout.write(dumps(summary.to_dict(), indent=2) + "\n")
-                else:
-                    render_summary(summary, Console())
-                return
-            if profile is None:
-                _fail("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
-            from profiler.model_spec import parse_model_args
-            from validation.validate import run_validation
+            summary = summarise_results(results)
+            if fmt == "json":
+                sys.stdout.write(dumps(summary.to_dict(), indent=2) + "\n")
+            else:
+                render_summary(summary, Console())
+            return
+        if profile is None:
+            raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
+        from profiler.model_spec import parse_model_args
+        from validation.validate import run_validation
 
-            result = run_validation(
-                profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
-                ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
-                model_args=parse_model_args(model_arg), results_path=results, timeout_s=timeout_s,
-            )
-        except (ValueError, OSError) as exc:
-            _fail(str(exc))
+        result = run_validation(
+            profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
+            ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
+            model_args=parse_model_args(model_arg), results_path=results, timeout_s=timeout_s,
+        )
         if result is None:  # a rank other than 0 of a torchrun job
             _end_torchrun_rank()
             return

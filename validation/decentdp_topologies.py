@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from decent_dp.topo import Edge, Topology, TopologyReg
 
+from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Schedule
-from runtime_model.spec import ClusterShape
 from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule
 from validation.errors import TopologyUnavailable
 from validation.plan import decent_dp_blocker
@@ -52,8 +52,7 @@ def _is_group_based(name: str) -> bool:
         schedule = build_schedule(name, _PROBE_SHAPE)
     except TopologyNotApplicable:
         return True  # cannot tell on the probe shape; the class checks the real shape when built
-    extra = schedule.extra
-    return "static_peers" not in extra and not extra.get("placeholder_round")
+    return schedule.static_graph is None
 
 
 def _make_class(name: str) -> type[Topology]:

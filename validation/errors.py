@@ -1,10 +1,14 @@
-"""User-facing validation errors: ValueError subclasses, so the CLI prints each as one line."""
+"""Validation errors, under rtmodel's one hierarchy (runtime_model.errors)."""
 
 from __future__ import annotations
 
+from runtime_model.errors import RankFailure, UserError
 
-class ValidationError(ValueError):
-    """The validation cannot run as asked (bad option, wrong profile, a rank failed, timeout)."""
+__all__ = ["RankFailure", "ShapeMismatch", "TopologyUnavailable", "ValidationError"]
+
+
+class ValidationError(UserError):
+    """The validation cannot run as asked (bad option, wrong profile)."""
 
 
 class TopologyUnavailable(ValidationError):
@@ -13,7 +17,3 @@ class TopologyUnavailable(ValidationError):
 
 class ShapeMismatch(ValidationError):
     """The profile was taken on a different cluster shape than the run has."""
-
-
-class RankFailure(ValidationError):
-    """A rank of the validation job failed; the message names it and what went wrong."""

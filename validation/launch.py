@@ -89,10 +89,10 @@ def launch_local(spec: dict, nproc: int, timeout_s: float, workdir: Path) -> lis
         errors = _rank_errors(workdir)
         if errors:
             rank, msg = errors[0]
-            raise RankFailure(f"rank {rank} of the validation job failed: {msg} (log: {log})")
-        raise RankFailure(f"the validation job exited with code {rc}: {_last_line(log)} (log: {log})")
+            raise RankFailure(rank, "the validation job", f"{msg} (log: {log})")
+        raise RankFailure(None, "the validation job", f"exit code {rc}: {_last_line(log)} (log: {log})")
     reports_path = workdir / "reports.json"
     if not reports_path.exists():
-        raise RankFailure(f"the validation job finished but rank 0 wrote no reports (log: {log})")
+        raise RankFailure(0, "reporting", f"the validation job finished but rank 0 wrote no reports (log: {log})")
     reports = json.loads(reports_path.read_text())
     return sorted(reports, key=lambda r: r["rank"])

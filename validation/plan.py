@@ -100,12 +100,9 @@ def check_shape(profile: dict, shape: RunShape, origin: str) -> None:
 
 def decent_dp_blocker(schedule) -> str | None:
     """Why Decent-DP cannot run `schedule` (None when it can): it needs disjoint groups with >= 2 ranks."""
-    extra = schedule.extra
-    if "static_peers" in extra or extra.get("placeholder_round"):
-        return extra.get("decent_dp_note") or "it is not a sequence of rounds of disjoint groups"
-    if not extra.get("decent_dp_runnable", True):
-        return extra.get("decent_dp_note") or "Decent-DP cannot run its groups"
-    return None
+    if schedule.static_graph is not None:
+        return schedule.decent_dp_note or "it is not a sequence of rounds of disjoint groups"
+    return schedule.decent_dp_note
 
 
 def resolve_workload(profile: dict, model: str | None, model_args: dict | None) -> tuple[dict, list[str]]:
@@ -156,7 +153,7 @@ def _prediction_dict(pred) -> dict:
 
 def _placeholder_network():
     """For a link class the profile cannot measure; the run has the profile's shape, so it never uses it."""
-    from runtime_model.spec import Link, Network
+    from runtime_model.scenario import Link, Network
 
     unused = Link(1e-4, 1e9, source="unused: the run's shape has no link of this class")
     return Network(intra=unused, inter=unused, name="unused")
@@ -243,7 +240,7 @@ def make_plan(
     from calibration.calibrate import calibrate
     from calibration.profile_io import load_profile
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.spec import ClusterShape, Scenario
+    from runtime_model.scenario import ClusterShape, Scenario
     from runtime_model.topologies import TOPOLOGIES
 
     check_counts(iterations, warmup)

@@ -62,7 +62,7 @@ def assemble(plan: Plan, reports: list[dict], timestamp_utc: str) -> ValidationR
     seen = {int(r["rank"]) for r in reports}
     missing = sorted(set(range(n)) - seen)
     if missing or len(reports) != n:
-        raise RankFailure(f"ranks {missing or '?'} did not report ({len(reports)} reports for {n} ranks)")
+        raise RankFailure(None, "reporting", f"ranks {missing or '?'} did not report ({len(reports)} reports for {n} ranks)")
     reports = sorted(reports, key=lambda r: r["rank"])
     ar_times = [list(r["allreduce_s"]) for r in reports]
     dd_times = [list(r["decentralized_s"]) for r in reports]

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from runtime_model.distributions import ComputeDistribution, NormalCompute
+from runtime_model.errors import UserError
 
 
-class SpecError(ValueError):
-    """A user-facing input problem (bad shape, bad number); the CLI prints it as one line."""
+class ScenarioError(UserError):
+    """A scenario that cannot work (bad shape, bad number)."""
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,9 @@ class Link:
 
     def __post_init__(self):
         if not (self.latency_s >= 0):
-            raise SpecError(f"link latency must be >= 0 s, got {self.latency_s}")
+            raise ScenarioError(f"link latency must be >= 0 s, got {self.latency_s}")
         if not (self.bandwidth_Bps > 0):
-            raise SpecError(f"link bandwidth must be > 0 B/s, got {self.bandwidth_Bps}")
+            raise ScenarioError(f"link bandwidth must be > 0 B/s, got {self.bandwidth_Bps}")
 
     @property
     def beta_s_per_byte(self) -> float:
@@ -51,7 +52,7 @@ class GroupShape:
 
     def __post_init__(self):
         if self.size < 1 or self.nodes < 1 or self.nodes > self.size or self.nic_sharing < 1:
-            raise SpecError(f"invalid group shape {self}")
+            raise ScenarioError(f"invalid group shape {self}")
 
     @property
     def key(self) -> str:
@@ -108,9 +109,9 @@ class Bucket:
 
     def __post_init__(self):
         if self.nbytes <= 0:
-            raise SpecError(f"bucket size must be > 0 bytes, got {self.nbytes}")
+            raise ScenarioError(f"bucket size must be > 0 bytes, got {self.nbytes}")
         if not (0.0 <= self.ready_fraction <= 1.0):
-            raise SpecError(f"bucket ready fraction must be in [0, 1], got {self.ready_fraction}")
+            raise ScenarioError(f"bucket ready fraction must be in [0, 1], got {self.ready_fraction}")
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,9 @@ class Compute:
         for name in ("forward_s", "backward_s", "optimizer_s"):
             v = getattr(self, name)
             if not (v >= 0) or v != v or v == float("inf"):
-                raise SpecError(f"{name} must be a finite number >= 0, got {v}")
+                raise ScenarioError(f"{name} must be a finite number >= 0, got {v}")
         if not self.ddp_buckets or not self.gossip_buckets:
-            raise SpecError("a workload needs at least one gradient bucket")
+            raise ScenarioError("a workload needs at least one gradient bucket")
         if self.distribution is None:
             object.__setattr__(self, "distribution", NormalCompute(self.forward_s + self.backward_s, 0.0))
 
@@ -168,11 +169,11 @@ class ClusterShape:
 
     def __post_init__(self):
         if self.gpus < 1:
-            raise SpecError(f"--gpus must be >= 1, got {self.gpus}")
+            raise ScenarioError(f"--gpus must be >= 1, got {self.gpus}")
         if self.gpus_per_node < 1:
-            raise SpecError(f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+            raise ScenarioError(f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
         if self.gpus % self.gpus_per_node:
-            raise SpecError(
+            raise ScenarioError(
                 f"--gpus-per-node {self.gpus_per_node} does not divide --gpus {self.gpus} "
                 "(every node must hold the same number of GPUs)"
             )

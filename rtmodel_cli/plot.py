@@ -1,4 +1,4 @@
-"""`rtmodel plot ...`: the figures of runtime_model.plots as PNG or SVG files.
+"""`rtmodel plot ...`: the figures of rtmodel_plots as PNG or SVG files.
 
 Why a separate module with `register(app)`: the main CLI stays free of matplotlib (imported only
 when a plot command runs), and every input mistake becomes one line and a non-zero exit.
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from runtime_model.errors import UserError
 
 GpusOpt = Annotated[str, typer.Option(
     "--gpus", help="GPU counts: a:b = doubling from a up to b (8:1024 = 8,16,...,1024), or a comma list (8,12,16).")]
@@ -31,7 +33,7 @@ TopologyOpt = Annotated[list[str] | None, typer.Option(help="Only these topologi
 MAX_GPUS = 1 << 20
 
 
-class BadGpus(ValueError):
+class BadGpus(UserError):
     """A --gpus value that is not a count, a range a:b or a comma list."""
 
 
@@ -86,13 +88,13 @@ def _check_topology(topology: str | None) -> None:
 
 def _render(make, out: Path) -> None:
     """Build the figure with `make()` and save it; user mistakes become one line."""
-    from runtime_model import plots
+    import rtmodel_plots as plots
 
     _check_out(out)
     try:
         fig = make()
         plots.save(fig, out)
-    except (ValueError, KeyError, OSError) as exc:  # SpecError, PlotError, BadGpus are ValueErrors
+    except (ValueError, KeyError, OSError) as exc:  # ScenarioError, PlotError, BadGpus are ValueErrors
         msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _fail(f"cannot write '{out}': {msg}" if isinstance(exc, OSError) else msg)
     typer.echo(f"wrote {out}")
@@ -133,7 +135,7 @@ def register(app: typer.Typer) -> None:
         topology: TopologyOpt = None,
     ):
         """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
-        from runtime_model import plots
+        import rtmodel_plots as plots
 
         gl = _gpus(gpus)
         if network and cluster:
@@ -154,7 +156,7 @@ def register(app: typer.Typer) -> None:
         global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketOpt = 25.0,
     ):
         """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
-        from runtime_model import plots
+        import rtmodel_plots as plots
 
         gl = _gpus(gpus)
         _check_topology(topology)
@@ -173,7 +175,7 @@ def register(app: typer.Typer) -> None:
         global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketOpt = 25.0,
     ):
         """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
-        from runtime_model import plots
+        import rtmodel_plots as plots
 
         gl = _gpus(gpus)
         _check_topology(topology)
@@ -183,8 +185,8 @@ def register(app: typer.Typer) -> None:
     @plot.command("paper")
     def paper(out: OutOpt):
         """The model next to the paper's published per-iteration times (Wang et al., ICLR 2025, Fig. 6)."""
+        import rtmodel_plots as plots
         from runtime_model import paper as paper_mod
-        from runtime_model import plots
 
         _render(lambda: plots.paper_comparison(paper_mod.compare()), out)
 
@@ -196,7 +198,7 @@ def register(app: typer.Typer) -> None:
         title: Annotated[str, typer.Option(help="Figure title.")] = "Predicted vs measured per-iteration time",
     ):
         """Predicted vs measured mean iteration time with the y = x line and ±5% / ±10% bands."""
-        from runtime_model import plots
+        import rtmodel_plots as plots
 
         def make():
             df = plots.load_validation_results(results)

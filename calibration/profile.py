@@ -1,0 +1,100 @@
+"""The profile as typed, frozen data: what `rtmodel profile` measured, ready for fitting and validation.
+
+Why a type and not the JSON dict: calibration and validation used to index the document by strings in
+several places, each with its own idea of defaults. The document is parsed and checked once
+(calibration.profile_io builds a Profile); everything downstream reads named fields, with the cluster
+shape as the runtime model's own ClusterShape and every timing as a Measurement that keeps its samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from calibration.measurement import Measurement
+from runtime_model.scenario import ClusterShape, GroupShape
+
+PHASES = ("forward", "backward", "optimizer")
+BucketReadyTimes = tuple[tuple[tuple[float, ...], ...], ...]  # rank -> measured iteration -> bucket (s)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What was trained while profiling: enough to train the same thing again, and its gradient buckets."""
+
+    model: str | None
+    model_args: dict[str, Any]  # a private copy; treat as read-only
+    batch_per_rank: int | None  # None in profiles from before it was recorded
+    bucket_cap_mb: float | None
+    ddp_buckets_bytes: tuple[int, ...]
+    gossip_buckets_bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """Per-rank compute timings: one Measurement per phase and rank, and bucket ready times.
+
+    Ready times (seconds from the start of backward until each gradient bucket is ready) are a vector
+    per iteration, not repeated samples of one quantity, so they stay raw.
+    """
+
+    forward: tuple[Measurement, ...]  # index = rank
+    backward: tuple[Measurement, ...]
+    optimizer: tuple[Measurement, ...]
+    ddp_bucket_ready_s: BucketReadyTimes
+    gossip_bucket_ready_s: BucketReadyTimes
+
+    @property
+    def ranks(self) -> int:
+        return len(self.forward)
+
+    def phase(self, name: str) -> tuple[Measurement, ...]:
+        """The per-rank measurements of "forward", "backward" or "optimizer"."""
+        if name not in PHASES:
+            raise KeyError(f"no compute phase {name!r}; have: {', '.join(PHASES)}")
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class AllReduceMeasurement:
+    """All-reduce timings of one profiler pattern at one message size."""
+
+    pattern: str  # profiler pattern name: pair-intra, pair-inter, node, two-nodes, all
+    group: GroupShape  # where the pattern's ranks sit (what the cost depends on)
+    message_bytes: int
+    timing: Measurement
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A checked schema-v1 profile. Build it with calibration.profile_io (load_profile, profile_from_document).
+
+    `document` is the parsed JSON as read. No rtmodel stage reads it: everything calibration and
+    validation use is typed above. It is there for a notebook or script that needs a field not typed
+    here (e.g. shape.device_name, workload.param_bytes, communication.sizes_bytes / reps, a
+    pattern's concurrent_groups or groups); type such a field here before a stage depends on it.
+    """
+
+    origin: str  # the file it was read from, or the caller's name for an in-memory document
+    shape: ClusterShape
+    backend: str | None
+    device: str | None
+    torch_version: str | None
+    nccl_version: str | None
+    node_names: tuple[str, ...]
+    created_utc: str | None
+    workload: Workload
+    compute: ComputeProfile
+    allreduce: tuple[AllReduceMeasurement, ...]  # every pattern x size, in the document's order
+    document: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """Pattern names measured, in order, each once."""
+        return tuple(dict.fromkeys(m.pattern for m in self.allreduce))
+
+    def noise_warnings(self) -> list[str]:
+        """Every measurement's noise warning (compute phases per rank, all-reduce per pattern and size)."""
+        timings = [m for name in PHASES for m in self.compute.phase(name)]
+        timings += [m.timing for m in self.allreduce]
+        return [w for w in (t.noise_warning() for t in timings) if w]

@@ -1,0 +1,58 @@
+"""The one way from a profile to a Scenario: load, calibrate, place on the target cluster, explain.
+
+Why one function: `rtmodel advise --profile` and `rtmodel validate` both turn a profile into the
+scenario they predict; done twice, the two drifted (defaults for the target's GPUs per node, which
+notes are attached). Both now call scenario_from_profile and get the same scenario, provenance and notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from calibration.calibrate import calibrate
+from calibration.extrapolate import extrapolation_notes
+from calibration.profile import Profile
+from calibration.profile_io import load_profile
+from runtime_model.scenario import ClusterShape, Network, Scenario
+
+
+@dataclass(frozen=True)
+class ProfiledScenario:
+    """A calibrated scenario for a target cluster and how its parameters were obtained.
+
+    provenance: parameter -> where it came from ("measured (...)", "preset eth-25g");
+    notes: how the fit extrapolates to the target shape, then the calibration's own notes.
+    """
+
+    scenario: Scenario
+    provenance: dict[str, str]
+    notes: tuple[str, ...]
+    measured_shape: ClusterShape
+
+
+def scenario_from_profile(
+    profile: str | Path | Profile,
+    gpus: int,
+    gpus_per_node: int | None = None,
+    fallback_network: Network | None = None,
+    distribution: str = "empirical",
+) -> ProfiledScenario:
+    """Calibrate `profile` (a file or a loaded Profile) and place it on `gpus` GPUs.
+
+    gpus_per_node defaults to the profile's ranks per node; fallback_network supplies a link class
+    the profile cannot measure (CalibrationError without it); distribution is the compute
+    distribution ("empirical" or "normal"). Raises ProfileError / CalibrationError / ScenarioError,
+    all UserErrors with one-line messages.
+    """
+    loaded = profile if isinstance(profile, Profile) else load_profile(profile)
+    cal = calibrate(loaded, fallback_network=fallback_network, distribution=distribution)
+    shape = ClusterShape(gpus, gpus_per_node or cal.measured_shape.gpus_per_node)
+    name = profile if not isinstance(profile, Profile) else profile.origin
+    scenario = Scenario(shape=shape, network=cal.network, compute=cal.compute, description=f"profile {name}")
+    return ProfiledScenario(
+        scenario=scenario,
+        provenance=dict(cal.provenance),
+        notes=tuple(extrapolation_notes(cal, shape)) + tuple(cal.notes),
+        measured_shape=cal.measured_shape,
+    )

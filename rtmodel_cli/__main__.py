@@ -1,0 +1,3 @@
+from rtmodel_cli.app import main
+
+main()

@@ -1,0 +1,106 @@
+"""`rtmodel advise`: predict All-Reduce and every gossip topology for one cluster, and recommend one.
+
+Never imports torch: it answers offline from presets, or from a profile calibrated on the fly.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rtmodel_cli.options import (
+    BucketMibOpt,
+    ClusterOpt,
+    Format,
+    FormatOpt,
+    GlobalBatchOpt,
+    GpuOpt,
+    GpusPerNodeOpt,
+    IntraOpt,
+    MarginOpt,
+    ModelOpt,
+    NetworkOpt,
+    ProfileOpt,
+    TopologiesOpt,
+)
+from runtime_model import defaults
+
+
+def register(app: typer.Typer) -> None:
+    app.command("advise")(advise)
+
+
+def scenario_for(
+    gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb,
+    cluster, profile: Path | None,
+):
+    """Presets, or a profile calibrated on the fly (same data types either way).
+    Returns (scenario, provenance, notes, inputs)."""
+    from runtime_model import presets
+    from runtime_model.scenario import ClusterShape, Scenario
+
+    choice = presets.resolve(
+        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb, cluster
+    )
+    inputs = {"preset": dict(vars(choice))}
+    if profile is None:
+        sc = presets.scenario_from_choice(choice)
+        unit = presets.load("models")[choice.model]["unit"]
+        prov = {
+            "compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s",
+            "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",
+        }
+        return sc, prov, [], inputs
+    from calibration import calibrate, extrapolation_notes
+    from calibration.profile_io import load_profile
+
+    fallback = presets.network_preset(choice.network, choice.intra)
+    cal = calibrate(load_profile(profile), fallback_network=fallback)
+    shape = ClusterShape(gpus, gpus_per_node or cal.measured_shape.gpus_per_node)
+    sc = Scenario(shape=shape, network=cal.network, compute=cal.compute, description=f"profile {profile}")
+    inputs = {"profile": str(profile), "measured_shape": {"gpus": cal.measured_shape.gpus,
+                                                          "gpus_per_node": cal.measured_shape.gpus_per_node}}
+    return sc, dict(cal.provenance), list(extrapolation_notes(cal, shape)) + list(cal.notes), inputs
+
+
+def advise(
+    gpus: Annotated[int, typer.Option(help="Number of GPUs (workers) n.")] = 64,
+    gpus_per_node: GpusPerNodeOpt = None,
+    gpu: GpuOpt = None,
+    network: NetworkOpt = None,
+    intra: IntraOpt = None,
+    model: ModelOpt = "transformer-base",
+    global_batch: GlobalBatchOpt = None,
+    precision: Annotated[str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")] = None,
+    mfu: Annotated[float | None, typer.Option(help="Model-FLOPs utilisation assumed for compute time.")] = None,
+    compute_cv: Annotated[float | None, typer.Option(help="Coefficient of variation of per-iteration compute.")] = None,
+    bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+    cluster: ClusterOpt = None,
+    profile: ProfileOpt = None,
+    margin: MarginOpt = defaults.MARGIN,
+    topology: TopologiesOpt = None,
+    format: FormatOpt = Format.table,
+):
+    """Predict per-iteration time of All-Reduce and each gossip topology, and recommend one."""
+    from runtime_model import report
+    from runtime_model.advisor import advise as run_advice
+    from runtime_model.constraints import Interval
+
+    Interval(0.0, 1.0, closed="left").check("margin", margin)
+    sc, prov, notes, inputs = scenario_for(
+        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb,
+        cluster, profile,
+    )
+    adv = run_advice(sc, margin=margin, topologies=topology or None, provenance=prov)
+    adv.notes.extend(notes)
+    if format is Format.json:
+        sys.stdout.write(report.to_json(adv, inputs) + "\n")
+    elif format is Format.csv:
+        sys.stdout.write(report.to_csv(adv, inputs))
+    else:
+        from rtmodel_cli.tables import render_advice, wide_console
+
+        render_advice(adv, wide_console())

@@ -1,0 +1,41 @@
+"""The `rtmodel` command line: one typer app; every command registers itself from its own module.
+
+Why a loop over modules: each stage owns its command beside its code (`profiler/cli.py`, ...), and
+this file only lists them. Every registered callback is wrapped by `failing.guarded`, so all commands
+share one error path. `advise`, `topologies` and `--help` never import torch; the cluster commands
+import it only when run.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from rtmodel_cli.failing import guard_app
+
+COMMAND_MODULES = (  # in the order `rtmodel --help` lists them
+    "rtmodel_cli.advise",
+    "rtmodel_cli.topologies",
+    "profiler.cli",
+    "calibration.cli",
+    "validation.cli",
+    "emulation.cli",
+    "rtmodel_cli.plot",
+)
+
+app = typer.Typer(
+    help="Will decentralized (gossip) training beat All-Reduce on your cluster? Predict, profile, validate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+guard_app(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,81 @@
+"""The one failure path of every `rtmodel` command.
+
+Commands raise; they never print errors themselves. `guarded` turns rtmodel's own errors
+(`runtime_model.errors`: user mistakes exit 2, run failures exit 1) and `OSError` into one line on
+stderr; anything else is a bug and keeps its traceback. `RTMODEL_DEBUG=1` prints the traceback of
+every error as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+
+import typer
+
+from runtime_model.errors import DEBUG_ENV, InvalidValue, RtmodelError, UserError
+
+# OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
+USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """One clear line on stderr and a non-zero exit: never a traceback for a user mistake."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of a model input: gpus_per_node -> --gpus-per-node."""
+    return "--" + name.replace("_", "-")
+
+
+def describe(exc: BaseException) -> str:
+    """The one line shown for an error: model inputs are named by their flags; OSErrors by path."""
+    if isinstance(exc, InvalidValue):
+        return exc.with_name(flag_of(exc.name))
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        return f"{exc.filename}: {reason}" if exc.filename else reason
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def exit_code_of(exc: BaseException) -> int:
+    if isinstance(exc, RtmodelError):
+        return exc.exit_code
+    return 2 if isinstance(exc, USER_OS_ERRORS) else 1
+
+
+def report(exc: BaseException) -> None:
+    """Print `exc` as one line (traceback first under RTMODEL_DEBUG=1) and exit with its code.
+    Inside a torchrun job a user error is the same on every rank, so only rank 0 says it; a run
+    failure is said by the rank it happened on."""
+    if isinstance(exc, UserError) and os.environ.get("RANK", "0") != "0":
+        raise typer.Exit(exit_code_of(exc))
+    if os.environ.get(DEBUG_ENV) == "1":
+        traceback.print_exception(exc, file=sys.stderr)
+    fail(describe(exc), exit_code_of(exc))
+
+
+def guarded(command):
+    """Wrap a command's callback so that rtmodel's errors and OSErrors end as one line (see module doc)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (RtmodelError, OSError) as exc:
+            report(exc)
+
+    return run
+
+
+def guard_app(typer_app: typer.Typer) -> typer.Typer:
+    """Guard every command registered on `typer_app` and its sub-apps (once, after registration)."""
+    for info in typer_app.registered_commands:
+        info.callback = guarded(info.callback)
+    for group in typer_app.registered_groups:
+        guard_app(group.typer_instance)
+    return typer_app

@@ -1,0 +1,36 @@
+"""`rtmodel topologies`: the gossip schedules for one cluster shape, with rounds and consensus."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from rtmodel_cli.options import Format, FormatOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command("topologies")(topologies)
+
+
+def topologies(
+    gpus: Annotated[int, typer.Option(help="Number of GPUs n.")] = 16,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node k.")] = 4,
+    show_rounds: Annotated[bool, typer.Option(help="Print every round's groups (small n only).")] = False,
+    format: FormatOpt = Format.table,
+):
+    """List the gossip schedules: rounds, degree, consensus, and whether they fit the shape."""
+    from runtime_model.report import topology_rows, topology_rows_csv, topology_rows_json
+    from runtime_model.scenario import ClusterShape
+
+    shape = ClusterShape(gpus, gpus_per_node)
+    rows = topology_rows(shape, with_rounds=show_rounds and gpus <= 64)
+    if format is Format.json:
+        sys.stdout.write(topology_rows_json(rows) + "\n")
+    elif format is Format.csv:
+        sys.stdout.write(topology_rows_csv(rows))
+    else:
+        from rtmodel_cli.tables import render_topologies
+
+        render_topologies(rows, shape, show_rounds)

@@ -1,0 +1,50 @@
+"""Figures of the runtime model: speedup curves, the three-factor breakdown, what-ifs, the paper check, parity.
+
+Why a package of its own: `runtime_model` stays numpy/scipy only (the advisor never loads pandas or
+matplotlib); the figures, their pandas data layer and the results reader live here, one concern per
+module. Two layers: `sweeps` turns presets into tidy DataFrames; the figure modules (speedup,
+factors, whatif, paper, parity_plot) draw such frames; `style` holds the looks and `save`.
+
+`import rtmodel_plots as plots` gives every public name below; importing it never loads matplotlib.
+No module is named like a function it exports (`plots.sweep`, `plots.parity` are the functions).
+"""
+
+from rtmodel_plots.errors import PlotError
+from rtmodel_plots.factors import factor_breakdown_bars
+from rtmodel_plots.paper import paper_comparison
+from rtmodel_plots.parity_plot import load_validation_results, parity
+from rtmodel_plots.speedup import speedup_vs_gpus
+from rtmodel_plots.style import (
+    FACTOR_COLORS,
+    FACTOR_LABELS,
+    FALLBACK_COLORS,
+    FIGURE_FORMATS,
+    TOPOLOGY_STYLE,
+    save,
+    topology_style,
+)
+from rtmodel_plots.sweeps import DEFAULT_WHAT_IFS, WhatIf, best_per_gpus, pays_from, preset_scenario, sweep
+from rtmodel_plots.whatif import what_if
+
+__all__ = [
+    "DEFAULT_WHAT_IFS",
+    "FACTOR_COLORS",
+    "FACTOR_LABELS",
+    "FALLBACK_COLORS",
+    "FIGURE_FORMATS",
+    "TOPOLOGY_STYLE",
+    "PlotError",
+    "WhatIf",
+    "best_per_gpus",
+    "factor_breakdown_bars",
+    "load_validation_results",
+    "paper_comparison",
+    "parity",
+    "pays_from",
+    "preset_scenario",
+    "save",
+    "speedup_vs_gpus",
+    "sweep",
+    "topology_style",
+    "what_if",
+]

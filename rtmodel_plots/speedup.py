@@ -1,0 +1,124 @@
+"""Speedup over All-Reduce vs number of GPUs, and where decentralization starts to pay.
+
+Why one panel per (model, network or cluster) with shared axes: the question is how the answer
+moves with the cluster, so panels must be comparable at a glance; the dotted line marks the first
+n from which the best topology stays ahead by the advisor's margin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from rtmodel_plots.errors import PlotError
+from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis, topology_style
+from rtmodel_plots.sweeps import best_per_gpus, pays_from, sweep
+from runtime_model.defaults import MARGIN
+
+
+def speedup_vs_gpus(
+    gpus_list: Sequence[int],
+    networks: str | Sequence[str] | None = None,
+    models: str | Sequence[str] = "transformer-base",
+    *,
+    clusters: str | Sequence[str] | None = None,
+    topologies: Sequence[str] | None = None,
+    margin: float = MARGIN,
+    data: dict | None = None,
+    **preset_kw,
+):
+    """Speedup over All-Reduce vs number of GPUs, one line per topology; one panel per (model, network/cluster).
+
+    Rows are models, columns are networks (or named clusters, if given). A dashed line marks 1.0
+    (All-Reduce); a dotted vertical line marks where decentralization starts to pay (best topology
+    >= 1 + margin from there on). Pass a dict as `data` to get the swept DataFrames back, keyed by
+    (model, network-or-cluster). preset_kw: gpu, gpus_per_node, intra, batch_per_gpu, global_batch, ...
+    """
+    gpus_list = sorted(set(int(g) for g in gpus_list))
+    if not gpus_list:
+        raise PlotError("no GPU counts given")
+    models = _as_list(models)
+    if clusters is not None:
+        columns, key = _as_list(clusters), "cluster"
+    else:
+        columns, key = _as_list(networks if networks is not None else "ib-100"), "network"
+    fig = new_figure(4.6 * len(columns) + 0.6, 3.6 * len(models) + 0.9)
+    axes = fig.subplots(len(models), len(columns), squeeze=False, sharex=True, sharey=True)
+    seen: dict[str, object] = {}
+    speedups: list[float] = []
+    for i, model in enumerate(models):
+        for j, col in enumerate(columns):
+            ax = axes[i][j]
+            df = sweep(gpus_list, model=model, topologies=topologies, **{key: col}, **preset_kw)
+            if data is not None:
+                data[(model, col)] = df
+            speedups.extend(df["speedup"].dropna())
+            for topo, part in df.groupby("topology", sort=False):
+                part = part.sort_values("gpus")
+                color, marker, ls = topology_style(topo)
+                hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
+                (line,) = ax.plot(part["gpus"], part["speedup"], color=color, marker=marker, ls=ls,
+                                  ms=7 if hollow else 4.5, mfc="none" if hollow else color, lw=1.6, label=topo)
+                seen.setdefault(topo, line)
+            ax.axhline(1.0, color="black", ls="--", lw=1.0)
+            _mark_pays(ax, df, margin)
+            log2_gpu_axis(ax, gpus_list)
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_title(f"{model} · {col}", fontsize=10)
+            if j == 0:
+                ax.set_ylabel("speedup over All-Reduce (x)")
+            if i < len(models) - 1:
+                ax.set_xlabel("")
+    speedup_y_axis(axes[0][0], speedups)
+    handles = list(seen.values()) + [_dashed_handle()]
+    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center",
+               ncol=min(len(handles), 4), fontsize=9, frameon=False)
+    fig.suptitle(_speedup_title(preset_kw), fontsize=11)
+    return fig
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return [None]
+    return [x] if isinstance(x, str) else list(x)
+
+
+def _dashed_handle():
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color="black", ls="--", lw=1.0, label="All-Reduce (speedup 1.0)")
+
+
+def _speedup_title(preset_kw: dict) -> str:
+    from runtime_model import presets
+
+    extra = [str(preset_kw["gpu"])] if preset_kw.get("gpu") else []
+    per_gpu = preset_kw.get("batch_per_gpu")
+    if isinstance(per_gpu, dict):
+        units = presets.load("models")
+        extra.append("weak scaling: " + ", ".join(
+            f"{v:g} {units[m]['unit']}s/GPU ({m})" if m in units else f"{v:g}/GPU ({m})" for m, v in per_gpu.items()))
+    elif per_gpu:
+        extra.append(f"weak scaling, {per_gpu:g} per GPU")
+    elif preset_kw.get("global_batch"):
+        extra.append(f"fixed global batch {preset_kw['global_batch']:g}")
+    else:
+        extra.append("each model's fixed default global batch")
+    return f"Predicted per-iteration speedup of gossip topologies over All-Reduce\n({'; '.join(extra)})"
+
+
+def _mark_pays(ax, df: pd.DataFrame, margin: float) -> None:
+    n0 = pays_from(df, margin)
+    best = best_per_gpus(df)
+    box = {"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.7", "alpha": 0.9}
+    if n0 is None:
+        text = f"never >= {1 + margin:.2f}x here" if not best.empty else "no topology fits"
+        ax.text(0.03, 0.96, text, transform=ax.transAxes, va="top", fontsize=8.5, bbox=box)
+        return
+    row = best[best["gpus"] == n0].iloc[0]
+    ax.axvline(n0, color="0.35", ls=":", lw=1.3)
+    first = n0 == best["gpus"].min()
+    text = (f"pays at every n swept\n(n={n0}: {row['topology']} {row['speedup']:.2f}x)" if first
+            else f"pays from n = {n0}\n({row['topology']} {row['speedup']:.2f}x)")
+    ax.text(0.03, 0.96, text, transform=ax.transAxes, va="top", fontsize=8.5, bbox=box)

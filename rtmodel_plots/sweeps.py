@@ -1,0 +1,142 @@
+"""The data layer of the figures: presets swept over GPU counts into tidy DataFrames, and what-ifs.
+
+Why a tidy frame (one row per GPU count and topology, times in ms): every figure draws from the same
+numbers, and a notebook can tabulate or check them directly. Topologies that do not fit a shape
+(e.g. one-peer-exp at a non-power-of-2 n) are NaN there and show as gaps. "Pays" means the best
+topology is at least `runtime_model.defaults.MARGIN` faster: the advisor's too-close-to-call margin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from rtmodel_plots.errors import PlotError
+from runtime_model.defaults import MARGIN
+from runtime_model.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One what-if: multipliers on the inter-node link and on compute, and a bucket size (None = preset's)."""
+
+    label: str
+    inter_bandwidth: float = 1.0
+    inter_latency: float = 1.0
+    compute: float = 1.0
+    bucket_cap_mb: float | None = None
+
+    def apply(self, scenario: Scenario) -> Scenario:
+        sc = scenario
+        if self.inter_bandwidth != 1.0 or self.inter_latency != 1.0:
+            sc = replace(sc, network=sc.network.scaled(self.inter_bandwidth, self.inter_latency))
+        if self.compute != 1.0:
+            sc = replace(sc, compute=sc.compute.scaled(self.compute))
+        return sc
+
+
+DEFAULT_WHAT_IFS = (
+    WhatIf("as configured"),
+    WhatIf("inter-node bandwidth x0.5", inter_bandwidth=0.5),
+    WhatIf("inter-node bandwidth x2", inter_bandwidth=2.0),
+    WhatIf("compute x2 (slower GPU / 2x batch)", compute=2.0),
+    WhatIf("buckets 5 MB", bucket_cap_mb=5.0),
+    WhatIf("buckets 100 MB", bucket_cap_mb=100.0),
+)
+
+
+def preset_scenario(
+    gpus: int,
+    *,
+    model: str = "transformer-base",
+    network: str | None = None,
+    cluster: str | None = None,
+    gpus_per_node: int | None = None,
+    batch_per_gpu: float | dict[str, float] | None = None,
+    **preset_kw,
+) -> Scenario:
+    """A preset scenario at `gpus`, with GPUs per node capped at n (8 GPUs on 8-GPU nodes = one node).
+
+    batch_per_gpu: weak scaling (global batch = batch_per_gpu x n, in the model's unit; a dict gives
+    one value per model); otherwise the preset's fixed global batch (strong scaling, as in the
+    paper's Figure 6).
+    """
+    from runtime_model import presets
+
+    clusters = presets.load("clusters")
+    k = gpus_per_node or (clusters[cluster]["gpus_per_node"] if cluster in clusters else 8)
+    if isinstance(batch_per_gpu, dict):
+        if model not in batch_per_gpu:
+            raise PlotError(f"batch_per_gpu has no entry for model '{model}'")
+        batch_per_gpu = batch_per_gpu[model]
+    if batch_per_gpu is not None:
+        if not batch_per_gpu > 0:
+            raise PlotError(f"--batch-per-gpu must be > 0, got {batch_per_gpu}")
+        preset_kw["global_batch"] = batch_per_gpu * gpus
+    choice = presets.resolve(gpus, gpus_per_node=min(k, gpus), network=network, cluster=cluster, model=model,
+                             **preset_kw)
+    return presets.scenario_from_choice(choice)
+
+
+def sweep(
+    gpus_list: Iterable[int],
+    *,
+    model: str = "transformer-base",
+    network: str | None = None,
+    cluster: str | None = None,
+    topologies: Sequence[str] | None = None,
+    transform: Callable[[Scenario], Scenario] | None = None,
+    **preset_kw,
+) -> pd.DataFrame:
+    """Advise at every n; one row per (gpus, topology), times in ms, NaN where a topology does not fit.
+
+    Columns: gpus, topology, applicable, reason, allreduce_ms, topology_ms, speedup, overlap_ms,
+    links_ms, variance_ms, saved_ms (= the three factors' sum = allreduce_ms - topology_ms).
+    `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
+    """
+    from runtime_model.advisor import advise
+
+    rows = []
+    for n in gpus_list:
+        sc = preset_scenario(int(n), model=model, network=network, cluster=cluster, **preset_kw)
+        if transform is not None:
+            sc = transform(sc)
+        adv = advise(sc, topologies=list(topologies) if topologies else None)
+        ar_ms = adv.allreduce.mean_s * 1e3
+        for r in adv.rows:
+            f = r.prediction.factors if r.applicable else None
+            rows.append({
+                "gpus": int(n), "topology": r.topology, "applicable": r.applicable, "reason": r.reason,
+                "allreduce_ms": ar_ms,
+                "topology_ms": r.prediction.mean_s * 1e3 if r.applicable else math.nan,
+                "speedup": r.speedup if r.applicable else math.nan,
+                "overlap_ms": f.overlap_s * 1e3 if f else math.nan,
+                "links_ms": f.links_s * 1e3 if f else math.nan,
+                "variance_ms": f.variance_s * 1e3 if f else math.nan,
+                "saved_ms": f.total_s * 1e3 if f else math.nan,
+            })
+    if not rows:
+        raise PlotError("no GPU counts to sweep")
+    return pd.DataFrame(rows)
+
+
+def best_per_gpus(df: pd.DataFrame) -> pd.DataFrame:
+    """Per n, the row of the fastest applicable topology (highest speedup)."""
+    ok = df[df["applicable"] & np.isfinite(df["speedup"])]
+    return ok.loc[ok.groupby("gpus")["speedup"].idxmax()].sort_values("gpus").reset_index(drop=True)
+
+
+def pays_from(df: pd.DataFrame, margin: float = MARGIN) -> int | None:
+    """Smallest n from which the best topology is at least `margin` faster at every larger n swept."""
+    best = best_per_gpus(df)
+    wins = (best["speedup"] >= 1 + margin).to_numpy()
+    if not wins.size or not wins[-1]:
+        return None
+    i = len(wins) - 1
+    while i > 0 and wins[i - 1]:
+        i -= 1
+    return int(best["gpus"].iloc[i])

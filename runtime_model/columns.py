@@ -1,0 +1,85 @@
+"""One column list behind the advise table and CSV (as nccl-tests drives its output from one list).
+
+Each column reads one prediction entry of `report.advice_to_dict` (the JSON's `predictions[]`), so the
+JSON, the CSV and the table cannot disagree about a number. A column appears in the CSV under `name`
+and in the table under `label`; either may be None (CSV only / table only). Values are formatted to
+text here; the terminal's colours are the shell's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+def _ms(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value * 1e3, spec)
+
+
+def consensus_text(entry: dict) -> str:
+    """'exact every iteration' (All-Reduce), 'exact in R rounds', or the per-period contraction rho."""
+    c = entry.get("consensus") or {}
+    if entry["topology"] == "allreduce":
+        return "exact every iteration"
+    if c.get("exact_rounds"):
+        return f"exact in {c['exact_rounds']} rounds"
+    return f"rho={c['rho']:.4g}/period" if c.get("rho") is not None else "-"
+
+
+def runs_on_text(entry: dict) -> str:
+    if entry["topology"] == "allreduce":
+        return "PyTorch DDP"
+    if not entry.get("runs_on_decent_dp"):
+        return "model only (below)"
+    return "Decent-DP" if entry["decent_dp_builtin"] else "Decent-DP + rtmodel schedule"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str | None  # CSV header (None: table only)
+    label: str | None  # table header (None: CSV only)
+    csv_text: Callable[[dict], str]
+    table_text: Callable[[dict], str] | None = None  # default: csv_text
+    numeric: bool = True  # right-justified in the table
+
+    def table(self, entry: dict) -> str:
+        return (self.table_text or self.csv_text)(entry)
+
+
+def _it(key: str, spec: str) -> Callable[[dict], str]:
+    return lambda e: _ms((e.get("iteration_s") or {}).get(key), spec)
+
+
+def _factor(key: str, spec: str) -> Callable[[dict], str]:
+    return lambda e: _ms((e.get("factors") or {}).get(key), spec)
+
+
+def _consensus_field(entry: dict, key: str, spec: str) -> str:
+    value = (entry.get("consensus") or {}).get(key)
+    return "" if value is None else format(value, spec)
+
+
+def _speedup(spec: str, suffix: str = "") -> Callable[[dict], str]:
+    return lambda e: "" if e.get("speedup_vs_allreduce") is None else f"{e['speedup_vs_allreduce']:{spec}}{suffix}"
+
+
+ADVICE_COLUMNS: tuple[Column, ...] = (
+    Column("topology", "topology", lambda e: e["topology"],
+           lambda e: "allreduce (DDP)" if e["topology"] == "allreduce" else e["topology"], numeric=False),
+    Column("applicable", None, lambda e: str(e["applicable"]), numeric=False),
+    Column("mean_ms", None, _it("mean", ".4f")),
+    Column("p50_ms", "p50 ms", _it("p50", ".4f"), _it("p50", ".2f")),
+    Column("p99_ms", "p99 ms", _it("p99", ".4f"), _it("p99", ".2f")),
+    Column("speedup_vs_allreduce", "speedup", _speedup(".4f"), _speedup(".2f", "x")),
+    Column("overlap_ms", "overlap ms", _factor("overlap_s", ".4f"), _factor("overlap_s", "+.2f")),
+    Column("links_ms", "links ms", _factor("links_s", ".4f"), _factor("links_s", "+.2f")),
+    Column("variance_ms", "variance ms", _factor("variance_s", ".4f"), _factor("variance_s", "+.2f")),
+    Column(None, "comm/iter ms", lambda e: _ms(e.get("comm_s"), ".2f")),
+    Column("exact_rounds", None, lambda e: _consensus_field(e, "exact_rounds", "")),
+    Column("rho", None, lambda e: _consensus_field(e, "rho", ".6g")),
+    Column(None, "consensus", consensus_text, numeric=False),
+    Column(None, "runs on", runs_on_text, numeric=False),
+    Column("reason", None, lambda e: e.get("reason") or "", numeric=False),
+)
+CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)
+TABLE_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.label is not None)

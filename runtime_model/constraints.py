@@ -1,0 +1,75 @@
+"""Declared value constraints: the check and its message come from one object, so they cannot drift.
+
+In the spirit of scikit-learn's `Interval(Real, 0, 1, closed="right")`:
+
+    MFU = Interval(0.0, 1.0, closed="right")
+    MFU.check("mfu", value)   # raises InvalidValue("mfu", "in (0, 1]", value) when outside
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from runtime_model.errors import InvalidValue
+
+Closed = Literal["both", "left", "right", "neither"]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A range of real numbers; `None` is an open end. NaN is always outside; infinity only when no
+    upper bound is given and `finite` is False."""
+
+    low: float | None = None
+    high: float | None = None
+    closed: Closed = "both"
+    integer: bool = False
+    finite: bool = True
+
+    def contains(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not (isinstance(value, int) or float(value).is_integer()):
+            return False
+        if math.isnan(value) or (self.finite and math.isinf(value)):
+            return False
+        if self.low is not None:
+            if value < self.low or (value == self.low and self.closed in ("right", "neither")):
+                return False
+        if self.high is not None:
+            if value > self.high or (value == self.high and self.closed in ("left", "neither")):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """The requirement in words: 'an integer >= 1', 'in (0, 1]', 'a number > 0'."""
+        what = "an integer" if self.integer else "a number"
+        left_closed = self.closed in ("both", "left")
+        right_closed = self.closed in ("both", "right")
+        if self.low is not None and self.high is not None:
+            text = f"in {'[' if left_closed else '('}{_fmt(self.low)}, {_fmt(self.high)}{']' if right_closed else ')'}"
+            return f"an integer {text}" if self.integer else text
+        if self.low is not None:
+            return f"{what} {'>=' if left_closed else '>'} {_fmt(self.low)}"
+        if self.high is not None:
+            return f"{what} {'<=' if right_closed else '<'} {_fmt(self.high)}"
+        return f"a finite {what[2:] if what.startswith('a ') else what}" if self.finite else what
+
+    def check(self, name: str, value):
+        """`value` unchanged when inside; else InvalidValue naming `name` and this requirement."""
+        if not self.contains(value):
+            raise InvalidValue(name, self.describe(), value)
+        return value
+
+
+POSITIVE = Interval(0.0, None, closed="neither")
+NON_NEGATIVE = Interval(0.0, None, closed="left")
+FRACTION = Interval(0.0, 1.0, closed="both")
+POSITIVE_FRACTION = Interval(0.0, 1.0, closed="right")
+AT_LEAST_ONE = Interval(1, None, closed="left", integer=True)

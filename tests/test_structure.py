@@ -1,0 +1,42 @@
+"""The shape of the tree (README "Development"): the model at the bottom imports nothing above it,
+and no module grows past what a reader takes in at once."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PACKAGES = ("rtmodel_cli", "rtmodel_plots", "runtime_model", "profiler", "calibration", "validation", "emulation")
+# runtime_model is pure numpy/scipy: not the stages above it, not the shell's or the plots' libraries.
+MODEL_MAY_NOT_IMPORT = {
+    "calibration", "profiler", "validation", "emulation", "rtmodel_cli", "rtmodel_plots",
+    "typer", "rich", "matplotlib", "pandas", "torch",
+}
+MAX_MODULE_LINES = 400
+
+
+def imported_top_level_names(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (lazy imports inside functions count too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "runtime_model").rglob("*.py")), ids=lambda p: p.name)
+def test_model_imports_nothing_above_it(path):
+    assert not imported_top_level_names(path) & MODEL_MAY_NOT_IMPORT
+
+
+def test_modules_stay_small():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
