@@ -63,6 +63,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
     gossip, gossip_warn = _buckets(comp.gossip_bucket_ready_s, workload.gossip_buckets_bytes, t_b, "gossip")
 
     n_ranks, n_iter = len(c_rows), int(np.median([row.size for row in c_rows]))
+    model = "?" if workload.model is None else workload.model
     chosen = empirical if distribution == "empirical" else normal
     compute = Compute(
         forward_s=float(fwd.mean()),
@@ -71,7 +72,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         ddp_buckets=ddp,
         gossip_buckets=gossip,
         distribution=chosen,
-        source=f"measured: {n_ranks} ranks x {n_iter} iterations ({'?' if workload.model is None else workload.model})",
+        source=f"measured: {n_ranks} ranks x {n_iter} iterations ({model})",
     )
     notes = [
         f"compute C = forward + backward: the model uses the {distribution} distribution "

@@ -67,7 +67,7 @@ class AllReduceMeasurement:
 
 @dataclass(frozen=True)
 class Profile:
-    """A checked schema-v1 profile. Build it with calibration.profile_io (load_profile, profile_from_document).
+    """A checked schema-v1 profile; calibration.profile_io builds it (load_profile, profile_from_document).
 
     `document` is the parsed JSON as read. No rtmodel stage reads it: everything calibration and
     validation use is typed above. It is there for a notebook or script that needs a field not typed

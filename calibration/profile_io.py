@@ -169,7 +169,9 @@ def _check_workload(workload: dict, origin: str) -> None:
         _require_int(workload["batch_per_rank"], "workload.batch_per_rank", origin)
     cap = workload.get("bucket_cap_mb")
     if cap and (not _is_number(cap) or not 0 < cap < math.inf):
-        raise ProfileError(f"{_where(origin, 'workload.bucket_cap_mb')} must be a positive number of MB, got {cap!r}")
+        raise ProfileError(
+            f"{_where(origin, 'workload.bucket_cap_mb')} must be a positive number of MB, got {cap!r}"
+        )
 
 
 def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, origin: str) -> None:

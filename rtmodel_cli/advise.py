@@ -48,7 +48,7 @@ def scenario_for(
     inputs = {"preset": dict(vars(choice))}
     if profile is None:
         sc = presets.scenario_from_choice(choice)
-        unit = presets.load("models")[choice.model]["unit"]
+        unit = presets.builtin_library().model(choice.model).unit
         prov = {
             "compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s",
             "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",

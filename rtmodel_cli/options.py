@@ -21,7 +21,7 @@ class Format(StrEnum):
     csv = "csv"
 
 
-FormatOpt = Annotated[Format, typer.Option("--format", help="Output format.")]
+FormatOpt = Annotated[Format, typer.Option("--format", help=" | ".join(Format))]
 GpusPerNodeOpt = Annotated[
     int | None, typer.Option(help="GPUs per node k (default: the cluster's, else 8; capped at n).")
 ]

@@ -96,9 +96,9 @@ def _speedup_title(preset_kw: dict) -> str:
     extra = [str(preset_kw["gpu"])] if preset_kw.get("gpu") else []
     per_gpu = preset_kw.get("batch_per_gpu")
     if isinstance(per_gpu, dict):
-        units = presets.load("models")
+        units = (preset_kw.get("library") or presets.builtin_library()).models
         extra.append("weak scaling: " + ", ".join(
-            f"{v:g} {units[m]['unit']}s/GPU ({m})" if m in units else f"{v:g}/GPU ({m})" for m, v in per_gpu.items()))
+            f"{v:g} {units[m].unit}s/GPU ({m})" if m in units else f"{v:g}/GPU ({m})" for m, v in per_gpu.items()))
     elif per_gpu:
         extra.append(f"weak scaling, {per_gpu:g} per GPU")
     elif preset_kw.get("global_batch"):

@@ -67,8 +67,10 @@ def preset_scenario(
     """
     from runtime_model import presets
 
-    clusters = presets.load("clusters")
-    k = gpus_per_node or (clusters[cluster]["gpus_per_node"] if cluster in clusters else 8)
+    library = preset_kw.get("library") or presets.builtin_library()
+    clusters = library.clusters
+    k = gpus_per_node or (clusters[cluster].gpus_per_node if cluster in clusters
+                          else library.defaults.gpus_per_node)
     if isinstance(batch_per_gpu, dict):
         if model not in batch_per_gpu:
             raise PlotError(f"batch_per_gpu has no entry for model '{model}'")
@@ -79,7 +81,7 @@ def preset_scenario(
         preset_kw["global_batch"] = batch_per_gpu * gpus
     choice = presets.resolve(gpus, gpus_per_node=min(k, gpus), network=network, cluster=cluster, model=model,
                              **preset_kw)
-    return presets.scenario_from_choice(choice)
+    return presets.scenario_from_choice(choice, library)
 
 
 def sweep(

@@ -1,74 +1,93 @@
-"""Built-in presets (data files in presets/*.toml) turned into the model's data types.
+"""Presets (data files in preset_data/*.toml) turned into the model's data types.
 
 Why data files: a preset is physical data (peak FLOP/s, line rates, parameter counts) plus one
-stated efficiency figure; keeping them out of code makes every number reviewable and citable.
+stated efficiency figure; keeping them out of code makes every number reviewable and citable, and
+lets a user add their own (`load_library(extra_dirs)`, the shell's `--presets DIR`). The files are
+read strictly into typed presets (`preset_types`, `preset_loading`); this module turns a user's
+choice of names and numbers into a Scenario. Every function takes the library to use (default: the
+built-in one); pass the same library to `resolve` and to `scenario_from_choice`.
 """
 
 from __future__ import annotations
 
-import math
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
+from runtime_model.constraints import FRACTION, POSITIVE, POSITIVE_FRACTION, Interval
+from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB, MIB
 from runtime_model.distributions import NormalCompute
-from runtime_model.scenario import Bucket, ClusterShape, Compute, Link, Network, Scenario, ScenarioError
+from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
+from runtime_model.preset_types import (
+    ClusterPreset,
+    GpuPreset,
+    LinkPreset,
+    ModelPreset,
+    PresetDefaults,
+    PresetLibrary,
+    UnknownPreset,
+)
+from runtime_model.scenario import Bucket, ClusterShape, Compute, Link, Network, Scenario
 
-MB = 1024 * 1024
+__all__ = [
+    "ClusterPreset",
+    "GpuPreset",
+    "LinkPreset",
+    "ModelPreset",
+    "PresetChoice",
+    "PresetDefaults",
+    "PresetFileError",
+    "PresetLibrary",
+    "UnknownPreset",
+    "bucket_layout",
+    "builtin_library",
+    "compute_from_preset",
+    "link_from_preset",
+    "load_library",
+    "names",
+    "network_preset",
+    "resolve",
+    "scenario_from_choice",
+]
+
 BYTES_PER_PARAM = 4  # gradients/parameters communicated in fp32, even under mixed precision
 ADAM_BYTES_PER_PARAM = 28  # read p, g, m, v (16 B) + write p, m, v (12 B), fp32
-DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES
-DEFAULT_INTRA = {"T4": "pcie3", "A40": "pcie4", "A100": "nvlink3", "H100": "nvlink4", "H200": "nvlink4"}
+# A bucket cap of a million MiB or more is a bytes-for-MiB mix-up, not a bucket.
+BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
 
 
-@cache
-def load(kind: str) -> dict:
-    """One preset file (gpus, networks, models, clusters) as a dict."""
-    text = resources.files("runtime_model.preset_data").joinpath(f"{kind}.toml").read_text()
-    return tomllib.loads(text)
-
-
-def _pick(table: dict, name: str, what: str, flag: str) -> dict:
-    if name not in table:
-        raise ScenarioError(f"unknown {what} '{name}' for {flag}; choose one of: {', '.join(sorted(table))}")
-    return table[name]
-
-
-def link_from_preset(entry: dict, name: str) -> Link:
+def link_from_preset(preset: LinkPreset) -> Link:
     return Link(
-        latency_s=entry["latency_us"] * 1e-6,
-        bandwidth_Bps=entry["bandwidth_Gbps"] * 1e9 / 8,
-        source=f"preset {name}",
+        latency_s=preset.latency_us * 1e-6,
+        bandwidth_Bps=preset.bandwidth_Gbps * 1e9 / 8,
+        source=f"preset {preset.name}",
     )
 
 
-def network_preset(inter: str, intra: str) -> Network:
-    nets = load("networks")
-    inter_e = _pick(nets["inter"], inter, "network", "--network")
-    intra_e = _pick(nets["intra"], intra, "intra-node link", "--intra")
-    return Network(intra=link_from_preset(intra_e, intra), inter=link_from_preset(inter_e, inter), name=f"{intra}+{inter}")
+def network_preset(inter: str, intra: str, library: PresetLibrary | None = None) -> Network:
+    """The Network of an inter-node network and an intra-node link, by preset name."""
+    lib = library or builtin_library()
+    inter_link = link_from_preset(lib.network(inter))
+    intra_link = link_from_preset(lib.intra(intra))
+    return Network(intra=intra_link, inter=inter_link, name=f"{intra}+{inter}")
 
 
 def bucket_layout(
     total_params: int, tail_params: int, cap_mb: float, first_cap_mb: float | None
 ) -> tuple[Bucket, ...]:
-    """Buckets in backward order from a parameter count.
+    """Buckets in backward order from a parameter count (caps in MiB, as torch's bucket_cap_mb).
 
     Non-embedding gradients appear uniformly during backward; `tail_params` (input embeddings)
     appear at its very end. DDP closes a bucket when adding more would pass the cap (first bucket
-    1 MB); Decent-DP closes it once it reaches the cap (`first_cap_mb=None`).
+    1 MiB); Decent-DP closes it once it reaches the cap (`first_cap_mb=None`).
     """
-    if cap_mb <= 0:
-        raise ScenarioError(f"bucket size must be > 0 MB, got {cap_mb}")
+    POSITIVE.check("bucket_cap_mb", cap_mb)
     body = (total_params - tail_params) * BYTES_PER_PARAM
     tail = tail_params * BYTES_PER_PARAM
-    cap = cap_mb * MB
+    cap = cap_mb * MIB
     buckets: list[Bucket] = []
     done = 0.0
     first = True
     while done < body - 0.5:
-        size = min((first_cap_mb * MB) if (first and first_cap_mb) else cap, body - done)
+        size = min((first_cap_mb * MIB) if (first and first_cap_mb) else cap, body - done)
         done += size
         first = False
         buckets.append(Bucket(int(size), min(1.0, done / body)))
@@ -102,84 +121,87 @@ def resolve(
     gpu: str | None = None,
     network: str | None = None,
     intra: str | None = None,
-    model: str = "transformer-base",
+    model: str | None = None,
     global_batch: float | None = None,
     precision: str | None = None,
     mfu: float | None = None,
     compute_cv: float | None = None,
-    bucket_cap_mb: float = 25.0,
+    bucket_cap_mb: float = BUCKET_CAP_MIB,
     cluster: str | None = None,
+    *,
+    library: PresetLibrary | None = None,
 ) -> PresetChoice:
-    """Fill defaults from a named cluster or from the GPU, and check every name and number."""
+    """Fill defaults from a named cluster, the GPU or the library's defaults, and check every name
+    and number. Unknown names raise UnknownPreset; numbers outside their range raise InvalidValue
+    named by these parameters' names (mfu, compute_cv, global_batch, bucket_cap_mb)."""
+    lib = library or builtin_library()
     if cluster is not None:
-        c = _pick(load("clusters"), cluster, "cluster", "--cluster")
-        gpu = gpu or c["gpu"]
-        gpus_per_node = gpus_per_node or c["gpus_per_node"]
-        intra = intra or c["intra"]
-        network = network or c["network"]
-    gpu = gpu or "A100"
-    g = _pick(load("gpus"), gpu, "GPU", "--gpu")
-    m = _pick(load("models"), model, "model", "--model")
-    precision = precision or g["default_precision"]
-    if precision not in g["tflops"]:
-        raise ScenarioError(f"unknown precision '{precision}'; choose one of: {', '.join(g['tflops'])}")
+        c = lib.cluster(cluster)
+        gpu = gpu or c.gpu
+        gpus_per_node = gpus_per_node or c.gpus_per_node
+        intra = intra or c.intra
+        network = network or c.network
+    gpu = gpu or lib.defaults.gpu
+    g = lib.gpu(gpu)
+    model = model or lib.defaults.model
+    m = lib.model(model)
+    precision = precision or g.default_precision
+    if precision not in g.tflops:
+        raise UnknownPreset("precision", precision, list(g.tflops), "precision")
+    network = network or lib.defaults.network
+    lib.network(network)
+    intra = intra or lib.default_intra(gpu)
+    lib.intra(intra)
     choice = PresetChoice(
         gpus=gpus,
-        gpus_per_node=gpus_per_node or min(8, gpus),
+        gpus_per_node=gpus_per_node or min(lib.defaults.gpus_per_node, gpus),
         gpu=gpu,
-        network=network or "ib-100",
-        intra=intra or DEFAULT_INTRA.get(gpu, "pcie4"),
+        network=network,
+        intra=intra,
         model=model,
-        global_batch=float(global_batch if global_batch is not None else m["default_global_batch"]),
+        global_batch=float(global_batch if global_batch is not None else m.default_global_batch),
         precision=precision,
-        mfu=float(mfu if mfu is not None else g["mfu"]),
-        compute_cv=float(compute_cv if compute_cv is not None else m["compute_cv"]),
+        mfu=float(mfu if mfu is not None else g.mfu),
+        compute_cv=float(compute_cv if compute_cv is not None else m.compute_cv),
         bucket_cap_mb=bucket_cap_mb,
     )
-    for name, lo, hi in (("mfu", 0.0, 1.0), ("compute_cv", 0.0, 1.0)):
-        v = getattr(choice, name)
-        if not (lo < v <= hi if name == "mfu" else lo <= v <= hi) or math.isnan(v):
-            raise ScenarioError(f"--{name.replace('_', '-')} must be in ({lo}, {hi}], got {v}")
-    if not (choice.global_batch > 0) or math.isinf(choice.global_batch):
-        raise ScenarioError(f"--global-batch must be a positive number, got {choice.global_batch}")
-    if not (0 < bucket_cap_mb < 1e6):
-        raise ScenarioError(f"--bucket-mb must be a positive number of MB, got {bucket_cap_mb}")
+    POSITIVE_FRACTION.check("mfu", choice.mfu)
+    FRACTION.check("compute_cv", choice.compute_cv)
+    POSITIVE.check("global_batch", choice.global_batch)
+    BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", bucket_cap_mb)
     return choice
 
 
-def compute_from_preset(choice: PresetChoice) -> Compute:
+def compute_from_preset(choice: PresetChoice, library: PresetLibrary | None = None) -> Compute:
     """Forward:backward = 1:2 of FLOPs / (peak x MFU); Adam as a memory-bound pass over 28 B/param."""
-    g = load("gpus")[choice.gpu]
-    m = load("models")[choice.model]
+    lib = library or builtin_library()
+    g = lib.gpu(choice.gpu)
+    m = lib.model(choice.model)
     units = choice.global_batch / choice.gpus
-    seconds = units * m["train_flops_per_unit"] / (g["tflops"][choice.precision] * 1e12 * choice.mfu)
+    seconds = units * m.train_flops_per_unit / (g.tflops[choice.precision] * 1e12 * choice.mfu)
     fwd, bwd = seconds / 3, 2 * seconds / 3
-    opt = m["params"] * ADAM_BYTES_PER_PARAM / (g["memory_bandwidth_GBps"] * 1e9)
+    opt = m.params * ADAM_BYTES_PER_PARAM / (g.memory_bandwidth_GBps * 1e9)
     src = f"preset {choice.model} on {choice.gpu} {choice.precision} at MFU {choice.mfu:g}"
     return Compute(
         forward_s=fwd,
         backward_s=bwd,
         optimizer_s=opt,
-        ddp_buckets=bucket_layout(m["params"], m["embedding_params"], choice.bucket_cap_mb, DDP_FIRST_BUCKET_MB),
-        gossip_buckets=bucket_layout(m["params"], m["embedding_params"], choice.bucket_cap_mb, None),
+        ddp_buckets=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, DDP_FIRST_BUCKET_MIB),
+        gossip_buckets=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, None),
         distribution=NormalCompute(seconds, seconds * choice.compute_cv),
         source=src,
     )
 
 
-def scenario_from_choice(choice: PresetChoice) -> Scenario:
+def scenario_from_choice(choice: PresetChoice, library: PresetLibrary | None = None) -> Scenario:
+    """The Scenario of a resolved choice; `library` must be the one `resolve` used."""
     shape = ClusterShape(choice.gpus, choice.gpus_per_node)
-    net = network_preset(choice.network, choice.intra)
-    return Scenario(shape=shape, network=net, compute=compute_from_preset(choice), description=str(choice))
+    net = network_preset(choice.network, choice.intra, library)
+    return Scenario(
+        shape=shape, network=net, compute=compute_from_preset(choice, library), description=str(choice)
+    )
 
 
-def names() -> dict[str, list[str]]:
-    """Valid preset names per kind (for help texts and error messages)."""
-    nets = load("networks")
-    return {
-        "gpu": sorted(load("gpus")),
-        "network": sorted(nets["inter"]),
-        "intra": sorted(nets["intra"]),
-        "model": sorted(load("models")),
-        "cluster": sorted(load("clusters")),
-    }
+def names(library: PresetLibrary | None = None) -> dict[str, list[str]]:
+    """Valid preset names per model input (for help texts and error messages)."""
+    return (library or builtin_library()).names()

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from calibration import (
     CalibrationError,
+    Measurement,
+    Profile,
     ProfileError,
     SyntheticTruth,
     calibrate,
@@ -22,7 +24,9 @@ from calibration import (
     extrapolation_notes,
     load_calibration,
     load_profile,
+    profile_from_document,
     save_calibration,
+    scenario_from_profile,
     synthetic_profile,
 )
 from calibration.cli import register
@@ -303,6 +307,10 @@ BAD = {
         lambda d: _set(d, ["compute", "backward_s", 1, 0], "fast"),
         "compute.backward_s[1][0] is not a number",
     ),
+    "model_args not an object": (
+        lambda d: d["workload"].update(model_args=[1, 2]),
+        "workload.model_args must be an object of model arguments",
+    ),
     "incomplete": (
         lambda d: d.update(complete=False, sections_done=["shape", "compute"]),
         "incomplete profile (sections missing: communication; done: shape, compute); finish it with "
@@ -334,6 +342,74 @@ def test_missing_and_truncated_files(tmp_path):
     with pytest.raises(ProfileError, match="is not valid JSON .*truncated") as err:
         load_profile(path)
     assert "\n" not in str(err.value)
+
+
+# ----------------------------------------------------------------------------- typed profile
+
+
+def test_load_profile_gives_a_typed_profile():
+    path = DATA / "synthetic_profile_2x2.json"
+    prof = load_profile(path)
+    doc = json.loads(path.read_text())
+    assert isinstance(prof, Profile) and prof.origin == str(path)
+    assert prof.shape == ClusterShape(4, 2) and prof.backend == "synthetic" and prof.node_names[0] == "h0"
+    wl = prof.workload
+    assert (wl.model, wl.batch_per_rank, wl.bucket_cap_mb) == ("synthetic", 8, 25.0)
+    assert wl.ddp_buckets_bytes == tuple(doc["workload"]["ddp_buckets_bytes"])
+    assert prof.compute.ranks == 4
+    for phase in ("forward", "backward", "optimizer"):
+        for rank, m in enumerate(prof.compute.phase(phase)):
+            assert m.samples_s == tuple(doc["compute"][f"{phase}_s"][rank])
+    results = [(p["pattern"], r) for p in doc["communication"]["patterns"] for r in p["results"]]
+    assert [(m.pattern, m.message_bytes, m.timing.samples_s) for m in prof.allreduce] == [
+        (name, r["bytes"], tuple(r["samples_s"])) for name, r in results
+    ]
+    assert prof.allreduce[0].group == GroupShape(2, 1, 1)
+    assert prof.patterns == tuple(p["pattern"] for p in doc["communication"]["patterns"])
+    assert prof.noise_warnings() == []  # 3% noise
+    assert prof.document == doc  # the raw document, for fields not typed
+    assert profile_from_document(doc, origin=str(path)) == prof
+    assert calibrate(prof) == calibrate(doc, origin=str(path))  # a Profile and its document fit alike
+
+
+def test_measurement_statistics_match_numpy():
+    samples = (0.010, 0.011, 0.012, 0.010, 0.030, 0.0105)
+    m = Measurement(samples, "forward rank 0")
+    arr = np.asarray(samples)
+    assert m.n == 6 and m.min_s == 0.010 and m.max_s == 0.030
+    assert m.median_s == pytest.approx(np.median(arr))
+    assert m.mean_s == pytest.approx(arr.mean())
+    assert m.sd_s == pytest.approx(arr.std(ddof=1))
+    assert m.iqr_s == pytest.approx(np.percentile(arr, 75) - np.percentile(arr, 25))
+    assert m.cv == pytest.approx(arr.std(ddof=1) / arr.mean())
+    assert m.noise_warning() is not None and m.noise_warning().startswith("forward rank 0: interquartile range")
+    quiet = Measurement((1.0, 1.01, 0.99, 1.0))
+    assert quiet.noise_warning() is None
+    single = Measurement((2.0,))
+    assert single.iqr_s == 0 and single.sd_s == 0 and single.noise_warning() is None
+    with pytest.raises(ValueError):
+        Measurement(())
+
+
+def test_scenario_from_profile_is_calibrate_plus_target_shape():
+    path = DATA / "synthetic_profile_2x2.json"
+    ps = scenario_from_profile(path, 16, 4, fallback_network=PRESET)
+    cal = calibrate(load_profile(path), fallback_network=PRESET)
+    assert ps.measured_shape == ClusterShape(4, 2) == cal.measured_shape
+    assert ps.scenario.shape == ClusterShape(16, 4) and ps.scenario.description == f"profile {path}"
+    assert ps.scenario.network == cal.network and ps.scenario.compute == cal.compute
+    assert ps.provenance == cal.provenance
+    assert ps.notes == tuple(extrapolation_notes(cal, ClusterShape(16, 4))) + tuple(cal.notes)
+    same = scenario_from_profile(load_profile(path), 16)  # a loaded Profile; k defaults to the measured k
+    assert same.scenario.shape == ClusterShape(16, 2)
+    normal = scenario_from_profile(path, 8, distribution="normal").scenario.compute.distribution
+    assert isinstance(normal, NormalCompute)
+    one = write_synthetic_profile(DATA.parent / "_unused.json", nodes=1, ranks_per_node=2, iterations=5)
+    try:
+        with pytest.raises(CalibrationError, match="single-node"):
+            scenario_from_profile(one, 8, 2)
+    finally:
+        one.unlink()
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -440,20 +516,20 @@ REAL = DATA / "real_profile_2x1.json"
 
 @pytest.mark.skipif(not REAL.exists(), reason="no real profile checked in (tests/data/real_profile_2x1.json)")
 def test_real_cpu_profile_calibrates():
-    doc = load_profile(REAL)
-    c = calibrate(doc, fallback_network=PRESET)
-    assert c.measured_shape.gpus == doc["shape"]["world_size"]
+    prof = load_profile(REAL)
+    c = calibrate(prof, fallback_network=PRESET)
+    assert c.measured_shape == prof.shape
     assert c.network.group_costs, "at least one measured group shape"
     for f in c.fits:
         if f.kind == "pattern":
             assert f.params["per_byte_s"][0] > 0
             assert f.worst_rel_residual is not None and f.worst_rel_residual < 1.0
-    if doc["shape"]["ranks_per_node"] == 1:
+    if prof.shape.gpus_per_node == 1:
         assert c.provenance["intra.bandwidth_Bps"] == "preset eth-100g-test"
     for f in c.fits:  # the profiler lists one measured shape under several pattern names: counted once
         if f.kind == "pattern":
             assert f.n_samples <= max(
-                sum(len(r["samples_s"]) for r in p["results"]) for p in doc["communication"]["patterns"]
+                sum(m.timing.n for m in prof.allreduce if m.pattern == p) for p in prof.patterns
             )
     comp = c.compute
     assert comp.forward_s > 0 and comp.backward_s > 0

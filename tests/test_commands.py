@@ -60,9 +60,10 @@ BAD_INPUT = {
 
 
 def formats_of(command) -> list[str]:
+    """The values --format takes: every command's help for it is the list "a | b | c"."""
     for param in command.params:
         if "--format" in param.opts:
-            return list(getattr(param.type, "choices", None) or ["table", "json"])
+            return [f.strip() for f in param.help.split("|")]
     return []
 
 

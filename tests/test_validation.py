@@ -15,11 +15,17 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from runtime_model.iteration import IterationPrediction
 from validation.analysis import compare, measure, ordering, verdict
 from validation.cli import register
 from validation.results import read_records, summarise_results
 
 SMALL_MODEL = {"param_mb": 2, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.1}
+
+
+def _pred(p50_s: float, mean_s: float, p99_s: float) -> IterationPrediction:
+    """A prediction with only the times a comparison reads."""
+    return IterationPrediction("test", mean_s, p50_s, p99_s, 0.0, 0.0, 0.0, 0.0)
 
 
 def _app() -> typer.Typer:
@@ -117,7 +123,7 @@ def test_measure_pools_ranks_and_reports_spread():
     assert m.per_rank_median_s == (2.0, 4.0)
     assert m.rank_spread == pytest.approx(2.0)
     assert m.samples == 6 and m.min_s == 1.0 and m.max_s == 6.0
-    c = compare("ring", {"p50_s": 3.0, "mean_s": 3.1, "p99_s": 4.0}, m)
+    c = compare("ring", _pred(p50_s=3.0, mean_s=3.1, p99_s=4.0), m)
     assert m.mean_s == pytest.approx(3.0)
     assert c.error == pytest.approx((3.1 - 3.0) / 3.0)  # judged on the mean (throughput)
 
@@ -126,8 +132,8 @@ def test_verdict_categories_and_margin():
     assert ordering(1.2) == "topology faster"
     assert ordering(1 / 1.2) == "allreduce faster"
     assert ordering(1.04) == "too close" and ordering(0.97) == "too close"
-    ar = compare("allreduce", {"p50_s": 2.0, "mean_s": 2.0, "p99_s": 2.0}, measure([[2.2], [2.2]]))
-    topo = compare("ring", {"p50_s": 1.0, "mean_s": 1.0, "p99_s": 1.0}, measure([[2.1], [2.1]]))
+    ar = compare("allreduce", _pred(p50_s=2.0, mean_s=2.0, p99_s=2.0), measure([[2.2], [2.2]]))
+    topo = compare("ring", _pred(p50_s=1.0, mean_s=1.0, p99_s=1.0), measure([[2.1], [2.1]]))
     v = verdict(ar, topo)
     assert v.predicted == "topology faster" and v.measured == "too close" and not v.held
     assert v.measured_speedup == pytest.approx(2.2 / 2.1)
@@ -228,7 +234,7 @@ def _profile(tmp_path, nproc: int, k: int):
 
 
 def _check_result(res, n: int, iterations: int, topology: str):
-    assert res.shape.world_size == n and res.topology == topology
+    assert res.shape.gpus == n and res.topology == topology
     assert [r["rank"] for r in res.ranks] == list(range(n))  # every rank reported
     for run, comp in (("allreduce", res.allreduce), ("decentralized", res.decentralized)):
         times = res.times_s[run]

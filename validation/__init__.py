@@ -4,6 +4,7 @@ per-iteration times next to the runtime model's predictions for that exact shape
 Public API (re-exported lazily: `import validation` imports neither torch nor numpy):
     run_validation(profile_path, topology=None, recommended=False, ...) -> ValidationResult | None
     summarise_results(path) -> ResultsSummary
+    read_parity_points(path) -> list[ParityPoint]     predicted vs measured mean (ms) per run, for plots
     ValidationResult, ValidationError
 torch is imported only by the code that runs ranks (validation.runner, validation.worker,
 validation.decentdp_topologies).
@@ -18,6 +19,8 @@ _EXPORTS = {
     "ValidationResult": "validation.results",
     "summarise_results": "validation.results",
     "ResultsSummary": "validation.results",
+    "read_parity_points": "validation.results",
+    "ParityPoint": "validation.results",
     "ValidationError": "validation.errors",
 }
 

@@ -10,8 +10,12 @@ the modes; it is still reported (pooled over ranks and iterations, like the mode
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from runtime_model.iteration import IterationPrediction
 
 VERDICT_MARGIN = 0.05  # relative; the same "too close to call" margin as runtime_model.advisor.DEFAULT_MARGIN
 
@@ -76,14 +80,15 @@ def signed_error(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured
 
 
-def compare(name: str, predicted: dict, measured: Measured) -> Comparison:
+def compare(name: str, predicted: IterationPrediction, measured: Measured) -> Comparison:
+    """The model's prediction for one run next to its measurement (error on the mean)."""
     return Comparison(
         name=name,
-        predicted_p50_s=float(predicted["p50_s"]),
-        predicted_mean_s=float(predicted["mean_s"]),
-        predicted_p99_s=float(predicted["p99_s"]),
+        predicted_p50_s=float(predicted.p50_s),
+        predicted_mean_s=float(predicted.mean_s),
+        predicted_p99_s=float(predicted.p99_s),
         measured=measured,
-        error=signed_error(float(predicted["mean_s"]), measured.mean_s),
+        error=signed_error(float(predicted.mean_s), measured.mean_s),
     )
 
 

@@ -8,36 +8,45 @@ launcher hands the ranks exactly what they need (`Plan.run_spec`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
+
+if TYPE_CHECKING:
+    from calibration.profile import Profile
+    from runtime_model.iteration import IterationPrediction
+    from runtime_model.scenario import ClusterShape
 
 DEFAULT_BUCKET_CAP_MB = 25.0  # DDP's and Decent-DP's default bucket size
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
 
+def run_shape(world_size: int, ranks_per_node: int) -> ClusterShape:
+    """The run's shape (ranks node-major, possibly on pretend nodes), checked in validation's own terms."""
+    from runtime_model.scenario import ClusterShape
+
+    if world_size < 2:
+        raise ValidationError(f"a validation needs at least 2 ranks, got {world_size}")
+    if ranks_per_node < 1 or world_size % ranks_per_node:
+        raise ValidationError(
+            f"--ranks-per-node {ranks_per_node} does not divide the world size {world_size}"
+        )
+    return ClusterShape(world_size, ranks_per_node)
+
+
+def describe_shape(shape: ClusterShape) -> str:
+    """'4 ranks (2 node(s) x 2)': a run's shape in validation's messages."""
+    return f"{shape.gpus} ranks ({shape.nodes} node(s) x {shape.gpus_per_node})"
+
+
 @dataclass(frozen=True)
-class RunShape:
-    """The run's shape: world_size ranks, ranks_per_node per (possibly pretend) node, node-major."""
+class PlanPredictions:
+    """The model's predictions for the run's exact shape, one per training the run times."""
 
-    world_size: int
-    ranks_per_node: int
-
-    def __post_init__(self):
-        if self.world_size < 2:
-            raise ValidationError(f"a validation needs at least 2 ranks, got {self.world_size}")
-        if self.ranks_per_node < 1 or self.world_size % self.ranks_per_node:
-            raise ValidationError(
-                f"--ranks-per-node {self.ranks_per_node} does not divide the world size {self.world_size}"
-            )
-
-    @property
-    def nodes(self) -> int:
-        return self.world_size // self.ranks_per_node
-
-    def describe(self) -> str:
-        return f"{self.world_size} ranks ({self.nodes} node(s) x {self.ranks_per_node})"
+    allreduce: IterationPrediction  # PyTorch DDP
+    topology: IterationPrediction  # Decent-DP on Plan.topology
 
 
 @dataclass
@@ -45,14 +54,14 @@ class Plan:
     """Everything decided before the ranks start; `predicted` holds the model's numbers for this shape."""
 
     profile_path: str
-    shape: RunShape
+    shape: ClusterShape
     topology: str  # rtmodel's name
     decent_dp_topology: str  # the name in decent_dp.topo.TopologyReg
     registered_by_rtmodel: bool  # True: validation.decentdp_topologies must be imported on every rank
     workload: dict  # model, model_args, batch_per_rank, bucket_cap_mb
     iterations: int
     warmup: int
-    predicted: dict[str, dict]  # "allreduce" / "topology" -> mean_s, p50_s, p99_s, ...
+    predicted: PlanPredictions
     recommended: bool = False
     advisor: dict | None = None  # recommendation, verdict, too_close_to_call (with --recommended)
     notes: list[str] = field(default_factory=list)
@@ -61,8 +70,8 @@ class Plan:
     def run_spec(self, timeout_s: float) -> dict:
         """The part the ranks need (JSON-able)."""
         return {
-            "world_size": self.shape.world_size,
-            "ranks_per_node": self.shape.ranks_per_node,
+            "world_size": self.shape.gpus,
+            "ranks_per_node": self.shape.gpus_per_node,
             "topology": self.topology,
             "decent_dp_topology": self.decent_dp_topology,
             "registered_by_rtmodel": self.registered_by_rtmodel,
@@ -86,15 +95,14 @@ def check_counts(iterations: int, warmup: int) -> None:
         )
 
 
-def check_shape(profile: dict, shape: RunShape, origin: str) -> None:
+def check_shape(profile: Profile, shape: ClusterShape, origin: str) -> None:
     """The model is validated on the shape it was calibrated on: refuse a profile from another shape."""
-    ps = profile["shape"]
-    n, k = int(ps["world_size"]), int(ps["ranks_per_node"])
-    if (n, k) != (shape.world_size, shape.ranks_per_node):
+    ps = profile.shape
+    if ps != shape:
         raise ShapeMismatch(
-            f"profile {origin} was taken on {n} ranks ({n // k} node(s) x {k}) but this run has "
-            f"{shape.describe()}; profile the run's shape first, or run with --nproc-per-node {n} "
-            f"--ranks-per-node {k}"
+            f"profile {origin} was taken on {describe_shape(ps)} but this run has "
+            f"{describe_shape(shape)}; profile the run's shape first, or run with --nproc-per-node {ps.gpus} "
+            f"--ranks-per-node {ps.gpus_per_node}"
         )
 
 
@@ -105,17 +113,17 @@ def decent_dp_blocker(schedule) -> str | None:
     return schedule.decent_dp_note
 
 
-def resolve_workload(profile: dict, model: str | None, model_args: dict | None) -> tuple[dict, list[str]]:
+def resolve_workload(profile: Profile, model: str | None, model_args: dict | None) -> tuple[dict, list[str]]:
     """The run's workload: the profiled one, or --model/--model-arg overrides (said in a note)."""
     from profiler.model_spec import check_workload_spec
 
-    wl = profile["workload"]
-    prof_model = str(wl.get("model"))
-    prof_args = dict(wl.get("model_args") or {})
-    batch = int(wl.get("batch_per_rank") or 0)
-    if batch < 1:
+    wl = profile.workload
+    prof_model = str(wl.model)
+    prof_args = dict(wl.model_args)
+    batch = wl.batch_per_rank
+    if batch is None:
         raise ValidationError("the profile's workload has no batch_per_rank; re-profile with a current rtmodel")
-    cap = float(wl.get("bucket_cap_mb") or DEFAULT_BUCKET_CAP_MB)
+    cap = wl.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB
     notes: list[str] = []
     if model is None:
         run_model, run_args = prof_model, {**prof_args, **(model_args or {})}
@@ -137,18 +145,6 @@ def resolve_workload(profile: dict, model: str | None, model_args: dict | None) 
             )
     workload = {"model": run_model, "model_args": resolved, "batch_per_rank": batch, "bucket_cap_mb": cap}
     return workload, notes
-
-
-def _prediction_dict(pred) -> dict:
-    return {
-        "mean_s": pred.mean_s,
-        "p50_s": pred.p50_s,
-        "p99_s": pred.p99_s,
-        "compute_wait_s": pred.compute_wait_s,
-        "comm_s": pred.comm_s,
-        "exposed_comm_s": pred.exposed_comm_s,
-        "optimizer_s": pred.optimizer_s,
-    }
 
 
 def _placeholder_network():
@@ -230,17 +226,16 @@ def make_plan(
     profile_path: str | Path,
     topology: str | None,
     recommended: bool,
-    shape: RunShape,
+    shape: ClusterShape,
     iterations: int,
     warmup: int,
     model: str | None = None,
     model_args: dict | None = None,
 ) -> Plan:
     """Check everything, calibrate the profile, and predict both runs for the run's exact shape."""
-    from calibration.calibrate import calibrate
     from calibration.profile_io import load_profile
+    from calibration.profiled import scenario_from_profile
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.scenario import ClusterShape, Scenario
     from runtime_model.topologies import TOPOLOGIES
 
     check_counts(iterations, warmup)
@@ -249,19 +244,19 @@ def make_plan(
     profile = load_profile(profile_path)
     check_shape(profile, shape, origin)
     workload, notes = resolve_workload(profile, model, model_args)
-    cal = calibrate(profile, fallback_network=_placeholder_network(), origin=origin)
-    cshape = ClusterShape(shape.world_size, shape.ranks_per_node)
-    scenario = Scenario(cshape, cal.network, cal.compute, description=f"validation of {origin}")
+    profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network())
+    scenario = replace(profiled.scenario, description=f"validation of {origin}")
     name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario)
     notes.extend(topo_notes)
     dd_name = TOPOLOGIES[name].decent_dp_name
-    predicted = {
-        "allreduce": _prediction_dict(allreduce_prediction(scenario)),
-        "topology": _prediction_dict(gossip_prediction(scenario, schedule)),
+    predicted = PlanPredictions(allreduce_prediction(scenario), gossip_prediction(scenario, schedule))
+    info = {
+        "backend": profile.backend,
+        "device": profile.device,
+        "torch_version": profile.torch_version,
+        "node_names": list(profile.node_names) or None,
+        "created_utc": profile.created_utc,
     }
-    ps = profile["shape"]
-    info = {k: ps.get(k) for k in ("backend", "device", "torch_version", "node_names")}
-    info["created_utc"] = profile.get("created_utc")
     return Plan(
         profile_path=origin,
         shape=shape,

@@ -21,7 +21,7 @@ def _pct(x: float) -> str:
 def render_result(res: ValidationResult, console: Console) -> None:
     s = res.shape
     t = Table(
-        title=f"Validation on {s.world_size} ranks ({s.nodes} node(s) x {s.ranks_per_node}), "
+        title=f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), "
         f"{res.workload['model']}, {res.iterations} timed iterations after {res.warmup} warm-up",
         title_justify="left",
     )

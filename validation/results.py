@@ -1,9 +1,14 @@
-"""A validation's result, the JSONL file that accumulates them, and the accuracy summary over that file.
+"""A validation's result, the JSONL file that accumulates them, and the readers of that file.
 
 Why an append-only JSONL file: every validation on every cluster adds one line (timestamp, shape,
 topology, predicted and measured numbers), so the model's accuracy claim is backed by an
 ever-growing record that `rtmodel validate --report` summarises. Per-iteration times stay in the
 returned result (and `--format json`), not in the file, so records stay small at large n.
+
+Two readers share one line parser: `read_records` (the accuracy summary; skips and counts lines that
+are not validation records, since the file may be shared) and `read_parity_points` (predicted vs
+measured pairs for plots; refuses a broken line by number, since a plot silently missing points
+misleads).
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runtime_model.jsonsafe import json_safe
 from validation.analysis import Comparison, Verdict
 from validation.errors import ValidationError
-from validation.plan import RunShape
+
+if TYPE_CHECKING:
+    from runtime_model.scenario import ClusterShape
 
 DEFAULT_RESULTS = "rtmodel-validations.jsonl"
 RECORD_KIND = "rtmodel-validation"
@@ -30,7 +38,7 @@ class ValidationResult:
 
     timestamp_utc: str
     profile: str
-    shape: RunShape
+    shape: ClusterShape  # the run's ranks (gpus) and ranks per (possibly pretend) node
     topology: str  # rtmodel's name of the topology Decent-DP ran
     decent_dp_topology: str
     recommended: bool
@@ -52,8 +60,9 @@ class ValidationResult:
         """The JSONL line: everything but the per-iteration times."""
         d = asdict(self)
         d.pop("times_s")
-        shape = d.pop("shape")
-        shape["nodes"] = self.shape.nodes
+        d.pop("shape")
+        s = self.shape  # the file's own names (record version 1), which existing files use
+        shape = {"world_size": s.gpus, "ranks_per_node": s.gpus_per_node, "nodes": s.nodes}
         return {"kind": RECORD_KIND, "version": RECORD_VERSION, "shape": shape, **d}
 
     def to_dict(self) -> dict:
@@ -113,26 +122,106 @@ class ResultsSummary:
         return asdict(self)
 
 
+def _parsed_lines(path: Path) -> list[tuple[int, dict | str]]:
+    """(line number, JSON object or why the line is not one) per line; blank and # lines are left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValidationError(
+            f"cannot read validation results: no results file at {path} (run `rtmodel validate` first, "
+            "or pass --results PATH)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise ValidationError(f"cannot read validation results {path}: {why}") from None
+    out: list[tuple[int, dict | str]] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            out.append((lineno, f"not JSON ({exc.msg})"))
+            continue
+        out.append((lineno, doc if isinstance(doc, dict) else "expected a JSON object per line"))
+    return out
+
+
 def read_records(path: str | Path) -> tuple[list[dict], int]:
-    """(records, number of lines that were not validation records)."""
+    """(validation records, number of lines that were not validation records)."""
+    lines = _parsed_lines(Path(path))
+    records = [doc for _, doc in lines if isinstance(doc, dict) and doc.get("kind") == RECORD_KIND]
+    return records, len(lines) - len(records)
+
+
+@dataclass(frozen=True)
+class ParityPoint:
+    """One predicted-vs-measured pair: the mean per-iteration time (throughput) of one run, in ms."""
+
+    label: str  # the record's "label", else its shape ("4 ranks / 2 node(s)"), else ""
+    method: str  # "allreduce" or the topology
+    predicted_ms: float
+    measured_ms: float
+    source: str = "measured"  # a record's "source": says when points were not measured
+
+
+def read_parity_points(path: str | Path) -> list[ParityPoint]:
+    """Every predicted/measured pair of a results file, for parity plots.
+
+    Reads the records `rtmodel validate` appends (two points each: "allreduce" and "decentralized")
+    and a flat form for results from elsewhere, one object per line:
+        {"method": "one-peer-exp", "predicted_mean_s": 0.051, "measured_mean_s": 0.049,
+         "label": "16 GPUs", "source": "measured"}
+    Blank and # lines are skipped. ValidationError (one line) for an unreadable file, a line that is
+    not a JSON object ("PATH:LINE: not JSON (...)"), or a file with no pair at all.
+    """
     path = Path(path)
-    if not path.exists():
-        raise ValidationError(f"no results file at {path} (run `rtmodel validate` first, or pass --results PATH)")
-    records, skipped = [], 0
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError:
-                skipped += 1
-                continue
-            if not isinstance(doc, dict) or doc.get("kind") != RECORD_KIND:
-                skipped += 1
-                continue
-            records.append(doc)
-    return records, skipped
+    points: list[ParityPoint] = []
+    for lineno, doc in _parsed_lines(path):
+        if isinstance(doc, str):
+            raise ValidationError(f"{path}:{lineno}: {doc}")
+        points.extend(_points_from_record(doc))
+    if not points:
+        raise ValidationError(
+            f"{path}: no records with predicted and measured mean times "
+            "(rtmodel validate records, or lines with predicted_mean_s and measured_mean_s)"
+        )
+    return points
+
+
+def _number(x) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _pair_ms(d: dict) -> tuple[float, float] | None:
+    """(predicted, measured) mean in ms of a comparison or flat record, in either accepted spelling."""
+    pred = _number(d.get("predicted_mean_s"))
+    meas = _number(d.get("measured_mean_s"))
+    if meas is None and isinstance(d.get("measured"), dict):
+        meas = _number(d["measured"].get("mean_s"))
+    return (pred * 1e3, meas * 1e3) if pred is not None and meas is not None else None
+
+
+def _points_from_record(rec: dict) -> list[ParityPoint]:
+    label, source = _record_label(rec), str(rec.get("source", "measured"))
+    pair = _pair_ms(rec)
+    if pair is not None:  # the flat form
+        return [ParityPoint(label, str(rec.get("method") or rec.get("topology") or "run"), *pair, source)]
+    out = []
+    for key, name in (("allreduce", "allreduce"), ("decentralized", rec.get("topology"))):
+        run = rec.get(key)
+        if isinstance(run, dict) and (pair := _pair_ms(run)) is not None:
+            out.append(ParityPoint(label, str(run.get("name") or name or key), *pair, source))
+    return out
+
+
+def _record_label(rec: dict) -> str:
+    if rec.get("label"):
+        return str(rec["label"])
+    shape = rec.get("shape")
+    if isinstance(shape, dict) and "world_size" in shape:
+        return f"{shape['world_size']} ranks / {shape.get('nodes', '?')} node(s)"
+    return ""
 
 
 def summarise_results(path: str | Path = DEFAULT_RESULTS) -> ResultsSummary:

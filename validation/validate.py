@@ -16,11 +16,15 @@ import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
-from validation.plan import Plan, RunShape, make_plan
+from validation.plan import Plan, make_plan, run_shape
 from validation.results import DEFAULT_RESULTS, ValidationResult, append_record
+
+if TYPE_CHECKING:
+    from runtime_model.scenario import ClusterShape
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 RANKS_PER_NODE_ENV = "RTMODEL_RANKS_PER_NODE"  # as the profiler: set by launchers that pretend nodes
@@ -31,34 +35,34 @@ def in_torchrun() -> bool:
     return all(os.environ.get(v) for v in TORCHRUN_VARS)
 
 
-def _local_shape(profile_path, nproc_per_node: int | None, ranks_per_node: int | None) -> RunShape:
+def _local_shape(profile_path, nproc_per_node: int | None, ranks_per_node: int | None) -> ClusterShape:
     """Defaults: the profile's shape (so a locally taken profile validates with no shape options)."""
     if nproc_per_node is None or ranks_per_node is None:
         from calibration.profile_io import load_profile
 
-        ps = load_profile(profile_path)["shape"]
-        pn, pk = int(ps["world_size"]), int(ps["ranks_per_node"])
+        ps = load_profile(profile_path).shape
+        pn, pk = ps.gpus, ps.gpus_per_node
         if nproc_per_node is None:
             nproc_per_node = pn
         if ranks_per_node is None:
             ranks_per_node = pk if nproc_per_node == pn else nproc_per_node
     if nproc_per_node < 2:
         raise ValidationError(f"--nproc-per-node must be >= 2 (DDP vs Decent-DP needs >= 2 ranks), got {nproc_per_node}")
-    return RunShape(nproc_per_node, ranks_per_node)
+    return run_shape(nproc_per_node, ranks_per_node)
 
 
-def _torchrun_shape(ranks_per_node: int | None) -> RunShape:
+def _torchrun_shape(ranks_per_node: int | None) -> ClusterShape:
     """--ranks-per-node, else RTMODEL_RANKS_PER_NODE, else LOCAL_WORLD_SIZE, else one node."""
     world = int(os.environ["WORLD_SIZE"])
     for value in (ranks_per_node, os.environ.get(RANKS_PER_NODE_ENV), os.environ.get("LOCAL_WORLD_SIZE")):
         if value not in (None, ""):
-            return RunShape(world, int(value))
-    return RunShape(world, world)
+            return run_shape(world, int(value))
+    return run_shape(world, world)
 
 
 def assemble(plan: Plan, reports: list[dict], timestamp_utc: str) -> ValidationResult:
     """Every rank's report + the plan's predictions -> the result (rank 0 / the launcher)."""
-    n = plan.shape.world_size
+    n = plan.shape.gpus
     seen = {int(r["rank"]) for r in reports}
     missing = sorted(set(range(n)) - seen)
     if missing or len(reports) != n:
@@ -66,14 +70,14 @@ def assemble(plan: Plan, reports: list[dict], timestamp_utc: str) -> ValidationR
     reports = sorted(reports, key=lambda r: r["rank"])
     ar_times = [list(r["allreduce_s"]) for r in reports]
     dd_times = [list(r["decentralized_s"]) for r in reports]
-    ar = compare("allreduce", plan.predicted["allreduce"], measure(ar_times))
-    dd = compare(plan.topology, plan.predicted["topology"], measure(dd_times))
+    ar = compare("allreduce", plan.predicted.allreduce, measure(ar_times))
+    dd = compare(plan.topology, plan.predicted.topology, measure(dd_times))
     d2c = [float(r["distance_to_consensus"]) for r in reports]
     notes = list(plan.notes)
     hosts = [r["host"] for r in reports]
     if len(set(hosts)) < plan.shape.nodes:
         notes.append(
-            f"{plan.shape.nodes} nodes of {plan.shape.ranks_per_node} ranks were emulated on "
+            f"{plan.shape.nodes} nodes of {plan.shape.gpus_per_node} ranks were emulated on "
             f"{len(set(hosts))} host(s): 'inter-node' traffic ran over the same machine"
         )
     device = reports[0]["device"].split(":")[0]
@@ -136,7 +140,7 @@ def run_validation(
 
     workdir = Path(tempfile.mkdtemp(prefix="rtmodel-validate-"))
     timestamp = _now()
-    reports = launch_local(plan.run_spec(timeout_s), shape.world_size, timeout_s, workdir)
+    reports = launch_local(plan.run_spec(timeout_s), shape.gpus, timeout_s, workdir)
     shutil.rmtree(workdir, ignore_errors=True)  # kept on failure: the error names its log
     result = assemble(plan, reports, timestamp)
     if results_path is not None:

@@ -1,0 +1,247 @@
+"""Reading preset TOML files strictly into the typed presets: the built-ins, then a user's files over them.
+
+Why strict: a preset file is data a user may write (`--presets DIR`); a misspelt key silently ignored
+or a missing one found later as a KeyError would give a wrong prediction or a traceback. Every key is
+checked against the dataclass that holds it (`preset_types`), and every error is a UserError that
+names the file, the entry and the key: "gpus.toml [A100]: unknown key 'tflop' (expected: ...)".
+
+Why layering by whole entries: a user's entry with a built-in's name replaces it whole, so a user's
+numbers are never silently mixed with a built-in's; new names are added. defaults.toml is the
+exception: it is one table of independent choices, replaced key by key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Sequence
+from dataclasses import MISSING, fields
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+
+from runtime_model.constraints import Interval
+from runtime_model.errors import InvalidValue, UserError
+from runtime_model.preset_types import (
+    GPUS,
+    INTEGER,
+    INTER,
+    INTRA,
+    MODELS,
+    NUMBER_TABLE,
+    TEXT,
+    ClusterPreset,
+    GpuPreset,
+    LinkPreset,
+    ModelPreset,
+    PresetDefaults,
+    PresetLibrary,
+)
+
+CLUSTERS = "clusters"
+# Library section -> (file, table inside the file or None for top level, entry type).
+SECTIONS = {
+    GPUS: ("gpus.toml", None, GpuPreset),
+    INTER: ("networks.toml", "inter", LinkPreset),
+    INTRA: ("networks.toml", "intra", LinkPreset),
+    MODELS: ("models.toml", None, ModelPreset),
+    CLUSTERS: ("clusters.toml", None, ClusterPreset),
+}
+DEFAULTS_FILE = "defaults.toml"
+FILES = ("gpus.toml", "networks.toml", "models.toml", "clusters.toml", DEFAULTS_FILE)
+REF_WORDS = {GPUS: "GPU", INTER: "network", INTRA: "intra-node link", MODELS: "model"}
+FINITE = Interval()
+
+
+class PresetFileError(UserError):
+    """A preset file or directory that cannot be read as presets; the message names the path (and the
+    entry and key where there is one)."""
+
+    def __init__(self, where: str, problem: str):
+        self.where, self.problem = where, problem
+        super().__init__(f"{where}: {problem}")
+
+
+def _toml_fields(cls) -> dict:
+    return {f.name: f for f in fields(cls) if "toml" in f.metadata}
+
+
+def _number(where: str, key: str, value, check: Interval | None):
+    try:
+        return (check or FINITE).check(key, value)
+    except InvalidValue as exc:
+        raise PresetFileError(where, str(exc)) from None
+
+
+def _value(where: str, f, value):
+    """One TOML value read and checked as field `f` declares."""
+    kind, check = f.metadata["toml"], f.metadata["check"]
+    if kind == TEXT:
+        if not isinstance(value, str) or not value.strip():
+            raise PresetFileError(where, f"{f.name} must be a non-empty string, got {value!r}")
+        return value
+    if kind == NUMBER_TABLE:
+        if not isinstance(value, dict) or not value:
+            raise PresetFileError(where, f"{f.name} must be a table of name = number, got {value!r}")
+        return MappingProxyType(
+            {k: float(_number(where, f"{f.name}.{k}", v, check)) for k, v in value.items()}
+        )
+    value = _number(where, f.name, value, check)
+    return int(value) if kind == INTEGER else float(value)
+
+
+def _values(cls, raw, where: str, *, partial: bool = False) -> dict:
+    """The checked TOML values of one entry, by field name; every key known, each required one present
+    unless `partial`."""
+    if not isinstance(raw, dict):
+        raise PresetFileError(where, f"must be a table of settings, got {raw!r}")
+    specs = _toml_fields(cls)
+    for key in raw:
+        if key not in specs:
+            raise PresetFileError(where, f"unknown key '{key}' (expected: {', '.join(specs)})")
+    if not partial:
+        for key, f in specs.items():
+            if key not in raw and f.default is MISSING:
+                raise PresetFileError(where, f"missing key '{key}' (expected: {', '.join(specs)})")
+    return {key: _value(where, specs[key], v) for key, v in raw.items()}
+
+
+def _entry(cls, raw, where: str, name: str):
+    values = _values(cls, raw, where)
+    try:
+        return cls(name=name, **values)
+    except UserError as exc:
+        raise PresetFileError(where, str(exc)) from None
+
+
+def _parse(text: str, label: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PresetFileError(label, f"not valid TOML: {exc}") from None
+
+
+class _Layers:
+    """Entries and defaults accumulated file by file; remembers which file each came from."""
+
+    def __init__(self):
+        self.entries: dict[str, dict] = {section: {} for section in SECTIONS}
+        self.origin: dict[tuple[str, str], str] = {}  # (section, name) -> "file [entry]"
+        self.defaults: dict = {}
+        self.defaults_origin: dict[str, str] = {}
+        self.files: list[str] = []
+
+    def add_file(self, file_name: str, label: str, text: str, *, builtin: bool) -> None:
+        data = _parse(text, label)
+        self.files.append(label)
+        if file_name == DEFAULTS_FILE:
+            values = _values(PresetDefaults, data, label, partial=not builtin)
+            self.defaults.update(values)
+            self.defaults_origin.update(dict.fromkeys(values, label))
+            return
+        tables = {table: (section, cls) for section, (f, table, cls) in SECTIONS.items() if f == file_name}
+        if None in tables:
+            self._add_entries(data, label, *tables[None])
+            return
+        for table, entries in data.items():
+            if table not in tables:
+                raise PresetFileError(label, f"unknown table '{table}' (expected: {', '.join(tables)})")
+            if not isinstance(entries, dict):
+                raise PresetFileError(label, f"'{table}' must be a table of entries such as [{table}.NAME]")
+            self._add_entries(entries, label, *tables[table], prefix=f"{table}.")
+
+    def _add_entries(self, data: dict, label: str, section: str, cls, prefix: str = "") -> None:
+        for name, raw in data.items():
+            where = f"{label} [{prefix}{name}]"
+            self.entries[section][name] = _entry(cls, raw, where, name)
+            self.origin[(section, name)] = where
+
+    def check_references(self) -> None:
+        """Every name a preset or default gives (a cluster's gpu, a GPU's default_intra) exists."""
+        for section, table in self.entries.items():
+            for name, entry in table.items():
+                self._check_refs(entry, self.origin[(section, name)])
+        for key, f in _toml_fields(PresetDefaults).items():
+            self._check_ref(f, self.defaults[key], self.defaults_origin[key])
+
+    def _check_refs(self, entry, where: str) -> None:
+        for f in _toml_fields(type(entry)).values():
+            self._check_ref(f, getattr(entry, f.name), where)
+
+    def _check_ref(self, f, value, where: str) -> None:
+        section = f.metadata["ref"]
+        if section is None or value is None or value in self.entries[section]:
+            return
+        choices = ", ".join(sorted(self.entries[section]))
+        word = REF_WORDS[section]
+        raise PresetFileError(where, f"{f.name} names unknown {word} '{value}' (choose one of: {choices})")
+
+    def library(self) -> PresetLibrary:
+        self.check_references()
+        frozen = {section: MappingProxyType(dict(table)) for section, table in self.entries.items()}
+        return PresetLibrary(
+            gpus=frozen[GPUS],
+            inter_networks=frozen[INTER],
+            intra_links=frozen[INTRA],
+            models=frozen[MODELS],
+            clusters=frozen[CLUSTERS],
+            defaults=PresetDefaults(**self.defaults),
+            files=tuple(self.files),
+        )
+
+
+def _add_builtins(layers: _Layers) -> None:
+    package = resources.files("runtime_model.preset_data")
+    for file_name in FILES:
+        layers.add_file(file_name, file_name, package.joinpath(file_name).read_text(), builtin=True)
+
+
+def _add_dir(layers: _Layers, directory: Path) -> None:
+    if not directory.is_dir():
+        raise PresetFileError(str(directory), "no such presets directory")
+    paths = sorted(directory.glob("*.toml"))
+    for path in paths:
+        if path.name not in FILES:
+            raise PresetFileError(
+                str(path), f"unknown preset file name (expected some of: {', '.join(FILES)})"
+            )
+    if not paths:
+        raise PresetFileError(str(directory), f"holds no preset files (expected some of: {', '.join(FILES)})")
+    for file_name in FILES:  # a fixed order, so that references are checked the same way every time
+        path = directory / file_name
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PresetFileError(str(path), f"cannot be read: {exc}") from None
+            layers.add_file(file_name, str(path), text, builtin=False)
+
+
+@cache
+def builtin_library() -> PresetLibrary:
+    """The presets shipped in runtime_model/preset_data/ (read once per process)."""
+    layers = _Layers()
+    _add_builtins(layers)
+    return layers.library()
+
+
+def load_library(extra_dirs: Sequence[str | Path] | str | Path = ()) -> PresetLibrary:
+    """The built-in presets with each of `extra_dirs` layered over them, in order (for `--presets DIR`).
+
+    A directory holds any subset of gpus.toml, networks.toml, models.toml, clusters.toml and
+    defaults.toml, in the built-in files' format (see runtime_model/preset_data/). An entry with a
+    built-in's name ([A100], [inter.ib-100]) replaces that entry whole: give every required key, not
+    just the ones that differ; a new name is added. defaults.toml may set any subset of its keys.
+    Every file is checked as strictly as the built-ins, and references (a cluster's gpu, a GPU's
+    default_intra) are checked across all layers. Raises PresetFileError (a UserError) naming the
+    path for a missing directory, an unknown file name, malformed TOML, or a bad entry or key.
+    """
+    if isinstance(extra_dirs, str | Path):
+        extra_dirs = [extra_dirs]
+    if not extra_dirs:
+        return builtin_library()
+    layers = _Layers()
+    _add_builtins(layers)
+    for directory in extra_dirs:
+        _add_dir(layers, Path(directory))
+    return layers.library()

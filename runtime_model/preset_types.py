@@ -1,0 +1,180 @@
+"""Typed presets: one frozen dataclass per kind of TOML entry, and the library that holds them all.
+
+Why dataclasses and not the TOML dicts: a misspelt or missing key is caught once, when its file is
+loaded, with the file, entry and key named, instead of as a KeyError deep inside the model; and each
+field spells its unit. Each field declares how its TOML value is read and checked (`_toml(...)`
+metadata); the loader (`preset_loading`) reads only these declarations, so the accepted keys and the
+dataclasses cannot drift apart. Fields without that metadata (`name`) are not TOML keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field
+
+from runtime_model.constraints import (
+    AT_LEAST_ONE,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_FRACTION,
+    Interval,
+)
+from runtime_model.errors import InvalidValue
+from runtime_model.scenario import ScenarioError
+
+NON_NEGATIVE_INTEGER = Interval(0, None, closed="left", integer=True)
+
+# How the loader reads a field's TOML value.
+TEXT = "text"  # a non-empty string
+NUMBER = "number"  # an int or float, stored as float, inside `check`
+INTEGER = "integer"  # an integral number, stored as int, inside `check`
+NUMBER_TABLE = "number table"  # an inline table of name = number, each inside `check`
+
+# What a field that names another preset refers to: a section of the library.
+GPUS, INTER, INTRA, MODELS = "gpus", "inter", "intra", "models"
+
+
+def _toml(kind: str, check: Interval | None = None, *, ref: str | None = None, default=MISSING):
+    """A dataclass field read from the TOML key of the same name (required unless it has a default)."""
+    return field(default=default, metadata={"toml": kind, "check": check, "ref": ref})
+
+
+class UnknownPreset(ScenarioError):
+    """A preset name that the library does not hold. `kind` says which list ("GPU", "network"),
+    `input_name` the model input that named it ("gpu"), `choices` the valid names."""
+
+    def __init__(self, kind: str, name: str, choices: Sequence[str], input_name: str):
+        self.kind, self.name, self.choices, self.input_name = kind, name, tuple(choices), input_name
+        super().__init__(f"unknown {kind} '{name}'; choose one of: {', '.join(self.choices)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuPreset:
+    """One accelerator (gpus.toml): dense peak throughput, memory and the MFU assumed on presets."""
+
+    name: str
+    tflops: Mapping[str, float] = _toml(NUMBER_TABLE, POSITIVE)  # dense peak TFLOP/s per precision
+    memory_bandwidth_GBps: float = _toml(NUMBER, POSITIVE)  # 10^9 bytes per second
+    memory_GiB: float = _toml(NUMBER, POSITIVE)
+    default_precision: str = _toml(TEXT)
+    mfu: float = _toml(NUMBER, POSITIVE_FRACTION)  # model-FLOPs utilisation assumed for training
+    default_intra: str | None = _toml(TEXT, ref=INTRA, default=None)  # None: the library's default
+    source: str = _toml(TEXT)
+    mfu_source: str = _toml(TEXT, default="")
+
+    def __post_init__(self):
+        if self.default_precision not in self.tflops:
+            raise InvalidValue(
+                "default_precision", f"a key of tflops ({', '.join(self.tflops)})", self.default_precision
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkPreset:
+    """One link class (networks.toml): an inter-node network ([inter.NAME]) or an intra-node link
+    ([intra.NAME]); Hockney alpha (latency_us) and line rate (bandwidth_Gbps, per direction)."""
+
+    name: str
+    description: str = _toml(TEXT)
+    bandwidth_Gbps: float = _toml(NUMBER, POSITIVE)  # 10^9 bits per second
+    latency_us: float = _toml(NUMBER, NON_NEGATIVE)  # per ring step, software + wire
+    source: str = _toml(TEXT)
+    latency_source: str = _toml(TEXT, default="")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPreset:
+    """One model (models.toml): what it costs to train per batch unit and what it communicates."""
+
+    name: str
+    description: str = _toml(TEXT)
+    params: int = _toml(INTEGER, AT_LEAST_ONE)
+    train_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # forward + backward FLOPs per batch unit
+    unit: str = _toml(TEXT)  # the batch unit: "image", "token"
+    default_global_batch: float = _toml(NUMBER, POSITIVE)  # in units
+    embedding_params: int = _toml(INTEGER, NON_NEGATIVE_INTEGER)  # gradients ready at the end of backward
+    compute_cv: float = _toml(NUMBER, FRACTION)  # coefficient of variation of forward + backward time
+    source: str = _toml(TEXT)
+    compute_cv_source: str = _toml(TEXT, default="")
+
+    def __post_init__(self):
+        if self.embedding_params > self.params:
+            raise InvalidValue("embedding_params", f"<= params ({self.params})", self.embedding_params)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterPreset:
+    """One named cluster (clusters.toml): each field names another preset, except gpus_per_node."""
+
+    name: str
+    gpu: str = _toml(TEXT, ref=GPUS)
+    gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)
+    intra: str = _toml(TEXT, ref=INTRA)
+    network: str = _toml(TEXT, ref=INTER)
+    source: str = _toml(TEXT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PresetDefaults:
+    """What a preset run uses for a choice the user leaves out (defaults.toml)."""
+
+    gpu: str = _toml(TEXT, ref=GPUS)
+    network: str = _toml(TEXT, ref=INTER)
+    intra: str = _toml(TEXT, ref=INTRA)  # for a GPU whose entry names no default_intra
+    model: str = _toml(TEXT, ref=MODELS)
+    gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)  # capped at the job's GPU count
+
+
+@dataclass(frozen=True, eq=False)
+class PresetLibrary:
+    """Every preset by name, and the defaults: the built-ins, possibly with a user's files over them.
+
+    Look names up with the methods (`gpu("A100")`), which raise UnknownPreset with the choices.
+    `files` lists the files read, built-ins first, for provenance. Compared and hashed by identity,
+    so that a caller may cache per library.
+    """
+
+    gpus: Mapping[str, GpuPreset]
+    inter_networks: Mapping[str, LinkPreset]
+    intra_links: Mapping[str, LinkPreset]
+    models: Mapping[str, ModelPreset]
+    clusters: Mapping[str, ClusterPreset]
+    defaults: PresetDefaults
+    files: tuple[str, ...] = ()
+
+    def gpu(self, name: str) -> GpuPreset:
+        return _pick(self.gpus, name, "GPU", "gpu")
+
+    def network(self, name: str) -> LinkPreset:
+        return _pick(self.inter_networks, name, "network", "network")
+
+    def intra(self, name: str) -> LinkPreset:
+        return _pick(self.intra_links, name, "intra-node link", "intra")
+
+    def model(self, name: str) -> ModelPreset:
+        return _pick(self.models, name, "model", "model")
+
+    def cluster(self, name: str) -> ClusterPreset:
+        return _pick(self.clusters, name, "cluster", "cluster")
+
+    def default_intra(self, gpu: str) -> str:
+        """The intra-node link of `gpu`'s usual node: its own default_intra, else the library's default."""
+        entry = self.gpus.get(gpu)
+        return entry.default_intra if entry is not None and entry.default_intra else self.defaults.intra
+
+    def names(self) -> dict[str, list[str]]:
+        """Valid names per model input (for help texts and error messages)."""
+        return {
+            "gpu": sorted(self.gpus),
+            "network": sorted(self.inter_networks),
+            "intra": sorted(self.intra_links),
+            "model": sorted(self.models),
+            "cluster": sorted(self.clusters),
+        }
+
+
+def _pick(table: Mapping, name: str, kind: str, input_name: str):
+    if name not in table:
+        raise UnknownPreset(kind, name, sorted(table), input_name)
+    return table[name]

@@ -1,0 +1,280 @@
+"""Presets are read strictly into typed dataclasses, layered from user directories, and their defaults
+come from the TOML files, not from code."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+import pytest
+
+from runtime_model import presets
+from runtime_model.errors import InvalidValue, UserError
+from runtime_model.preset_loading import PresetFileError, load_library
+
+A100_LINES = """
+[A100]
+tflops = { fp32 = 19.5, tf32 = 156.0 }
+memory_bandwidth_GBps = 1555
+memory_GiB = 40
+default_precision = "tf32"
+mfu = 0.40
+source = "test"
+"""
+
+
+def builtin_toml(name: str) -> dict:
+    return tomllib.loads(resources.files("runtime_model.preset_data").joinpath(name).read_text())
+
+
+def write(tmp_path, name: str, text: str):
+    (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+# ----------------------------------------------------------------------------- built-ins
+
+
+def test_builtins_load_into_typed_presets_with_sources():
+    lib = presets.builtin_library()
+    assert isinstance(lib.gpus["A100"], presets.GpuPreset)
+    assert lib.gpus["A100"].tflops["tf32"] == 156.0 and lib.gpus["A100"].memory_bandwidth_GBps == 1555
+    assert lib.inter_networks["ib-100"].bandwidth_Gbps == 100 and lib.intra_links["nvlink3"].latency_us == 4
+    assert lib.models["resnet50"].params == 25_557_032 and lib.models["resnet50"].unit == "image"
+    assert lib.clusters["t4-ib100"].gpus_per_node == 8
+    for table in (lib.gpus, lib.inter_networks, lib.intra_links, lib.models, lib.clusters):
+        for entry in table.values():
+            assert entry.source.strip(), entry.name
+    assert all(g.mfu_source for g in lib.gpus.values())
+
+
+def test_builtin_values_are_the_toml_values():
+    """No number changes on the way from the file to the dataclass."""
+    lib = presets.builtin_library()
+    for name, raw in builtin_toml("gpus.toml").items():
+        g = lib.gpus[name]
+        assert dict(g.tflops) == raw["tflops"] and g.mfu == raw["mfu"]
+        assert g.memory_bandwidth_GBps == raw["memory_bandwidth_GBps"]
+    for name, raw in builtin_toml("models.toml").items():
+        m = lib.models[name]
+        assert (m.params, m.train_flops_per_unit, m.embedding_params, m.compute_cv) == (
+            raw["params"],
+            raw["train_flops_per_unit"],
+            raw["embedding_params"],
+            raw["compute_cv"],
+        )
+    nets = builtin_toml("networks.toml")
+    for name, raw in nets["inter"].items():
+        assert (lib.inter_networks[name].bandwidth_Gbps, lib.inter_networks[name].latency_us) == (
+            raw["bandwidth_Gbps"],
+            raw["latency_us"],
+        )
+
+
+def test_defaults_come_from_the_toml_files():
+    lib = presets.builtin_library()
+    raw = builtin_toml("defaults.toml")
+    assert (lib.defaults.gpu, lib.defaults.network, lib.defaults.intra) == (
+        raw["gpu"],
+        raw["network"],
+        raw["intra"],
+    )
+    assert lib.defaults.gpus_per_node == raw["gpus_per_node"] and lib.defaults.model == raw["model"]
+    gpus = builtin_toml("gpus.toml")
+    assert {n: g["default_intra"] for n, g in gpus.items()} == {
+        "T4": "pcie3",
+        "A40": "pcie4",
+        "A100": "nvlink3",
+        "H100": "nvlink4",
+        "H200": "nvlink4",
+    }
+    choice = presets.resolve(4)
+    assert (choice.gpu, choice.network, choice.intra, choice.gpus_per_node) == (
+        "A100",
+        "ib-100",
+        "nvlink3",
+        4,
+    )
+    assert presets.resolve(64, gpu="T4").intra == "pcie3" and presets.resolve(64).gpus_per_node == 8
+
+
+def test_defaults_follow_a_users_defaults_file(tmp_path):
+    write(tmp_path, "defaults.toml", 'gpu = "H100"\ngpus_per_node = 4\n')
+    write(tmp_path, "gpus.toml", A100_LINES.replace("[A100]", "[X1]"))
+    lib = load_library([tmp_path])
+    choice = presets.resolve(16, library=lib)
+    assert (choice.gpu, choice.gpus_per_node, choice.intra, choice.network) == (
+        "H100",
+        4,
+        "nvlink4",
+        "ib-100",
+    )
+    # a GPU that names no default_intra gets the library's default intra link
+    assert presets.resolve(16, gpu="X1", library=lib).intra == lib.defaults.intra == "pcie4"
+
+
+# ----------------------------------------------------------------------------- strict loading
+
+
+@pytest.mark.parametrize(
+    "file, text, needles",
+    [
+        (
+            "gpus.toml",
+            A100_LINES.replace("tflops =", "tflop ="),
+            ["gpus.toml [A100]", "unknown key 'tflop'", "expected: tflops, memory_bandwidth_GBps"],
+        ),
+        ("gpus.toml", A100_LINES.replace("mfu = 0.40\n", ""), ["gpus.toml [A100]", "missing key 'mfu'"]),
+        (
+            "gpus.toml",
+            A100_LINES.replace("mfu = 0.40", "mfu = 1.5"),
+            ["gpus.toml [A100]", "mfu must be in (0, 1]"],
+        ),
+        ("gpus.toml", A100_LINES.replace("mfu = 0.40", 'mfu = "high"'), ["gpus.toml [A100]", "mfu must be"]),
+        (
+            "gpus.toml",
+            A100_LINES.replace("fp32 = 19.5", "fp32 = -1"),
+            ["gpus.toml [A100]", "tflops.fp32 must be"],
+        ),
+        (
+            "gpus.toml",
+            A100_LINES.replace('"tf32"', '"fp8"'),
+            ["gpus.toml [A100]", "default_precision must be"],
+        ),
+        (
+            "gpus.toml",
+            A100_LINES.replace('source = "test"', 'source = ""'),
+            ["gpus.toml [A100]", "source must be"],
+        ),
+        (
+            "gpus.toml",
+            A100_LINES + 'default_intra = "nvlink9"\n',
+            ["gpus.toml [A100]", "default_intra names unknown intra-node link 'nvlink9'"],
+        ),
+        ("gpus.toml", "A100 = 3\n", ["gpus.toml [A100]", "must be a table"]),
+        (
+            "networks.toml",
+            '[inter.x]\ndescription = "x"\nbandwidth_Gbps = 0\nlatency_us = 1\nsource = "s"\n',
+            ["networks.toml [inter.x]", "bandwidth_Gbps must be a number > 0"],
+        ),
+        ("networks.toml", '[wan.x]\ndescription = "x"\n', ["networks.toml", "unknown table 'wan'"]),
+        (
+            "models.toml",
+            '[m]\ndescription = "m"\nparams = 10.5\ntrain_flops_per_unit = 1e9\nunit = "token"\n'
+            'default_global_batch = 8\nembedding_params = 0\ncompute_cv = 0\nsource = "s"\n',
+            ["models.toml [m]", "params must be an integer >= 1"],
+        ),
+        (
+            "clusters.toml",
+            '[c]\ngpu = "V100"\ngpus_per_node = 8\nintra = "pcie4"\nnetwork = "ib-100"\nsource = "s"\n',
+            ["clusters.toml [c]", "gpu names unknown GPU 'V100'"],
+        ),
+        (
+            "clusters.toml",
+            '[c]\ngpu = "A100"\ngpus_per_node = 0\nintra = "pcie4"\nnetwork = "ib-100"\nsource = "s"\n',
+            ["clusters.toml [c]", "gpus_per_node must be an integer >= 1"],
+        ),
+        ("defaults.toml", 'gpu = "A100"\ncolour = "red"\n', ["defaults.toml", "unknown key 'colour'"]),
+        ("defaults.toml", 'network = "carrier-pigeon"\n', ["defaults.toml", "network names unknown network"]),
+        ("gpus.toml", "[A100\n", ["gpus.toml", "not valid TOML"]),
+    ],
+)
+def test_bad_user_file_is_a_user_error_naming_file_entry_and_key(tmp_path, file, text, needles):
+    write(tmp_path, file, text)
+    with pytest.raises(PresetFileError) as err:
+        load_library([tmp_path])
+    assert isinstance(err.value, UserError)
+    message = str(err.value)
+    assert message.startswith(str(tmp_path / file))
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_missing_or_empty_dir_and_unknown_file_name_are_user_errors(tmp_path):
+    with pytest.raises(PresetFileError, match="no such presets directory"):
+        load_library([tmp_path / "nope"])
+    with pytest.raises(PresetFileError, match="holds no preset files"):
+        load_library([tmp_path])
+    write(tmp_path, "gpu.toml", A100_LINES)
+    with pytest.raises(PresetFileError, match=r"gpu\.toml: unknown preset file name"):
+        load_library([tmp_path])
+
+
+# ----------------------------------------------------------------------------- layering
+
+
+def test_user_entry_replaces_a_builtin_whole_and_new_entries_are_added(tmp_path):
+    write(tmp_path, "gpus.toml", A100_LINES.replace("mfu = 0.40", "mfu = 0.5"))
+    write(
+        tmp_path,
+        "networks.toml",
+        '[inter.roce-800]\ndescription = "800G"\nbandwidth_Gbps = 800\nlatency_us = 3\nsource = "mine"\n',
+    )
+    lib = load_library(tmp_path)
+    a100 = lib.gpus["A100"]
+    assert a100.mfu == 0.5 and set(a100.tflops) == {"fp32", "tf32"}  # whole entry: no fp16 from the built-in
+    assert a100.default_intra is None and a100.mfu_source == ""
+    assert lib.gpus["H100"] == presets.builtin_library().gpus["H100"]
+    assert "roce-800" in presets.names(lib)["network"] and "ib-100" in lib.inter_networks
+    assert lib.files[-2:] == (str(tmp_path / "gpus.toml"), str(tmp_path / "networks.toml"))
+    assert "roce-800" not in presets.names()["network"]  # the built-in library is untouched
+
+    choice = presets.resolve(16, gpu="A100", network="roce-800", library=lib)
+    assert choice.intra == "pcie4"  # the user's A100 names no default_intra
+    sc = presets.scenario_from_choice(choice, lib)
+    assert sc.network.inter.bandwidth_Bps == 800e9 / 8 and sc.network.inter.source == "preset roce-800"
+    with pytest.raises(presets.UnknownPreset, match="precision 'fp16'"):
+        presets.resolve(16, gpu="A100", precision="fp16", library=lib)
+
+
+def test_later_directories_win(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    write(first, "gpus.toml", A100_LINES.replace("mfu = 0.40", "mfu = 0.5"))
+    write(second, "gpus.toml", A100_LINES.replace("mfu = 0.40", "mfu = 0.6"))
+    assert load_library([first, second]).gpus["A100"].mfu == 0.6
+    assert load_library([]) is presets.builtin_library()
+
+
+# ----------------------------------------------------------------------------- resolve
+
+
+def test_unknown_names_raise_unknown_preset_with_the_choices():
+    with pytest.raises(presets.UnknownPreset) as err:
+        presets.resolve(8, gpu="V100X")
+    assert str(err.value) == "unknown GPU 'V100X'; choose one of: A100, A40, H100, H200, T4"
+    assert (err.value.kind, err.value.name, err.value.input_name) == ("GPU", "V100X", "gpu")
+    for kw, kind in (
+        (dict(network="x"), "network"),
+        (dict(intra="x"), "intra-node link"),
+        (dict(model="x"), "model"),
+        (dict(cluster="x"), "cluster"),
+    ):
+        with pytest.raises(presets.UnknownPreset, match=f"unknown {kind} 'x'"):
+            presets.resolve(8, **kw)
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(mfu=0.0), "mfu"),
+        (dict(mfu=1.01), "mfu"),
+        (dict(mfu=float("nan")), "mfu"),
+        (dict(compute_cv=-0.1), "compute_cv"),
+        (dict(compute_cv=1.5), "compute_cv"),
+        (dict(global_batch=0), "global_batch"),
+        (dict(global_batch=float("inf")), "global_batch"),
+        (dict(bucket_cap_mb=0), "bucket_cap_mb"),
+        (dict(bucket_cap_mb=1e6), "bucket_cap_mb"),
+    ],
+)
+def test_numbers_out_of_range_raise_invalid_value_named_by_model_input(kw, name):
+    with pytest.raises(InvalidValue) as err:
+        presets.resolve(8, **kw)
+    assert err.value.name == name
+
+
+def test_numbers_at_the_edges_are_accepted():
+    c = presets.resolve(8, mfu=1.0, compute_cv=0.0, bucket_cap_mb=0.5, global_batch=1)
+    assert (c.mfu, c.compute_cv, c.bucket_cap_mb, c.global_batch) == (1.0, 0.0, 0.5, 1.0)
+    assert presets.resolve(8, compute_cv=1.0).compute_cv == 1.0
