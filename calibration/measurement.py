@@ -3,7 +3,7 @@
 Why keep the samples and not a summary: the fits need every sample (pooled regressions, empirical
 compute distributions), while a table or a notebook wants a median and a word on noise. Like
 `torch.utils.benchmark.Measurement`, the object holds the times and derives the rest, so no summary
-can drift from the data it came from. Pure standard library: loading a profile imports no numpy.
+can drift from the data it came from. Standard library only.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from rtmodel_cli.options import (
     MarginOpt,
     ModelOpt,
     NetworkOpt,
+    PresetsOpt,
     ProfileOpt,
     TopologiesOpt,
 )
@@ -35,20 +36,22 @@ def register(app: typer.Typer) -> None:
 
 def scenario_for(
     gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb,
-    cluster, profile: Path | None,
+    cluster, profile: Path | None, preset_dirs: list[Path] | None = None,
 ):
     """Presets, or a profile calibrated on the fly (same data types either way).
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model import presets
     from runtime_model.scenario import ClusterShape, Scenario
 
+    library = presets.load_library(preset_dirs or ())
     choice = presets.resolve(
-        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb, cluster
+        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb, cluster,
+        library=library,
     )
     inputs = {"preset": dict(vars(choice))}
     if profile is None:
-        sc = presets.scenario_from_choice(choice)
-        unit = presets.builtin_library().model(choice.model).unit
+        sc = presets.scenario_from_choice(choice, library)
+        unit = library.model(choice.model).unit
         prov = {
             "compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s",
             "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",
@@ -57,7 +60,7 @@ def scenario_for(
     from calibration import calibrate, extrapolation_notes
     from calibration.profile_io import load_profile
 
-    fallback = presets.network_preset(choice.network, choice.intra)
+    fallback = presets.network_preset(choice.network, choice.intra, library)
     cal = calibrate(load_profile(profile), fallback_network=fallback)
     shape = ClusterShape(gpus, gpus_per_node or cal.measured_shape.gpus_per_node)
     sc = Scenario(shape=shape, network=cal.network, compute=cal.compute, description=f"profile {profile}")
@@ -80,6 +83,7 @@ def advise(
     bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
     cluster: ClusterOpt = None,
     profile: ProfileOpt = None,
+    presets: PresetsOpt = None,
     margin: MarginOpt = defaults.MARGIN,
     topology: TopologiesOpt = None,
     format: FormatOpt = Format.table,
@@ -92,7 +96,7 @@ def advise(
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     sc, prov, notes, inputs = scenario_for(
         gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb,
-        cluster, profile,
+        cluster, profile, presets,
     )
     adv = run_advice(sc, margin=margin, topologies=topology or None, provenance=prov)
     adv.notes.extend(notes)

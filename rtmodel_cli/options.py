@@ -36,6 +36,7 @@ GlobalBatchOpt = Annotated[
 BucketMibOpt = Annotated[
     float,
     typer.Option(
+        "--bucket-cap-mb",
         "--bucket-mb",
         help=f"Gradient bucket cap in MiB (DDP's and Decent-DP's default is {defaults.BUCKET_CAP_MIB:g}).",
     ),
@@ -46,4 +47,12 @@ ProfileOpt = Annotated[
 ]
 MarginOpt = Annotated[
     float, typer.Option(help="Relative margin under which a win is 'too close to call'.")
+]
+PresetsOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--presets",
+        help="Directory of your own preset TOML files (gpus, networks, models, clusters, defaults) "
+        "layered over the built-ins; repeatable, later wins.",
+    ),
 ]

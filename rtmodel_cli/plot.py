@@ -12,23 +12,26 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli.options import (
+    BucketMibOpt,
+    ClusterOpt,
+    GlobalBatchOpt,
+    GpuOpt,
+    GpusPerNodeOpt,
+    IntraOpt,
+    ModelOpt,
+    NetworkOpt,
+    PresetsOpt,
+    TopologiesOpt,
+)
+from runtime_model import defaults
 from runtime_model.errors import UserError
 
 GpusOpt = Annotated[str, typer.Option(
     "--gpus", help="GPU counts: a:b = doubling from a up to b (8:1024 = 8,16,...,1024), or a comma list (8,12,16).")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
-NetworkOpt = Annotated[str | None, typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...).")]
-ModelOpt = Annotated[str, typer.Option(help="Model preset (transformer-base, resnet50, ...).")]
-ClusterOpt = Annotated[str | None, typer.Option(help="Named cluster preset (t4-ib100, a100-ib100, ...).")]
-GpuOpt = Annotated[str | None, typer.Option(help="GPU preset (T4, A40, A100, H100, H200).")]
-KOpt = Annotated[int | None, typer.Option(help="GPUs per node k (default: the cluster's, else 8; capped at n).")]
-IntraOpt = Annotated[str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...).")]
-GlobalBatchOpt = Annotated[float | None, typer.Option(
-    help="Fixed global batch in the model's unit (strong scaling; default: the model's).")]
 PerGpuOpt = Annotated[float | None, typer.Option(
     help="Batch per GPU (weak scaling: global batch grows with n); overrides --global-batch.")]
-BucketOpt = Annotated[float, typer.Option(help="Gradient bucket size in MB.")]
-TopologyOpt = Annotated[list[str] | None, typer.Option(help="Only these topologies (repeatable).")]
 
 MAX_GPUS = 1 << 20
 
@@ -62,53 +65,35 @@ def parse_gpus(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _fail(message: str, code: int = 2) -> None:
-    """One line on stderr and a non-zero exit, never a traceback (same format as `rtmodel advise`)."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _check_out(out: Path) -> None:
     """Fail before any work if the output cannot be written as PNG or SVG."""
     if out.suffix.lower() not in (".png", ".svg"):
-        _fail(f"--out must end in .png or .svg, got '{out}'")
+        raise UserError(f"--out must end in .png or .svg, got '{out}'")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
-        _fail(f"cannot write '{out}': directory '{parent}' does not exist")
+        raise UserError(f"cannot write '{out}': directory '{parent}' does not exist")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        _fail(f"cannot write '{out}': permission denied")
-
-
-def _check_topology(topology: str | None) -> None:
-    from runtime_model.topologies import topology_names
-
-    if topology is not None and topology not in topology_names():
-        _fail(f"unknown topology '{topology}'; choose from: {', '.join(topology_names())}")
+        raise UserError(f"cannot write '{out}': permission denied")
 
 
 def _render(make, out: Path) -> None:
-    """Build the figure with `make()` and save it; user mistakes become one line."""
+    """Check `out`, build the figure with `make()` and save it."""
     import rtmodel_plots as plots
 
     _check_out(out)
+    fig = make()
     try:
-        fig = make()
         plots.save(fig, out)
-    except (ValueError, KeyError, OSError) as exc:  # ScenarioError, PlotError, BadGpus are ValueErrors
-        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _fail(f"cannot write '{out}': {msg}" if isinstance(exc, OSError) else msg)
+    except OSError as exc:
+        raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
     typer.echo(f"wrote {out}")
 
 
-def _gpus(text: str) -> list[int]:
-    try:
-        return parse_gpus(text)
-    except BadGpus as exc:
-        _fail(str(exc))
+def _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets: list[Path] | None) -> dict:
+    from runtime_model.presets import load_library
 
-
-def _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb) -> dict:
-    kw = {"gpu": gpu, "gpus_per_node": gpus_per_node, "intra": intra, "bucket_cap_mb": bucket_mb}
+    kw = {"gpu": gpu, "gpus_per_node": gpus_per_node, "intra": intra, "bucket_cap_mb": bucket_mb,
+          "library": load_library(presets or ())}
     if batch_per_gpu is not None:
         kw["batch_per_gpu"] = batch_per_gpu
     elif global_batch is not None:
@@ -130,17 +115,17 @@ def register(app: typer.Typer) -> None:
             help="Model preset; repeat for one row of panels each (default transformer-base).")] = None,
         cluster: Annotated[list[str] | None, typer.Option(
             help="Named cluster preset; repeat for one panel each (instead of --network).")] = None,
-        gpu: GpuOpt = None, gpus_per_node: KOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketOpt = 25.0,
-        topology: TopologyOpt = None,
+        gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
+        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        topology: TopologiesOpt = None,
     ):
         """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
         import rtmodel_plots as plots
 
-        gl = _gpus(gpus)
+        gl = parse_gpus(gpus)
         if network and cluster:
-            _fail("give --network or --cluster, not both")
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb)
+            raise UserError("give --network or --cluster, not both")
+        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets)
         _render(lambda: plots.speedup_vs_gpus(gl, network or None, model or "transformer-base",
                                               clusters=cluster or None, topologies=topology, **kw), out)
 
@@ -152,15 +137,18 @@ def register(app: typer.Typer) -> None:
         network: NetworkOpt = None, model: ModelOpt = "transformer-base", cluster: ClusterOpt = None,
         topology: Annotated[str | None, typer.Option(
             help="With several --gpus: this topology (default: the fastest at each n).")] = None,
-        gpu: GpuOpt = None, gpus_per_node: KOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketOpt = 25.0,
+        gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
+        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
     ):
         """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
         import rtmodel_plots as plots
 
-        gl = _gpus(gpus)
-        _check_topology(topology)
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb)
+        gl = parse_gpus(gpus)
+        if topology is not None:
+            from runtime_model.topologies import topology_info
+
+            topology_info(topology)  # one line naming the choices when unknown
+        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets)
         what = gl[0] if len(gl) == 1 else gl
         _render(lambda: plots.factor_breakdown_bars(what, network, model, topology=topology, cluster=cluster,
                                                     **kw), out)
@@ -171,22 +159,25 @@ def register(app: typer.Typer) -> None:
         gpus: GpusOpt = "8:1024",
         network: NetworkOpt = None, model: ModelOpt = "transformer-base", cluster: ClusterOpt = None,
         topology: Annotated[str | None, typer.Option(help="This topology (default: the fastest at each n).")] = None,
-        gpu: GpuOpt = None, gpus_per_node: KOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketOpt = 25.0,
+        gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
+        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
     ):
         """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
         import rtmodel_plots as plots
 
-        gl = _gpus(gpus)
-        _check_topology(topology)
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb)
+        gl = parse_gpus(gpus)
+        if topology is not None:
+            from runtime_model.topologies import topology_info
+
+            topology_info(topology)  # one line naming the choices when unknown
+        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets)
         _render(lambda: plots.what_if(gl, network, model, topology=topology, cluster=cluster, **kw), out)
 
     @plot.command("paper")
     def paper(out: OutOpt):
         """The model next to the paper's published per-iteration times (Wang et al., ICLR 2025, Fig. 6)."""
         import rtmodel_plots as plots
-        from runtime_model import paper as paper_mod
+        from validation import paper as paper_mod
 
         _render(lambda: plots.paper_comparison(paper_mod.compare()), out)
 

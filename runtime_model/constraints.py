@@ -49,7 +49,7 @@ class Interval:
 
     def describe(self) -> str:
         """The requirement in words: 'an integer >= 1', 'in (0, 1]', 'a number > 0'."""
-        what = "an integer" if self.integer else "a number"
+        what = "an integer" if self.integer else ("a finite number" if self.finite else "a number")
         left_closed = self.closed in ("both", "left")
         right_closed = self.closed in ("both", "right")
         if self.low is not None and self.high is not None:
@@ -59,7 +59,7 @@ class Interval:
             return f"{what} {'>=' if left_closed else '>'} {_fmt(self.low)}"
         if self.high is not None:
             return f"{what} {'<=' if right_closed else '<'} {_fmt(self.high)}"
-        return f"a finite {what[2:] if what.startswith('a ') else what}" if self.finite else what
+        return what
 
     def check(self, name: str, value):
         """`value` unchanged when inside; else InvalidValue naming `name` and this requirement."""

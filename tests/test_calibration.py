@@ -391,7 +391,7 @@ def test_measurement_statistics_match_numpy():
         Measurement(())
 
 
-def test_scenario_from_profile_is_calibrate_plus_target_shape():
+def test_scenario_from_profile_is_calibrate_plus_target_shape(tmp_path):
     path = DATA / "synthetic_profile_2x2.json"
     ps = scenario_from_profile(path, 16, 4, fallback_network=PRESET)
     cal = calibrate(load_profile(path), fallback_network=PRESET)
@@ -404,12 +404,9 @@ def test_scenario_from_profile_is_calibrate_plus_target_shape():
     assert same.scenario.shape == ClusterShape(16, 2)
     normal = scenario_from_profile(path, 8, distribution="normal").scenario.compute.distribution
     assert isinstance(normal, NormalCompute)
-    one = write_synthetic_profile(DATA.parent / "_unused.json", nodes=1, ranks_per_node=2, iterations=5)
-    try:
-        with pytest.raises(CalibrationError, match="single-node"):
-            scenario_from_profile(one, 8, 2)
-    finally:
-        one.unlink()
+    one = write_synthetic_profile(tmp_path / "one.json", nodes=1, ranks_per_node=2, iterations=5)
+    with pytest.raises(CalibrationError, match="single-node"):
+        scenario_from_profile(one, 8, 2)
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -83,7 +83,7 @@ def test_paper_comparison(executed):
     nb = executed("paper_comparison")
     assert png_count(nb) == 2
     s = summary(nb)
-    from runtime_model.paper import COLUMNS, published
+    from validation.paper import COLUMNS, published
 
     assert s["rows"] == len(published()) * len(COLUMNS)
     assert s["clusters"] == sorted(published()["cluster"].unique())

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from runtime_model.paper import compare, published
+from validation.paper import compare, published
 
 
 def test_every_published_number_is_compared():

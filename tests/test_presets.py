@@ -155,7 +155,7 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
         (
             "networks.toml",
             '[inter.x]\ndescription = "x"\nbandwidth_Gbps = 0\nlatency_us = 1\nsource = "s"\n',
-            ["networks.toml [inter.x]", "bandwidth_Gbps must be a number > 0"],
+            ["networks.toml [inter.x]", "bandwidth_Gbps must be a finite number > 0"],
         ),
         ("networks.toml", '[wan.x]\ndescription = "x"\n', ["networks.toml", "unknown table 'wan'"]),
         (

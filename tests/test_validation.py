@@ -157,6 +157,66 @@ def test_summary_over_hand_written_records(tmp_path):
     assert s.by_run["ring"].n == 1 and s.by_run["base-2"].max_abs_error == pytest.approx(0.05)
 
 
+def test_parity_points_from_records_and_flat_lines(tmp_path):
+    from validation.errors import ValidationError
+    from validation.results import ParityPoint, read_parity_points
+
+    path = tmp_path / "r.jsonl"
+    rec = {"kind": "rtmodel-validation", "topology": "ring", "shape": {"world_size": 4, "ranks_per_node": 2, "nodes": 2},
+           "allreduce": {"name": "allreduce", "predicted_mean_s": 0.02, "measured": {"mean_s": 0.025}},
+           "decentralized": {"name": "ring", "predicted_mean_s": 0.01, "measured": {"mean_s": 0.012}}}
+    flat = {"method": "ring", "predicted_mean_s": 0.05, "measured_mean_s": 0.04, "source": "synthetic"}
+    path.write_text("# comment\n\n" + json.dumps(rec) + "\n" + json.dumps(flat) + "\n")
+    points = read_parity_points(path)
+    assert points[0] == ParityPoint("4 ranks / 2 node(s)", "allreduce", pytest.approx(20.0), pytest.approx(25.0))
+    assert points[1].method == "ring" and points[1].measured_ms == pytest.approx(12.0)
+    assert points[2] == ParityPoint("", "ring", pytest.approx(50.0), pytest.approx(40.0), "synthetic")
+    assert read_records(path) == ([rec], 1)  # the summary's reader: the flat line is not a record
+    path.write_text('{"method": "ring"}\nnot json\n')
+    with pytest.raises(ValidationError, match=":2: not JSON"):
+        read_parity_points(path)
+    path.write_text('{"method": "ring"}\n')
+    with pytest.raises(ValidationError, match="no records"):
+        read_parity_points(path)
+    with pytest.raises(ValidationError, match="cannot read validation results: no results file"):
+        read_parity_points(tmp_path / "missing.jsonl")
+
+
+def test_run_shape_is_a_checked_cluster_shape():
+    from runtime_model.scenario import ClusterShape
+    from validation.errors import ValidationError
+    from validation.plan import describe_shape, run_shape
+
+    assert run_shape(4, 2) == ClusterShape(4, 2) and describe_shape(run_shape(4, 2)) == "4 ranks (2 node(s) x 2)"
+    with pytest.raises(ValidationError, match="at least 2 ranks"):
+        run_shape(1, 1)
+    with pytest.raises(ValidationError, match="--ranks-per-node 3 does not divide the world size 4"):
+        run_shape(4, 3)
+
+
+def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
+    from dataclasses import replace
+
+    from calibration import scenario_from_profile
+    from runtime_model.iteration import allreduce_prediction, gossip_prediction
+    from validation.plan import _placeholder_network, make_plan, run_shape
+
+    plan = make_plan(synthetic_profiles[1], "ring", False, run_shape(4, 2), iterations=5, warmup=2)
+    sc = scenario_from_profile(synthetic_profiles[1], 4, 2, _placeholder_network()).scenario
+    sc = replace(sc, description=f"validation of {synthetic_profiles[1]}")
+    assert plan.predicted.allreduce == allreduce_prediction(sc)
+    assert plan.predicted.topology.mean_s == gossip_prediction(sc, _schedule(sc, "ring")).mean_s
+    assert plan.run_spec(60)["world_size"] == 4 and plan.run_spec(60)["ranks_per_node"] == 2
+    assert plan.workload["batch_per_rank"] == 8 and plan.profile_info["backend"] == "synthetic"
+    assert plan.to_dict()["predicted"]["allreduce"]["mean_s"] == plan.predicted.allreduce.mean_s
+
+
+def _schedule(sc, name):
+    from runtime_model.topologies import build_schedule
+
+    return build_schedule(name, sc.shape)
+
+
 def _fake_advice(recommended: str):
     from types import SimpleNamespace as NS
 

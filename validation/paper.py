@@ -19,7 +19,7 @@ COLUMNS = {"allreduce_ms": "allreduce", "decent_exp_ms": "one-peer-exp", "decent
 
 
 def published() -> pd.DataFrame:
-    text = resources.files("runtime_model.data").joinpath("paper_measurements.csv").read_text()
+    text = resources.files("validation.data").joinpath("paper_measurements.csv").read_text()
     return pd.read_csv(io.StringIO(text), comment="#")
 
 
