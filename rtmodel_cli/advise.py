@@ -41,8 +41,6 @@ def scenario_for(
     """Presets, or a profile calibrated on the fly (same data types either way).
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model import presets
-    from runtime_model.scenario import ClusterShape, Scenario
-
     library = presets.load_library(preset_dirs or ())
     choice = presets.resolve(
         gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb, cluster,
@@ -57,16 +55,13 @@ def scenario_for(
             "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",
         }
         return sc, prov, [], inputs
-    from calibration import calibrate, extrapolation_notes
-    from calibration.profile_io import load_profile
+    from calibration import scenario_from_profile
 
     fallback = presets.network_preset(choice.network, choice.intra, library)
-    cal = calibrate(load_profile(profile), fallback_network=fallback)
-    shape = ClusterShape(gpus, gpus_per_node or cal.measured_shape.gpus_per_node)
-    sc = Scenario(shape=shape, network=cal.network, compute=cal.compute, description=f"profile {profile}")
-    inputs = {"profile": str(profile), "measured_shape": {"gpus": cal.measured_shape.gpus,
-                                                          "gpus_per_node": cal.measured_shape.gpus_per_node}}
-    return sc, dict(cal.provenance), list(extrapolation_notes(cal, shape)) + list(cal.notes), inputs
+    profiled = scenario_from_profile(profile, gpus, gpus_per_node, fallback_network=fallback)
+    measured = profiled.measured_shape
+    inputs = {"profile": str(profile), "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node}}
+    return profiled.scenario, dict(profiled.provenance), list(profiled.notes), inputs
 
 
 def advise(

@@ -7,9 +7,8 @@ the scale. Points whose `source` is not "measured" are kept but must be flagged 
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -88,76 +87,14 @@ def parity(
 
 
 def load_validation_results(path: str | Path) -> pd.DataFrame:
-    """Parity points from a results JSONL: columns label, method, predicted_ms, measured_ms, source.
+    """Parity points of a results JSONL (`validation.results.read_parity_points`, the one reader of
+    that file) as a frame: columns label, method, predicted_ms, measured_ms, source. Any unusable
+    line or file is a PlotError: a parity plot must not silently draw fewer points."""
+    from validation.errors import ValidationError
+    from validation.results import read_parity_points
 
-    Reads the records `rtmodel validate` appends (kind "rtmodel-validation": an "allreduce" and a
-    "decentralized" comparison, each with predicted_mean_s and measured.mean_s — the mean per-iteration
-    time, i.e. throughput, which validations are judged on), and a simple flat form for results from
-    elsewhere, one JSON object per line:
-        {"method": "one-peer-exp", "predicted_mean_s": 0.051, "measured_mean_s": 0.049,
-         "label": "16 GPUs", "source": "measured"}
-    Blank lines and lines starting with # are skipped. "source" (default "measured") is carried
-    through so that a plot can say when its points were not measured.
-
-    Why not `validation.results.read_records`: that reader skips lines that are not JSON and every
-    line not of kind "rtmodel-validation" (the flat form above); a parity plot must fail on a bad
-    line instead of silently drawing fewer points.
-    """
-    path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise PlotError(f"cannot read validation results '{path}': {exc.strerror or exc}") from None
-    points = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PlotError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-        if not isinstance(rec, dict):
-            raise PlotError(f"{path}:{lineno}: expected a JSON object per line")
-        points.extend(_points_from_record(rec))
-    if not points:
-        raise PlotError(f"{path}: no records with predicted and measured mean times "
-                        "(rtmodel validate records, or lines with predicted_mean_s and measured_mean_s)")
-    return pd.DataFrame(points)
-
-
-def _number(x) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-def _pair(d: dict) -> tuple[float, float] | None:
-    """(predicted mean s, measured mean s) of a comparison dict, in either accepted spelling."""
-    pred = _number(d.get("predicted_mean_s"))
-    meas = _number(d.get("measured_mean_s"))
-    if meas is None and isinstance(d.get("measured"), dict):
-        meas = _number(d["measured"].get("mean_s"))
-    return (pred, meas) if pred is not None and meas is not None else None
-
-
-def _label(rec: dict) -> str:
-    if rec.get("label"):
-        return str(rec["label"])
-    shape = rec.get("shape")
-    if isinstance(shape, dict) and "world_size" in shape:
-        return f"{shape['world_size']} ranks / {shape.get('nodes', '?')} node(s)"
-    return ""
-
-
-def _points_from_record(rec: dict) -> list[dict]:
-    label, source = _label(rec), str(rec.get("source", "measured"))
-    pair = _pair(rec)
-    if pair is not None:
-        method = str(rec.get("method") or rec.get("topology") or "run")
-        return [{"label": label, "method": method, "predicted_ms": pair[0] * 1e3, "measured_ms": pair[1] * 1e3,
-                 "source": source}]
-    out = []
-    for key, name in (("allreduce", "allreduce"), ("decentralized", rec.get("topology"))):
-        val = rec.get(key)
-        if isinstance(val, dict) and (pair := _pair(val)) is not None:
-            out.append({"label": label, "method": str(val.get("name") or name or key),
-                        "predicted_ms": pair[0] * 1e3, "measured_ms": pair[1] * 1e3, "source": source})
-    return out
+        points = read_parity_points(path)
+    except ValidationError as exc:
+        raise PlotError(str(exc)) from None
+    return pd.DataFrame([asdict(p) for p in points])

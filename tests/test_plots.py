@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 import rtmodel_plots as plots
+from rtmodel_cli.failing import guard_app
 from rtmodel_cli.plot import BadGpus, parse_gpus, register
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def _app() -> typer.Typer:
         pass
 
     register(app)
-    return app
+    return guard_app(app)
 
 
 runner = CliRunner()

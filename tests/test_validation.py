@@ -15,6 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rtmodel_cli.failing import guard_app
 from runtime_model.iteration import IterationPrediction
 from validation.analysis import compare, measure, ordering, verdict
 from validation.cli import register
@@ -36,7 +37,7 @@ def _app() -> typer.Typer:
         pass
 
     register(app)
-    return app
+    return guard_app(app)
 
 
 def _invoke(args: list[str]):

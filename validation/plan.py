@@ -169,14 +169,14 @@ def _schedule_or_error(name: str, shape):
 
 def check_topology_choice(topology: str | None, recommended: bool) -> None:
     """Exactly one of --topology NAME / --recommended, and a known name."""
-    from runtime_model.topologies import TOPOLOGIES
+    from runtime_model.topologies import TOPOLOGIES, topology_info
 
     if topology is not None and recommended:
         raise ValidationError("give either --topology NAME or --recommended, not both")
     if topology is None and not recommended:
         raise ValidationError(f"choose what to validate: --topology NAME ({', '.join(TOPOLOGIES)}) or --recommended")
-    if topology is not None and topology not in TOPOLOGIES:
-        raise ValidationError(f"unknown topology {topology!r}; choose one of: {', '.join(TOPOLOGIES)}")
+    if topology is not None:
+        topology_info(topology)  # one line naming the choices when unknown
 
 
 def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[str, object, dict | None, list[str]]:
