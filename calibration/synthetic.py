@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from runtime_model.collectives import allreduce_s, busbw_Bps
+from runtime_model.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.scenario import GroupShape, Link, Network
 
-MB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ class SyntheticTruth:
     backward_sd_s: float = 0.003
     rank_offset_rel_sd: float = 0.0  # persistent per-rank slowness (centred: the true mean is unchanged)
     iterations: int = 50
-    ddp_buckets_bytes: tuple[int, ...] = (1 * MB, 25 * MB, 25 * MB, 25 * MB, 24 * MB)
-    gossip_buckets_bytes: tuple[int, ...] = (25 * MB, 25 * MB, 25 * MB, 25 * MB)
+    ddp_buckets_bytes: tuple[int, ...] = (1 * MIB, 25 * MIB, 25 * MIB, 25 * MIB, 24 * MIB)
+    gossip_buckets_bytes: tuple[int, ...] = (25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB)
     ddp_ready_fractions: tuple[float, ...] = (0.05, 0.3, 0.55, 0.8, 1.0)
     gossip_ready_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     ready_noise_rel: float = 0.01
@@ -122,7 +122,7 @@ def synthetic_profile(truth: SyntheticTruth | None = None, **overrides) -> dict:
             "model_args": dict(truth.extra_workload),
             "batch_per_rank": 8,
             "param_bytes": int(sum(truth.gossip_buckets_bytes)),
-            "bucket_cap_mb": 25.0,
+            "bucket_cap_mb": BUCKET_CAP_MIB,
             "ddp_buckets_bytes": list(truth.ddp_buckets_bytes),
             "gossip_buckets_bytes": list(truth.gossip_buckets_bytes),
         },

@@ -22,9 +22,7 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-MIB = 1024 * 1024
-DEFAULT_BUCKET_CAP_MB = 25.0
-DEFAULT_FIRST_BUCKET_MB = 1.0
+from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB, MIB
 
 
 class BucketLayout(NamedTuple):
@@ -73,11 +71,11 @@ def ddp_first_bucket_mb(bucket_cap_mb: float | None) -> float:
     bucket_cap_mb is left at None; an explicit cap applies to the first bucket too (checked against
     DDP's own buckets in tests). Older torch always used 1 MiB."""
     if bucket_cap_mb is None:
-        return DEFAULT_FIRST_BUCKET_MB
+        return DDP_FIRST_BUCKET_MIB
     import torch.nn.parallel.distributed as ddp_mod
 
     new_style = hasattr(ddp_mod, "_BucketCapacityConfig") or hasattr(ddp_mod, "BucketCapacityConfig")
-    return float(bucket_cap_mb) if new_style else DEFAULT_FIRST_BUCKET_MB
+    return float(bucket_cap_mb) if new_style else DDP_FIRST_BUCKET_MIB
 
 
 def _align32(numel: int) -> int:
@@ -130,8 +128,8 @@ def layout_from_order(
 
 def bucket_layout(
     model,
-    cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-    first_bucket_mb: float = DEFAULT_FIRST_BUCKET_MB,
+    cap_mb: float = BUCKET_CAP_MIB,
+    first_bucket_mb: float = DDP_FIRST_BUCKET_MIB,
     run_backward: Callable[[], None] | None = None,
 ) -> BucketLayout:
     """DDP and Decent-DP bucket layouts of `model`.

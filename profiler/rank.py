@@ -84,14 +84,15 @@ class _Run:
 
     def workload(self) -> None:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""
-        from profiler.buckets import DEFAULT_BUCKET_CAP_MB, ddp_first_bucket_mb
+        from profiler.buckets import ddp_first_bucket_mb
         from profiler.patterns import message_sizes
         from profiler.workloads import build_workload
+        from runtime_model.defaults import BUCKET_CAP_MIB
 
         o = self.opts
         with self.tracker.phase("setup/workload"):
             self.work = build_workload(o.model, o.model_args, o.batch_per_rank, self.device, rank=self.rank)
-            cap = o.bucket_cap_mb if o.bucket_cap_mb is not None else DEFAULT_BUCKET_CAP_MB
+            cap = o.bucket_cap_mb if o.bucket_cap_mb is not None else BUCKET_CAP_MIB
             first = ddp_first_bucket_mb(o.bucket_cap_mb)
             self.layout = lay = self.work.bucket_layout(cap, first)
             layouts = self.gather((lay.ddp_buckets_bytes, lay.gossip_buckets_bytes))

@@ -63,8 +63,7 @@ from profiler.model_spec import (
     parse_model_args,
     resolve_model_args,
 )
-
-MIB = 1024 * 1024
+from runtime_model.defaults import MIB
 
 __all__ = [
     "BUILTIN_DEFAULTS",

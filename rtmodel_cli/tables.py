@@ -10,6 +10,7 @@ from rich.table import Table
 
 from runtime_model.advisor import Advice
 from runtime_model.columns import TABLE_COLUMNS, consensus_text
+from runtime_model.defaults import MIB
 from runtime_model.report import advice_to_dict
 from runtime_model.scenario import ClusterShape
 
@@ -49,7 +50,7 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     console.print(
         f"compute per worker: forward {comp.forward_s * 1e3:.2f} ms, backward {comp.backward_s * 1e3:.2f} ms, "
         f"optimizer {comp.optimizer_s * 1e3:.2f} ms, {comp.distribution.describe()}; "
-        f"message {comp.message_bytes / 2**20:.1f} MiB in {len(comp.gossip_buckets)} buckets"
+        f"message {comp.message_bytes / MIB:.1f} MiB in {len(comp.gossip_buckets)} buckets"
     )
     console.print(
         "factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap."

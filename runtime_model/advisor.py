@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from runtime_model.consensus import ConsensusMetrics, consensus_metrics
+from runtime_model.defaults import MARGIN
 from runtime_model.iteration import IterationPrediction, allreduce_prediction, gossip_prediction
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_info, topology_names
-
-DEFAULT_MARGIN = 0.05  # relative; the accuracy goal the benchmark checks (README: accuracy section)
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def code_line(topology: str, builtin: bool) -> str:
 
 def advise(
     scenario: Scenario,
-    margin: float = DEFAULT_MARGIN,
+    margin: float = MARGIN,
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
 ) -> Advice:

@@ -8,9 +8,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from rtmodel_cli.app import app
 from runtime_model import presets
 from runtime_model.advisor import advise
-from rtmodel_cli.app import app
 
 runner = CliRunner()
 

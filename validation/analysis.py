@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from runtime_model.defaults import MARGIN
+
 if TYPE_CHECKING:
     from runtime_model.iteration import IterationPrediction
 
-VERDICT_MARGIN = 0.05  # relative; the same "too close to call" margin as runtime_model.advisor.DEFAULT_MARGIN
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def compare(name: str, predicted: IterationPrediction, measured: Measured) -> Co
     )
 
 
-def ordering(speedup: float, margin: float = VERDICT_MARGIN) -> str:
+def ordering(speedup: float, margin: float = MARGIN) -> str:
     """Classify a speedup (All-Reduce time / topology time) with a relative margin on the time saved."""
     gain = 1.0 - 1.0 / speedup  # (T_AR - T_topo) / T_AR
     if gain > margin:
@@ -102,7 +103,7 @@ def ordering(speedup: float, margin: float = VERDICT_MARGIN) -> str:
     return "too close"
 
 
-def verdict(allreduce: Comparison, topology: Comparison, margin: float = VERDICT_MARGIN) -> Verdict:
+def verdict(allreduce: Comparison, topology: Comparison, margin: float = MARGIN) -> Verdict:
     pred = allreduce.predicted_mean_s / topology.predicted_mean_s
     meas = allreduce.measured.mean_s / topology.measured.mean_s
     p, m = ordering(pred, margin), ordering(meas, margin)

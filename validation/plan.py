@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runtime_model.defaults import BUCKET_CAP_MIB
 from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from runtime_model.iteration import IterationPrediction
     from runtime_model.scenario import ClusterShape
 
-DEFAULT_BUCKET_CAP_MB = 25.0  # DDP's and Decent-DP's default bucket size
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
 
@@ -123,7 +123,7 @@ def resolve_workload(profile: Profile, model: str | None, model_args: dict | Non
     batch = wl.batch_per_rank
     if batch is None:
         raise ValidationError("the profile's workload has no batch_per_rank; re-profile with a current rtmodel")
-    cap = wl.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB
+    cap = wl.bucket_cap_mb or BUCKET_CAP_MIB
     notes: list[str] = []
     if model is None:
         run_model, run_args = prof_model, {**prof_args, **(model_args or {})}

@@ -72,9 +72,9 @@ def timed_loop(step_fn, workload, warmup: int, iterations: int, device: torch.de
 
 def _ddp_bucket_cap(cap_mb: float):
     """None keeps DDP's defaults (25 MB, 1 MB first bucket), which is what the profiler measured at 25 MB."""
-    from profiler.buckets import DEFAULT_BUCKET_CAP_MB
+    from runtime_model.defaults import BUCKET_CAP_MIB
 
-    return None if cap_mb == DEFAULT_BUCKET_CAP_MB else cap_mb
+    return None if cap_mb == BUCKET_CAP_MIB else cap_mb
 
 
 def run_allreduce(spec: dict, device: torch.device) -> list[float]:
