@@ -21,7 +21,6 @@ from runtime_model.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.scenario import GroupShape, Link, Network
 
 
-
 @dataclass(frozen=True)
 class SmallMessageRegime:
     """Below `below_bytes` the collective follows a different affine law (e.g. an eager protocol)."""
