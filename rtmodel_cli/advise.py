@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
 
 def scenario_for(
-    gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb,
+    gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_cap_mb,
     cluster, profile: Path | None, preset_dirs: list[Path] | None = None,
 ):
     """Presets, or a profile calibrated on the fly (same data types either way).
@@ -43,7 +43,7 @@ def scenario_for(
     from runtime_model import presets
     library = presets.load_library(preset_dirs or ())
     choice = presets.resolve(
-        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb, cluster,
+        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_cap_mb, cluster,
         library=library,
     )
     inputs = {"preset": dict(vars(choice))}
@@ -75,7 +75,7 @@ def advise(
     precision: Annotated[str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")] = None,
     mfu: Annotated[float | None, typer.Option(help="Model-FLOPs utilisation assumed for compute time.")] = None,
     compute_cv: Annotated[float | None, typer.Option(help="Coefficient of variation of per-iteration compute.")] = None,
-    bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+    bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
     cluster: ClusterOpt = None,
     profile: ProfileOpt = None,
     presets: PresetsOpt = None,
@@ -90,7 +90,7 @@ def advise(
 
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     sc, prov, notes, inputs = scenario_for(
-        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_mb,
+        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_cap_mb,
         cluster, profile, presets,
     )
     adv = run_advice(sc, margin=margin, topologies=topology or None, provenance=prov)

@@ -9,13 +9,14 @@ every error as well.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import traceback
 
 import typer
 
-from runtime_model.errors import DEBUG_ENV, InvalidValue, RtmodelError, UserError
+from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
 USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
@@ -32,10 +33,12 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def describe(exc: BaseException) -> str:
-    """The one line shown for an error: model inputs are named by their flags; OSErrors by path."""
-    if isinstance(exc, InvalidValue):
-        return exc.with_name(flag_of(exc.name))
+def describe(exc: BaseException, option_names: frozenset[str] = frozenset()) -> str:
+    """The one line shown for an error: a model input that the command took as an option is named
+    by its flag (`gpus_per_node` -> `--gpus-per-node`); OSErrors by their path."""
+    if isinstance(exc, RtmodelError):
+        message = exc.message_for(lambda name: flag_of(name) if name in option_names else name)
+        return " ".join(message.split())
     if isinstance(exc, OSError):
         reason = exc.strerror or str(exc)
         return f"{exc.filename}: {reason}" if exc.filename else reason
@@ -48,7 +51,7 @@ def exit_code_of(exc: BaseException) -> int:
     return 2 if isinstance(exc, USER_OS_ERRORS) else 1
 
 
-def report(exc: BaseException) -> None:
+def report(exc: BaseException, option_names: frozenset[str] = frozenset()) -> None:
     """Print `exc` as one line (traceback first under RTMODEL_DEBUG=1) and exit with its code.
     Inside a torchrun job a user error is the same on every rank, so only rank 0 says it; a run
     failure is said by the rank it happened on."""
@@ -56,18 +59,20 @@ def report(exc: BaseException) -> None:
         raise typer.Exit(exit_code_of(exc))
     if os.environ.get(DEBUG_ENV) == "1":
         traceback.print_exception(exc, file=sys.stderr)
-    fail(describe(exc), exit_code_of(exc))
+    fail(describe(exc, option_names), exit_code_of(exc))
 
 
 def guarded(command):
-    """Wrap a command's callback so that rtmodel's errors and OSErrors end as one line (see module doc)."""
+    """Wrap a command's callback so that rtmodel's errors and OSErrors end as one line (see module doc).
+    The callback's parameter names are its options' names, so errors can name the flag."""
+    option_names = frozenset(inspect.signature(command).parameters)
 
     @functools.wraps(command)
     def run(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except (RtmodelError, OSError) as exc:
-            report(exc)
+            report(exc, option_names)
 
     return run
 

@@ -89,10 +89,10 @@ def _render(make, out: Path) -> None:
     typer.echo(f"wrote {out}")
 
 
-def _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets: list[Path] | None) -> dict:
+def _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets: list[Path] | None) -> dict:
     from runtime_model.presets import load_library
 
-    kw = {"gpu": gpu, "gpus_per_node": gpus_per_node, "intra": intra, "bucket_cap_mb": bucket_mb,
+    kw = {"gpu": gpu, "gpus_per_node": gpus_per_node, "intra": intra, "bucket_cap_mb": bucket_cap_mb,
           "library": load_library(presets or ())}
     if batch_per_gpu is not None:
         kw["batch_per_gpu"] = batch_per_gpu
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         cluster: Annotated[list[str] | None, typer.Option(
             help="Named cluster preset; repeat for one panel each (instead of --network).")] = None,
         gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
         topology: TopologiesOpt = None,
     ):
         """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         gl = parse_gpus(gpus)
         if network and cluster:
             raise UserError("give --network or --cluster, not both")
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets)
+        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
         _render(lambda: plots.speedup_vs_gpus(gl, network or None, model or "transformer-base",
                                               clusters=cluster or None, topologies=topology, **kw), out)
 
@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         topology: Annotated[str | None, typer.Option(
             help="With several --gpus: this topology (default: the fastest at each n).")] = None,
         gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
     ):
         """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
         import rtmodel_plots as plots
@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
             from runtime_model.topologies import topology_info
 
             topology_info(topology)  # one line naming the choices when unknown
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets)
+        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
         what = gl[0] if len(gl) == 1 else gl
         _render(lambda: plots.factor_breakdown_bars(what, network, model, topology=topology, cluster=cluster,
                                                     **kw), out)
@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
         network: NetworkOpt = None, model: ModelOpt = "transformer-base", cluster: ClusterOpt = None,
         topology: Annotated[str | None, typer.Option(help="This topology (default: the fastest at each n).")] = None,
         gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
     ):
         """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
         import rtmodel_plots as plots
@@ -170,7 +170,7 @@ def register(app: typer.Typer) -> None:
             from runtime_model.topologies import topology_info
 
             topology_info(topology)  # one line naming the choices when unknown
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_mb, presets)
+        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
         _render(lambda: plots.what_if(gl, network, model, topology=topology, cluster=cluster, **kw), out)
 
     @plot.command("paper")

@@ -18,6 +18,10 @@ class RtmodelError(Exception):
 
     exit_code = 1
 
+    def message_for(self, show_name) -> str:
+        """The message with each named input shown as `show_name(name)` (the shell passes flags)."""
+        return str(self)
+
 
 class UserError(RtmodelError, ValueError):
     """The input cannot work: the message names the problem and what is valid (exit 2)."""
@@ -39,9 +43,20 @@ class InvalidValue(UserError):
         self.name, self.requirement, self.value = name, requirement, value
         super().__init__(f"{name} must be {requirement}, got {value!r}")
 
-    def with_name(self, shown_name: str) -> str:
-        """The same message under another name (the flag the user typed)."""
-        return f"{shown_name} must be {self.requirement}, got {self.value!r}"
+    def message_for(self, show_name) -> str:
+        return f"{show_name(self.name)} must be {self.requirement}, got {self.value!r}"
+
+
+class InvalidCombination(UserError):
+    """Inputs that are valid alone but not together. `template` names each input as {name}; the
+    message shows it as "name value" (the shell: "--flag value")."""
+
+    def __init__(self, template: str, **values):
+        self.template, self.values = template, values
+        super().__init__(self.message_for(lambda name: name))
+
+    def message_for(self, show_name) -> str:
+        return self.template.format(**{k: f"{show_name(k)} {v}" for k, v in self.values.items()})
 
 
 class RankFailure(RunFailure):

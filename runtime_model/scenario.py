@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from runtime_model.constraints import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE
 from runtime_model.distributions import ComputeDistribution, NormalCompute
-from runtime_model.errors import UserError
+from runtime_model.errors import InvalidCombination, UserError
 
 
 class ScenarioError(UserError):
@@ -28,10 +29,8 @@ class Link:
     bandwidth_rel_sd: float = 0.0  # relative 1-sigma uncertainty of bandwidth_Bps
 
     def __post_init__(self):
-        if not (self.latency_s >= 0):
-            raise ScenarioError(f"link latency must be >= 0 s, got {self.latency_s}")
-        if not (self.bandwidth_Bps > 0):
-            raise ScenarioError(f"link bandwidth must be > 0 B/s, got {self.bandwidth_Bps}")
+        NON_NEGATIVE.check("latency_s", self.latency_s)
+        POSITIVE.check("bandwidth_Bps", self.bandwidth_Bps)
 
     @property
     def beta_s_per_byte(self) -> float:
@@ -108,10 +107,8 @@ class Bucket:
     ready_fraction: float  # r_b / t_B in (0, 1]; the last bucket is ready at 1.0
 
     def __post_init__(self):
-        if self.nbytes <= 0:
-            raise ScenarioError(f"bucket size must be > 0 bytes, got {self.nbytes}")
-        if not (0.0 <= self.ready_fraction <= 1.0):
-            raise ScenarioError(f"bucket ready fraction must be in [0, 1], got {self.ready_fraction}")
+        AT_LEAST_ONE.check("nbytes", self.nbytes)
+        FRACTION.check("ready_fraction", self.ready_fraction)
 
 
 @dataclass(frozen=True)
@@ -133,9 +130,7 @@ class Compute:
 
     def __post_init__(self):
         for name in ("forward_s", "backward_s", "optimizer_s"):
-            v = getattr(self, name)
-            if not (v >= 0) or v != v or v == float("inf"):
-                raise ScenarioError(f"{name} must be a finite number >= 0, got {v}")
+            NON_NEGATIVE.check(name, getattr(self, name))
         if not self.ddp_buckets or not self.gossip_buckets:
             raise ScenarioError("a workload needs at least one gradient bucket")
         if self.distribution is None:
@@ -168,14 +163,12 @@ class ClusterShape:
     gpus_per_node: int
 
     def __post_init__(self):
-        if self.gpus < 1:
-            raise ScenarioError(f"--gpus must be >= 1, got {self.gpus}")
-        if self.gpus_per_node < 1:
-            raise ScenarioError(f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+        AT_LEAST_ONE.check("gpus", self.gpus)
+        AT_LEAST_ONE.check("gpus_per_node", self.gpus_per_node)
         if self.gpus % self.gpus_per_node:
-            raise ScenarioError(
-                f"--gpus-per-node {self.gpus_per_node} does not divide --gpus {self.gpus} "
-                "(every node must hold the same number of GPUs)"
+            raise InvalidCombination(
+                "{gpus_per_node} does not divide {gpus} (every node must hold the same number of GPUs)",
+                gpus_per_node=self.gpus_per_node, gpus=self.gpus,
             )
 
     @property

@@ -72,7 +72,7 @@ def test_csv_output():
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--gpus", "0"], "--gpus must be >= 1"),
+        (["--gpus", "0"], "--gpus must be an integer >= 1"),
         (["--gpus", "64", "--gpus-per-node", "3"], "does not divide"),
         (["--gpu", "V100X"], "choose one of: A100, A40, H100, H200, T4"),
         (["--network", "carrier-pigeon"], "unknown network"),

@@ -133,11 +133,11 @@ def test_quantiles_ordered():
 
 
 def test_cluster_shape_errors():
-    from runtime_model.scenario import ScenarioError
+    from runtime_model.errors import UserError
 
-    with pytest.raises(ScenarioError, match="divide"):
+    with pytest.raises(UserError, match="gpus_per_node 4 does not divide gpus 10"):
         ClusterShape(10, 4)
-    with pytest.raises(ScenarioError):
+    with pytest.raises(UserError, match="gpus must be an integer >= 1, got 0"):
         ClusterShape(0, 1)
 
 
