@@ -110,7 +110,7 @@ def calibrate(
     provenance["compute.distribution"] = f"measured ({distribution}, {len(cf.empirical.samples_s)} samples)"
     for layout in ("ddp", "gossip"):
         provenance[f"compute.{layout}_buckets"] = (
-            f"sizes from workload ({len(getattr(cf.compute, layout + '_buckets'))} buckets); "
+            f"sizes from workload ({len(getattr(cf.buckets, layout))} buckets); "
             "ready fractions measured (mean ready time / mean backward time)"
         )
 
@@ -134,7 +134,7 @@ def calibrate(
         "nccl_version": profile.nccl_version,
         "model": str(profile.workload.model),
     }
-    return Calibration(network, cf.compute, measured, fits, provenance, notes, info)
+    return Calibration(network, cf.compute, cf.buckets, measured, fits, provenance, notes, info)
 
 
 def _pooled_patterns(profile: Profile) -> dict[str, tuple[GroupShape, list[str], np.ndarray, np.ndarray]]:

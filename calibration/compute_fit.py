@@ -18,7 +18,7 @@ from calibration.profile import BucketReadyTimes, Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import FitReport
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.scenario import Bucket, Compute
+from runtime_model.scenario import Bucket, BucketLayout, Compute
 
 DISTRIBUTIONS = ("empirical", "normal")
 
@@ -26,6 +26,7 @@ DISTRIBUTIONS = ("empirical", "normal")
 @dataclass(frozen=True)
 class ComputeFit:
     compute: Compute
+    buckets: BucketLayout  # measured ready times of the profiled bucket layout
     empirical: EmpiricalCompute
     normal: NormalCompute
     between_rank_sd_s: float
@@ -69,8 +70,6 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         forward_s=float(fwd.mean()),
         backward_s=t_b,
         optimizer_s=float(opt.mean()),
-        ddp_buckets=ddp,
-        gossip_buckets=gossip,
         distribution=chosen,
         source=f"measured: {n_ranks} ranks x {n_iter} iterations ({model})",
     )
@@ -113,7 +112,9 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         n_samples=n,
         warnings=warnings,
     )
-    return ComputeFit(compute, empirical, normal, between, within, report, tuple(notes))
+    return ComputeFit(
+        compute, BucketLayout(ddp, gossip), empirical, normal, between, within, report, tuple(notes)
+    )
 
 
 def _persistent_rank_share(rows: list[np.ndarray], between: float, within: float) -> float:

@@ -42,7 +42,7 @@ def extrapolation_notes(
     sizes = (
         list(message_bytes)
         if message_bytes
-        else [b.nbytes for b in (*calibration.compute.ddp_buckets, *calibration.compute.gossip_buckets)]
+        else [b.nbytes for b in (*calibration.buckets.ddp, *calibration.buckets.gossip)]
     )
     notes.extend(_size_notes(calibration, sizes, far))
 

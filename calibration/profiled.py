@@ -49,7 +49,9 @@ def scenario_from_profile(
     cal = calibrate(loaded, fallback_network=fallback_network, distribution=distribution)
     shape = ClusterShape(gpus, gpus_per_node or cal.measured_shape.gpus_per_node)
     name = profile if not isinstance(profile, Profile) else profile.origin
-    scenario = Scenario(shape=shape, network=cal.network, compute=cal.compute, description=f"profile {name}")
+    scenario = Scenario(
+        shape=shape, network=cal.network, compute=cal.compute, buckets=cal.buckets, description=f"profile {name}"
+    )
     return ProfiledScenario(
         scenario=scenario,
         provenance=dict(cal.provenance),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime_model.scenario import ClusterShape, Compute, Network
+from runtime_model.scenario import BucketLayout, ClusterShape, Compute, Network
 
 
 @dataclass
@@ -41,6 +41,7 @@ class Calibration:
 
     network: Network
     compute: Compute
+    buckets: BucketLayout
     measured_shape: ClusterShape
     fits: list[FitReport]
     provenance: dict[str, str]

@@ -29,7 +29,7 @@ from typing import Any
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.scenario import AffineCost, Bucket, ClusterShape, Compute, Link, Network
+from runtime_model.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
 
 FORMAT = "rtmodel-calibration"
 VERSION = 1
@@ -37,7 +37,7 @@ VERSION = 1
 
 def calibration_to_json(cal: Calibration) -> dict:
     """A JSON-ready dict (json.dump it) describing `cal` completely."""
-    net, comp = cal.network, cal.compute
+    net, comp, buckets = cal.network, cal.compute, cal.buckets
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -66,12 +66,8 @@ def calibration_to_json(cal: Calibration) -> dict:
             "backward_s": comp.backward_s,
             "optimizer_s": comp.optimizer_s,
             "source": comp.source,
-            "ddp_buckets": [
-                {"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in comp.ddp_buckets
-            ],
-            "gossip_buckets": [
-                {"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in comp.gossip_buckets
-            ],
+            "ddp_buckets": [{"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.ddp],
+            "gossip_buckets": [{"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.gossip],
             "distribution": _dist_out(comp.distribution),
         },
         "fits": [
@@ -122,16 +118,14 @@ def calibration_from_json(doc: dict) -> Calibration:
                 for key, c in net["group_costs"].items()
             },
         )
+        buckets = BucketLayout(
+            ddp=tuple(Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["ddp_buckets"]),
+            gossip=tuple(Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["gossip_buckets"]),
+        )
         compute = Compute(
             forward_s=float(comp["forward_s"]),
             backward_s=float(comp["backward_s"]),
             optimizer_s=float(comp["optimizer_s"]),
-            ddp_buckets=tuple(
-                Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["ddp_buckets"]
-            ),
-            gossip_buckets=tuple(
-                Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["gossip_buckets"]
-            ),
             distribution=_dist_in(comp["distribution"]),
             source=comp["source"],
         )
@@ -154,6 +148,7 @@ def calibration_from_json(doc: dict) -> Calibration:
         return Calibration(
             network=network,
             compute=compute,
+            buckets=buckets,
             measured_shape=ClusterShape(int(shape["gpus"]), int(shape["gpus_per_node"])),
             fits=fits,
             provenance=dict(doc["provenance"]),

@@ -50,7 +50,7 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     console.print(
         f"compute per worker: forward {comp.forward_s * 1e3:.2f} ms, backward {comp.backward_s * 1e3:.2f} ms, "
         f"optimizer {comp.optimizer_s * 1e3:.2f} ms, {comp.distribution.describe()}; "
-        f"message {comp.message_bytes / MIB:.1f} MiB in {len(comp.gossip_buckets)} buckets"
+        f"message {sc.buckets.message_bytes / MIB:.1f} MiB in {len(sc.buckets.gossip)} buckets"
     )
     console.print(
         "factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap."

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape, serial_allreduces_s
-from runtime_model.scenario import ClusterShape, Compute, Network, Scenario
+from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Network, Scenario
 from runtime_model.schedule import Schedule
 
 SIM_SEED = 20241015  # fixed: predictions are deterministic; common random numbers across topologies
@@ -72,7 +72,10 @@ class IterationPrediction:
 
 
 def ddp_exposed_tail_s(
-    compute: Compute, bucket_cost_s: Sequence[float], latency_s: Sequence[float] | None = None
+    compute: Compute,
+    buckets: Sequence[Bucket],
+    bucket_cost_s: Sequence[float],
+    latency_s: Sequence[float] | None = None,
 ) -> float:
     """max(0, e_B - t_B) with e_1 = r_1 + AR(M_1), e_b = max(e_{b-1}, r_b) + AR(M_b).
 
@@ -81,7 +84,7 @@ def ddp_exposed_tail_s(
     """
     end = 0.0
     lat = latency_s if latency_s is not None else [None] * len(bucket_cost_s)
-    for bucket, cost, fixed in zip(compute.ddp_buckets, bucket_cost_s, lat, strict=True):
+    for bucket, cost, fixed in zip(buckets, bucket_cost_s, lat, strict=True):
         ready = bucket.ready_fraction * compute.backward_s
         end = max(end, ready) + cost if fixed is None else max(end + cost - fixed, ready + cost)
     return max(0.0, end - compute.backward_s)
@@ -91,10 +94,10 @@ def allreduce_prediction(scenario: Scenario) -> IterationPrediction:
     """DDP: E[max_n C] + exposed tail + t_O; quantiles from P(max_n C <= x) = F(x)^n."""
     shape, net, comp = scenario.shape, scenario.network, scenario.compute
     group = global_allreduce_shape(shape.gpus, shape.gpus_per_node)
-    parts = [allreduce_parts_s(group, b.nbytes, net) for b in comp.ddp_buckets]
+    parts = [allreduce_parts_s(group, b.nbytes, net) for b in scenario.buckets.ddp]
     costs = [f + b for f, b in parts]
     overlapped = [f for f, _ in parts] if net.concurrent_collectives > 1 else None
-    tail = ddp_exposed_tail_s(comp, costs, overlapped)
+    tail = ddp_exposed_tail_s(comp, scenario.buckets.ddp, costs, overlapped)
     dist, n = comp.distribution, shape.gpus
     wait = dist.expected_max(n)
     fixed = tail + comp.optimizer_s
@@ -111,7 +114,7 @@ def allreduce_prediction(scenario: Scenario) -> IterationPrediction:
 
 
 def round_comm_per_rank_s(
-    schedule: Schedule, round_index: int, shape: ClusterShape, compute: Compute, net: Network
+    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
 ) -> np.ndarray:
     """Each rank's gossip time in this round: serial sum over buckets of its own group's all-reduce.
 
@@ -119,16 +122,18 @@ def round_comm_per_rank_s(
     own group, and which groups are slow changes from round to round (alternating-exp-ring).
     """
     if schedule.static_graph is not None:
-        cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, compute.message_bytes, net)
+        cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, buckets.message_bytes, net)
         return np.full(shape.gpus, cost)
     return schedule.rounds[round_index].per_rank_cost(
-        shape, lambda g: serial_allreduces_s(g, [b.nbytes for b in compute.gossip_buckets], net)
+        shape, lambda g: serial_allreduces_s(g, [b.nbytes for b in buckets.gossip], net)
     )
 
 
-def round_comm_s(schedule: Schedule, round_index: int, shape: ClusterShape, compute: Compute, net: Network) -> float:
+def round_comm_s(
+    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
+) -> float:
     """The round's slowest group's gossip time (what the table shows as comm per round)."""
-    return float(round_comm_per_rank_s(schedule, round_index, shape, compute, net).max())
+    return float(round_comm_per_rank_s(schedule, round_index, shape, buckets, net).max())
 
 
 def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: float, net: Network) -> float:
@@ -210,9 +215,9 @@ def simulate_growth(
     return float(growth[0]), float(growth[1]), np.concatenate(samples)
 
 
-def last_bucket_optimizer_s(compute: Compute) -> float:
+def last_bucket_optimizer_s(compute: Compute, buckets: BucketLayout) -> float:
     """Decent-DP steps each bucket in its hook; the last bucket's share runs after the last wait."""
-    return compute.optimizer_s * compute.gossip_buckets[-1].nbytes / compute.message_bytes
+    return compute.optimizer_s * buckets.gossip[-1].nbytes / buckets.message_bytes
 
 
 def gossip_prediction(
@@ -222,9 +227,9 @@ def gossip_prediction(
     (`allreduce`: the same scenario's All-Reduce prediction, when the caller already has it)."""
     shape, net, comp = scenario.shape, scenario.network, scenario.compute
     period = 1 if schedule.static_graph is not None else schedule.period
-    per_rank = [round_comm_per_rank_s(schedule, i, shape, comp, net) for i in range(period)]
+    per_rank = [round_comm_per_rank_s(schedule, i, shape, scenario.buckets, net) for i in range(period)]
     comm_rounds = [float(c.max()) for c in per_rank]
-    opt_last = last_bucket_optimizer_s(comp)
+    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     mean, free, samples = simulate_growth(schedule, comp, [c + opt_last for c in per_rank])
     p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
     wait = free - comp.optimizer_s

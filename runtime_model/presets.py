@@ -25,7 +25,7 @@ from runtime_model.preset_types import (
     PresetLibrary,
     UnknownPreset,
 )
-from runtime_model.scenario import Bucket, ClusterShape, Compute, Link, Network, Scenario
+from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
 
 __all__ = [
     "ClusterPreset",
@@ -186,10 +186,17 @@ def compute_from_preset(choice: PresetChoice, library: PresetLibrary | None = No
         forward_s=fwd,
         backward_s=bwd,
         optimizer_s=opt,
-        ddp_buckets=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, DDP_FIRST_BUCKET_MIB),
-        gossip_buckets=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, None),
         distribution=NormalCompute(seconds, seconds * choice.compute_cv),
         source=src,
+    )
+
+
+def buckets_from_preset(choice: PresetChoice, library: PresetLibrary | None = None) -> BucketLayout:
+    """DDP's and Decent-DP's buckets for the model at the chosen cap (DDP's first bucket 1 MiB)."""
+    m = (library or builtin_library()).model(choice.model)
+    return BucketLayout(
+        ddp=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, DDP_FIRST_BUCKET_MIB),
+        gossip=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, None),
     )
 
 
@@ -198,7 +205,11 @@ def scenario_from_choice(choice: PresetChoice, library: PresetLibrary | None = N
     shape = ClusterShape(choice.gpus, choice.gpus_per_node)
     net = network_preset(choice.network, choice.intra, library)
     return Scenario(
-        shape=shape, network=net, compute=compute_from_preset(choice, library), description=str(choice)
+        shape=shape,
+        network=net,
+        compute=compute_from_preset(choice, library),
+        buckets=buckets_from_preset(choice, library),
+        description=str(choice),
     )
 
 

@@ -112,37 +112,48 @@ class Bucket:
 
 
 @dataclass(frozen=True)
+class BucketLayout:
+    """How the framework cuts the gradients into buckets: an execution setting beside the workload
+    (a what-if may change it without touching compute). Given twice because DDP and Decent-DP form
+    buckets differently (DDP's first bucket is 1 MiB; Decent-DP closes a bucket once it reaches the cap).
+    """
+
+    ddp: tuple[Bucket, ...]
+    gossip: tuple[Bucket, ...]
+
+    def __post_init__(self):
+        if not self.ddp or not self.gossip:
+            raise ScenarioError("a workload needs at least one gradient bucket")
+
+    @property
+    def message_bytes(self) -> int:
+        """Bytes each rank exchanges per iteration (the whole gradient)."""
+        return sum(b.nbytes for b in self.gossip)
+
+
+@dataclass(frozen=True)
 class Compute:
     """One worker's compute per iteration.
 
     forward_s/backward_s are means; `distribution` describes C = forward + backward across
-    workers and iterations (its mean should equal forward_s + backward_s). The gradient layout
-    is given twice because DDP and Decent-DP form buckets differently (DDP's first bucket is 1 MB).
+    workers and iterations (its mean should equal forward_s + backward_s).
     """
 
     forward_s: float
     backward_s: float
     optimizer_s: float
-    ddp_buckets: tuple[Bucket, ...]
-    gossip_buckets: tuple[Bucket, ...]
     distribution: ComputeDistribution | None = None
     source: str = "preset"
 
     def __post_init__(self):
         for name in ("forward_s", "backward_s", "optimizer_s"):
             NON_NEGATIVE.check(name, getattr(self, name))
-        if not self.ddp_buckets or not self.gossip_buckets:
-            raise ScenarioError("a workload needs at least one gradient bucket")
         if self.distribution is None:
             object.__setattr__(self, "distribution", NormalCompute(self.forward_s + self.backward_s, 0.0))
 
     @property
     def compute_s(self) -> float:
         return self.forward_s + self.backward_s
-
-    @property
-    def message_bytes(self) -> int:
-        return sum(b.nbytes for b in self.gossip_buckets)
 
     def scaled(self, factor: float) -> Compute:
         """What-if copy: forward, backward and optimizer times multiplied by `factor`."""
@@ -186,4 +197,5 @@ class Scenario:
     shape: ClusterShape
     network: Network
     compute: Compute
+    buckets: BucketLayout
     description: str = ""

@@ -1,18 +1,24 @@
 """Small builders for model tests (hand-checkable scenarios)."""
 
 from runtime_model.distributions import NormalCompute
-from runtime_model.scenario import Bucket, ClusterShape, Compute, Link, Network, Scenario
+from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
 
 
 def net(intra_lat=1e-5, intra_bw=1e10, inter_lat=1e-4, inter_bw=1e9) -> Network:
     return Network(intra=Link(intra_lat, intra_bw), inter=Link(inter_lat, inter_bw), name="test")
 
 
-def compute(fwd=0.01, bwd=0.02, opt=0.002, sd=0.0, nbytes=(4_000_000, 4_000_000), ready=(0.5, 1.0)) -> Compute:
-    buckets = tuple(Bucket(b, r) for b, r in zip(nbytes, ready, strict=True))
-    return Compute(fwd, bwd, opt, buckets, buckets, NormalCompute(fwd + bwd, sd))
+def compute(fwd=0.01, bwd=0.02, opt=0.002, sd=0.0) -> Compute:
+    return Compute(fwd, bwd, opt, NormalCompute(fwd + bwd, sd))
+
+
+def buckets(nbytes=(4_000_000, 4_000_000), ready=(0.5, 1.0)) -> BucketLayout:
+    """The same buckets for DDP and Decent-DP (hand-checkable)."""
+    layout = tuple(Bucket(b, r) for b, r in zip(nbytes, ready, strict=True))
+    return BucketLayout(layout, layout)
 
 
 def scenario(n=8, k=2, **kw) -> Scenario:
-    c_kw = {key: kw.pop(key) for key in list(kw) if key in ("fwd", "bwd", "opt", "sd", "nbytes", "ready")}
-    return Scenario(ClusterShape(n, k), net(**kw), compute(**c_kw))
+    c_kw = {key: kw.pop(key) for key in list(kw) if key in ("fwd", "bwd", "opt", "sd")}
+    b_kw = {key: kw.pop(key) for key in list(kw) if key in ("nbytes", "ready")}
+    return Scenario(ClusterShape(n, k), net(**kw), compute(**c_kw), buckets(**b_kw))

@@ -200,7 +200,7 @@ def test_bucket_ready_fractions(cal):
         ("ddp", TRUTH.ddp_buckets_bytes, TRUTH.ddp_ready_fractions),
         ("gossip", TRUTH.gossip_buckets_bytes, TRUTH.gossip_ready_fractions),
     ):
-        buckets = getattr(cal.compute, f"{layout}_buckets")
+        buckets = getattr(cal.buckets, layout)
         assert [b.nbytes for b in buckets] == list(sizes)
         got = np.array([b.ready_fraction for b in buckets])
         assert np.allclose(got, fractions, atol=0.01), layout
@@ -530,5 +530,5 @@ def test_real_cpu_profile_calibrates():
             )
     comp = c.compute
     assert comp.forward_s > 0 and comp.backward_s > 0
-    assert all(0 <= b.ready_fraction <= 1 for b in comp.ddp_buckets + comp.gossip_buckets)
+    assert all(0 <= b.ready_fraction <= 1 for b in c.buckets.ddp + c.buckets.gossip)
     assert calibration_from_json(json.loads(json.dumps(calibration_to_json(c)))) == c

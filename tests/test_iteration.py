@@ -17,12 +17,13 @@ def pair_schedule(n, stride):
 
 
 def test_ddp_tail_recurrence_hand_computed():
-    c = Compute(0.0, 1.0, 0.0, (Bucket(1, 0.5), Bucket(1, 1.0)), (Bucket(2, 1.0),))
+    c = Compute(0.0, 1.0, 0.0)
+    ddp = (Bucket(1, 0.5), Bucket(1, 1.0))
     # e1 = 0.5 + 0.3 = 0.8; e2 = max(0.8, 1.0) + 0.4 = 1.4 -> tail 0.4
-    assert ddp_exposed_tail_s(c, [0.3, 0.4]) == pytest.approx(0.4)
+    assert ddp_exposed_tail_s(c, ddp, [0.3, 0.4]) == pytest.approx(0.4)
     # e1 = 1.3 -> e2 = 1.4: a slow early bucket delays the last one
-    assert ddp_exposed_tail_s(c, [0.8, 0.1]) == pytest.approx(0.4)
-    assert ddp_exposed_tail_s(c, [0.1, 0.0]) == 0.0
+    assert ddp_exposed_tail_s(c, ddp, [0.8, 0.1]) == pytest.approx(0.4)
+    assert ddp_exposed_tail_s(c, ddp, [0.1, 0.0]) == 0.0
 
 
 def test_allreduce_deterministic_hand_computed():
