@@ -15,7 +15,7 @@ Public API (re-exported lazily so `import calibration` costs nothing until a fun
 
 from __future__ import annotations
 
-import importlib
+from runtime_model.lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "load_profile": "calibration.profile_io",
@@ -45,9 +45,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'calibration' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -35,15 +35,39 @@ def register(app: typer.Typer) -> None:
 
 
 def scenario_for(
-    gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_cap_mb,
-    cluster, profile: Path | None, preset_dirs: list[Path] | None = None,
+    gpus,
+    gpus_per_node,
+    gpu,
+    network,
+    intra,
+    model,
+    global_batch,
+    precision,
+    mfu,
+    compute_cv,
+    bucket_cap_mb,
+    cluster,
+    profile: Path | None,
+    preset_dirs: list[Path] | None = None,
 ):
     """Presets, or a profile calibrated on the fly (same data types either way).
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model import presets
+
     library = presets.load_library(preset_dirs or ())
     choice = presets.resolve(
-        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_cap_mb, cluster,
+        gpus,
+        gpus_per_node,
+        gpu,
+        network,
+        intra,
+        model,
+        global_batch,
+        precision,
+        mfu,
+        compute_cv,
+        bucket_cap_mb,
+        cluster,
         library=library,
     )
     inputs = {"preset": dict(vars(choice))}
@@ -60,7 +84,10 @@ def scenario_for(
     fallback = presets.network_preset(choice.network, choice.intra, library)
     profiled = scenario_from_profile(profile, gpus, gpus_per_node, fallback_network=fallback)
     measured = profiled.measured_shape
-    inputs = {"profile": str(profile), "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node}}
+    inputs = {
+        "profile": str(profile),
+        "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
+    }
     return profiled.scenario, dict(profiled.provenance), list(profiled.notes), inputs
 
 
@@ -72,9 +99,15 @@ def advise(
     intra: IntraOpt = None,
     model: ModelOpt = "transformer-base",
     global_batch: GlobalBatchOpt = None,
-    precision: Annotated[str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")] = None,
-    mfu: Annotated[float | None, typer.Option(help="Model-FLOPs utilisation assumed for compute time.")] = None,
-    compute_cv: Annotated[float | None, typer.Option(help="Coefficient of variation of per-iteration compute.")] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")
+    ] = None,
+    mfu: Annotated[
+        float | None, typer.Option(help="Model-FLOPs utilisation assumed for compute time.")
+    ] = None,
+    compute_cv: Annotated[
+        float | None, typer.Option(help="Coefficient of variation of per-iteration compute.")
+    ] = None,
     bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
     cluster: ClusterOpt = None,
     profile: ProfileOpt = None,
@@ -90,8 +123,20 @@ def advise(
 
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     sc, prov, notes, inputs = scenario_for(
-        gpus, gpus_per_node, gpu, network, intra, model, global_batch, precision, mfu, compute_cv, bucket_cap_mb,
-        cluster, profile, presets,
+        gpus,
+        gpus_per_node,
+        gpu,
+        network,
+        intra,
+        model,
+        global_batch,
+        precision,
+        mfu,
+        compute_cv,
+        bucket_cap_mb,
+        cluster,
+        profile,
+        presets,
     )
     adv = run_advice(sc, margin=margin, topologies=topology or None, provenance=prov)
     adv.notes.extend(notes)

@@ -26,12 +26,15 @@ GpusPerNodeOpt = Annotated[
     int | None, typer.Option(help="GPUs per node k (default: the cluster's, else 8; capped at n).")
 ]
 GpuOpt = Annotated[str | None, typer.Option(help="GPU preset (T4, A40, A100, H100, H200).")]
-NetworkOpt = Annotated[str | None, typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...).")]
+NetworkOpt = Annotated[
+    str | None, typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...).")
+]
 IntraOpt = Annotated[str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...).")]
 ModelOpt = Annotated[str, typer.Option(help="Model preset (transformer-base, resnet50, ...).")]
 ClusterOpt = Annotated[str | None, typer.Option(help="Named cluster preset (t4-ib100, a100-ib100, ...).")]
 GlobalBatchOpt = Annotated[
-    float | None, typer.Option(help="Global batch in the model's unit (tokens, images; default: the model's).")
+    float | None,
+    typer.Option(help="Global batch in the model's unit (tokens, images; default: the model's)."),
 ]
 BucketMibOpt = Annotated[
     float,
@@ -41,13 +44,13 @@ BucketMibOpt = Annotated[
         help=f"Gradient bucket cap in MiB (DDP's and Decent-DP's default is {defaults.BUCKET_CAP_MIB:g}).",
     ),
 ]
-TopologiesOpt = Annotated[list[str] | None, typer.Option("--topology", help="Only these topologies (repeatable).")]
+TopologiesOpt = Annotated[
+    list[str] | None, typer.Option("--topology", help="Only these topologies (repeatable).")
+]
 ProfileOpt = Annotated[
     Path | None, typer.Option(help="Profile from `rtmodel profile`: use measured parameters.")
 ]
-MarginOpt = Annotated[
-    float, typer.Option(help="Relative margin under which a win is 'too close to call'.")
-]
+MarginOpt = Annotated[float, typer.Option(help="Relative margin under which a win is 'too close to call'.")]
 PresetsOpt = Annotated[
     list[Path] | None,
     typer.Option(

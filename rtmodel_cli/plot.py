@@ -27,11 +27,18 @@ from rtmodel_cli.options import (
 from runtime_model import defaults
 from runtime_model.errors import UserError
 
-GpusOpt = Annotated[str, typer.Option(
-    "--gpus", help="GPU counts: a:b = doubling from a up to b (8:1024 = 8,16,...,1024), or a comma list (8,12,16).")]
+GpusOpt = Annotated[
+    str,
+    typer.Option(
+        "--gpus",
+        help="GPU counts: a:b = doubling from a up to b (8:1024 = 8,16,...,1024), or a comma list (8,12,16).",
+    ),
+]
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
-PerGpuOpt = Annotated[float | None, typer.Option(
-    help="Batch per GPU (weak scaling: global batch grows with n); overrides --global-batch.")]
+PerGpuOpt = Annotated[
+    float | None,
+    typer.Option(help="Batch per GPU (weak scaling: global batch grows with n); overrides --global-batch."),
+]
 
 MAX_GPUS = 1 << 20
 
@@ -45,7 +52,9 @@ def parse_gpus(text: str) -> list[int]:
     out: list[int] = []
     for item in (s.strip() for s in text.split(",")):
         if not item:
-            raise BadGpus(f"--gpus '{text}': empty item; use a:b (e.g. 8:1024) or a comma list (e.g. 8,16,32)")
+            raise BadGpus(
+                f"--gpus '{text}': empty item; use a:b (e.g. 8:1024) or a comma list (e.g. 8,16,32)"
+            )
         try:
             if ":" in item:
                 a_text, b_text = item.split(":")
@@ -89,11 +98,25 @@ def _render(make, out: Path) -> None:
     typer.echo(f"wrote {out}")
 
 
-def _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets: list[Path] | None) -> dict:
+def _check_topology(topology: str | None) -> None:
+    if topology is not None:
+        from runtime_model.topologies import topology_info
+
+        topology_info(topology)  # one line naming the choices when unknown
+
+
+def _preset_kw(
+    gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets: list[Path] | None
+) -> dict:
     from runtime_model.presets import load_library
 
-    kw = {"gpu": gpu, "gpus_per_node": gpus_per_node, "intra": intra, "bucket_cap_mb": bucket_cap_mb,
-          "library": load_library(presets or ())}
+    kw = {
+        "gpu": gpu,
+        "gpus_per_node": gpus_per_node,
+        "intra": intra,
+        "bucket_cap_mb": bucket_cap_mb,
+        "library": load_library(presets or ()),
+    }
     if batch_per_gpu is not None:
         kw["batch_per_gpu"] = batch_per_gpu
     elif global_batch is not None:
@@ -109,14 +132,25 @@ def register(app: typer.Typer) -> None:
     def speedup(
         out: OutOpt,
         gpus: GpusOpt = "8:1024",
-        network: Annotated[list[str] | None, typer.Option(
-            help="Inter-node network preset; repeat for one panel each (default ib-100).")] = None,
-        model: Annotated[list[str] | None, typer.Option(
-            help="Model preset; repeat for one row of panels each (default transformer-base).")] = None,
-        cluster: Annotated[list[str] | None, typer.Option(
-            help="Named cluster preset; repeat for one panel each (instead of --network).")] = None,
-        gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        network: Annotated[
+            list[str] | None,
+            typer.Option(help="Inter-node network preset; repeat for one panel each (default ib-100)."),
+        ] = None,
+        model: Annotated[
+            list[str] | None,
+            typer.Option(help="Model preset; repeat for one row of panels each (default transformer-base)."),
+        ] = None,
+        cluster: Annotated[
+            list[str] | None,
+            typer.Option(help="Named cluster preset; repeat for one panel each (instead of --network)."),
+        ] = None,
+        gpu: GpuOpt = None,
+        gpus_per_node: GpusPerNodeOpt = None,
+        intra: IntraOpt = None,
+        global_batch: GlobalBatchOpt = None,
+        batch_per_gpu: PerGpuOpt = None,
+        bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+        presets: PresetsOpt = None,
         topology: TopologiesOpt = None,
     ):
         """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
@@ -126,50 +160,79 @@ def register(app: typer.Typer) -> None:
         if network and cluster:
             raise UserError("give --network or --cluster, not both")
         kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
-        _render(lambda: plots.speedup_vs_gpus(gl, network or None, model or "transformer-base",
-                                              clusters=cluster or None, topologies=topology, **kw), out)
+        _render(
+            lambda: plots.speedup_vs_gpus(
+                gl,
+                network or None,
+                model or "transformer-base",
+                clusters=cluster or None,
+                topologies=topology,
+                **kw,
+            ),
+            out,
+        )
 
     @plot.command("factors")
     def factors(
         out: OutOpt,
-        gpus: Annotated[str, typer.Option(
-            "--gpus", help="One count (a bar per topology) or several, a:b or a comma list (a bar per n).")] = "64",
-        network: NetworkOpt = None, model: ModelOpt = "transformer-base", cluster: ClusterOpt = None,
-        topology: Annotated[str | None, typer.Option(
-            help="With several --gpus: this topology (default: the fastest at each n).")] = None,
-        gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        gpus: Annotated[
+            str,
+            typer.Option(
+                "--gpus", help="One count (a bar per topology) or several, a:b or a comma list (a bar per n)."
+            ),
+        ] = "64",
+        network: NetworkOpt = None,
+        model: ModelOpt = "transformer-base",
+        cluster: ClusterOpt = None,
+        topology: Annotated[
+            str | None,
+            typer.Option(help="With several --gpus: this topology (default: the fastest at each n)."),
+        ] = None,
+        gpu: GpuOpt = None,
+        gpus_per_node: GpusPerNodeOpt = None,
+        intra: IntraOpt = None,
+        global_batch: GlobalBatchOpt = None,
+        batch_per_gpu: PerGpuOpt = None,
+        bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+        presets: PresetsOpt = None,
     ):
         """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
-        if topology is not None:
-            from runtime_model.topologies import topology_info
-
-            topology_info(topology)  # one line naming the choices when unknown
+        _check_topology(topology)
         kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
         what = gl[0] if len(gl) == 1 else gl
-        _render(lambda: plots.factor_breakdown_bars(what, network, model, topology=topology, cluster=cluster,
-                                                    **kw), out)
+        _render(
+            lambda: plots.factor_breakdown_bars(
+                what, network, model, topology=topology, cluster=cluster, **kw
+            ),
+            out,
+        )
 
     @plot.command("what-if")
     def what_if(
         out: OutOpt,
         gpus: GpusOpt = "8:1024",
-        network: NetworkOpt = None, model: ModelOpt = "transformer-base", cluster: ClusterOpt = None,
-        topology: Annotated[str | None, typer.Option(help="This topology (default: the fastest at each n).")] = None,
-        gpu: GpuOpt = None, gpus_per_node: GpusPerNodeOpt = None, intra: IntraOpt = None,
-        global_batch: GlobalBatchOpt = None, batch_per_gpu: PerGpuOpt = None, bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB, presets: PresetsOpt = None,
+        network: NetworkOpt = None,
+        model: ModelOpt = "transformer-base",
+        cluster: ClusterOpt = None,
+        topology: Annotated[
+            str | None, typer.Option(help="This topology (default: the fastest at each n).")
+        ] = None,
+        gpu: GpuOpt = None,
+        gpus_per_node: GpusPerNodeOpt = None,
+        intra: IntraOpt = None,
+        global_batch: GlobalBatchOpt = None,
+        batch_per_gpu: PerGpuOpt = None,
+        bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+        presets: PresetsOpt = None,
     ):
         """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
-        if topology is not None:
-            from runtime_model.topologies import topology_info
-
-            topology_info(topology)  # one line naming the choices when unknown
+        _check_topology(topology)
         kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
         _render(lambda: plots.what_if(gl, network, model, topology=topology, cluster=cluster, **kw), out)
 
@@ -184,9 +247,15 @@ def register(app: typer.Typer) -> None:
     @plot.command("parity")
     def parity(
         out: OutOpt,
-        results: Annotated[Path, typer.Option(
-            help="Validation results JSONL (from `rtmodel validate`): predicted and measured mean iteration time per run.")],
-        title: Annotated[str, typer.Option(help="Figure title.")] = "Predicted vs measured per-iteration time",
+        results: Annotated[
+            Path,
+            typer.Option(
+                help="Validation results JSONL (from `rtmodel validate`): predicted and measured mean iteration time per run."
+            ),
+        ],
+        title: Annotated[
+            str, typer.Option(help="Figure title.")
+        ] = "Predicted vs measured per-iteration time",
     ):
         """Predicted vs measured mean iteration time with the y = x line and ±5% / ±10% bands."""
         import rtmodel_plots as plots

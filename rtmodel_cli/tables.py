@@ -75,8 +75,14 @@ def render_topologies(rows: list[dict], shape: ClusterShape, show_rounds: bool) 
         if not r["applicable"]:
             t.add_row(r["topology"], "", "", "", "", f"[yellow]not applicable: {r['reason']}[/]")
             continue
-        t.add_row(r["topology"], str(r["period"]), ",".join(map(str, r["group_sizes"])), consensus_text(r),
-                  r["decent_dp_name"] or "registered by rtmodel", r["description"])
+        t.add_row(
+            r["topology"],
+            str(r["period"]),
+            ",".join(map(str, r["group_sizes"])),
+            consensus_text(r),
+            r["decent_dp_name"] or "registered by rtmodel",
+            r["description"],
+        )
     console.print(t)
     if show_rounds:
         for r in rows:

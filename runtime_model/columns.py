@@ -60,12 +60,19 @@ def _consensus_field(entry: dict, key: str, spec: str) -> str:
 
 
 def _speedup(spec: str, suffix: str = "") -> Callable[[dict], str]:
-    return lambda e: "" if e.get("speedup_vs_allreduce") is None else f"{e['speedup_vs_allreduce']:{spec}}{suffix}"
+    return lambda e: (
+        "" if e.get("speedup_vs_allreduce") is None else f"{e['speedup_vs_allreduce']:{spec}}{suffix}"
+    )
 
 
 ADVICE_COLUMNS: tuple[Column, ...] = (
-    Column("topology", "topology", lambda e: e["topology"],
-           lambda e: "allreduce (DDP)" if e["topology"] == "allreduce" else e["topology"], numeric=False),
+    Column(
+        "topology",
+        "topology",
+        lambda e: e["topology"],
+        lambda e: "allreduce (DDP)" if e["topology"] == "allreduce" else e["topology"],
+        numeric=False,
+    ),
     Column("applicable", None, lambda e: str(e["applicable"]), numeric=False),
     Column("mean_ms", None, _it("mean", ".4f")),
     Column("p50_ms", "p50 ms", _it("p50", ".4f"), _it("p50", ".2f")),

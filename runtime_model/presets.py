@@ -16,24 +16,12 @@ from runtime_model.constraints import FRACTION, POSITIVE, POSITIVE_FRACTION, Int
 from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB, MIB
 from runtime_model.distributions import NormalCompute
 from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
-from runtime_model.preset_types import (
-    ClusterPreset,
-    GpuPreset,
-    LinkPreset,
-    ModelPreset,
-    PresetDefaults,
-    PresetLibrary,
-    UnknownPreset,
-)
+from runtime_model.preset_types import LinkPreset, PresetLibrary, UnknownPreset
 from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
 
 __all__ = [
-    "ClusterPreset",
-    "GpuPreset",
     "LinkPreset",
-    "ModelPreset",
     "PresetChoice",
-    "PresetDefaults",
     "PresetFileError",
     "PresetLibrary",
     "UnknownPreset",

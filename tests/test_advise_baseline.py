@@ -12,19 +12,24 @@ import shlex
 from pathlib import Path
 
 import pytest
-from rtmodel_cli.app import app
 from typer.testing import CliRunner
+
+from rtmodel_cli.app import app
 
 BASELINE = Path(__file__).parent / "data" / "advise_baseline"
 ROOT = Path(__file__).parent.parent
-SCENARIOS = [line.split("|", 1) for line in (BASELINE / "scenarios.txt").read_text().splitlines() if line.strip()]
+SCENARIOS = [
+    line.split("|", 1) for line in (BASELINE / "scenarios.txt").read_text().splitlines() if line.strip()
+]
 
 
 def assert_same(got, want, where="$"):
     if isinstance(want, float) and isinstance(got, int | float):
         assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15), f"{where}: {got} != {want}"
     elif isinstance(want, dict):
-        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+        assert isinstance(got, dict) and set(got) == set(want), (
+            f"{where}: keys {sorted(got)} != {sorted(want)}"
+        )
         for k in want:
             assert_same(got[k], want[k], f"{where}.{k}")
     elif isinstance(want, list):

@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from runtime_model import presets
+from runtime_model import preset_types, presets
 from runtime_model.errors import InvalidValue, UserError
 from runtime_model.preset_loading import PresetFileError, load_library
 
@@ -37,7 +37,7 @@ def write(tmp_path, name: str, text: str):
 
 def test_builtins_load_into_typed_presets_with_sources():
     lib = presets.builtin_library()
-    assert isinstance(lib.gpus["A100"], presets.GpuPreset)
+    assert isinstance(lib.gpus["A100"], preset_types.GpuPreset)
     assert lib.gpus["A100"].tflops["tf32"] == 156.0 and lib.gpus["A100"].memory_bandwidth_GBps == 1555
     assert lib.inter_networks["ib-100"].bandwidth_Gbps == 100 and lib.intra_links["nvlink3"].latency_us == 4
     assert lib.models["resnet50"].params == 25_557_032 and lib.models["resnet50"].unit == "image"

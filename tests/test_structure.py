@@ -7,11 +7,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PACKAGES = ("rtmodel_cli", "rtmodel_plots", "runtime_model", "profiler", "calibration", "validation", "emulation")
+PACKAGES = (
+    "rtmodel_cli",
+    "rtmodel_plots",
+    "runtime_model",
+    "profiler",
+    "calibration",
+    "validation",
+    "emulation",
+)
 # runtime_model is pure numpy/scipy: not the stages above it, not the shell's or the plots' libraries.
 MODEL_MAY_NOT_IMPORT = {
-    "calibration", "profiler", "validation", "emulation", "rtmodel_cli", "rtmodel_plots",
-    "typer", "rich", "matplotlib", "pandas", "torch",
+    "calibration",
+    "profiler",
+    "validation",
+    "emulation",
+    "rtmodel_cli",
+    "rtmodel_plots",
+    "typer",
+    "rich",
+    "matplotlib",
+    "pandas",
+    "torch",
 }
 MAX_MODULE_LINES = 400
 

@@ -12,7 +12,7 @@ validation.decentdp_topologies).
 
 from __future__ import annotations
 
-import importlib
+from runtime_model.lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "run_validation": "validation.validate",
@@ -27,9 +27,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'validation' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
