@@ -2,7 +2,7 @@
 
 Entry points: `profiler.launch.run_profile(...)` (plain function), `profiler.cli.register(app)` (adds the
 typer `profile` command), `python -m profiler` (argparse). Modules, one job each:
-  workloads (models; stable API, validation imports it), model_spec (--model checks, no torch),
+  workloads (models; stable API, validation imports it), model_choice (--model checks, no torch),
   buckets (DDP / Decent-DP bucket layouts), patterns (groups and sizes, no torch), options,
   launch (local launcher / torchrun rank), rank (the sections on one rank), shape, compute, comm,
   document (schema, atomic checkpoints, resume), failures (rank failure records), envvars.

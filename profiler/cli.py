@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
 
         Run it plainly to launch local ranks, or under torchrun on every node (see the README)."""
         from profiler.launch import run_profile
-        from profiler.model_spec import parse_model_args
+        from profiler.model_choice import parse_model_args
 
         run_profile(out, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
                     ranks_per_node=ranks_per_node, resume=resume, timeout_s=timeout_s, iterations=iterations,

@@ -24,7 +24,7 @@ from pathlib import Path
 from profiler.envvars import DEBUG_ENV, DEVICE_INDEX_ENV, ERROR_DIR_ENV, NODE_NAME_ENV, RANKS_PER_NODE_ENV
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
-from profiler.model_spec import check_workload_spec
+from profiler.model_choice import check_model_choice
 from profiler.options import ProfileOptions
 
 GRACE_S = 10.0  # after the first rank fails, how long the others get to fail on their own
@@ -64,7 +64,7 @@ def profile(opts: ProfileOptions) -> dict | None:
     from profiler.rank import in_launched_rank, run_rank
 
     opts = opts.resolved()
-    check_workload_spec(opts.model, opts.model_args)
+    check_model_choice(opts.model, opts.model_args)
     if in_launched_rank():
         return run_rank(opts)
     return launch_local(opts)

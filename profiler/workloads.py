@@ -11,9 +11,9 @@ Public API (stable; validation/ imports it too):
     Workload.bucket_layout(cap_mb=25.0, first_bucket_mb=1.0) -> BucketLayout   (traces one backward)
     bucket_layout(model, cap_mb=25.0, first_bucket_mb=1.0, run_backward=None) -> BucketLayout
     jitter_multiplier(kind, cv, seed, rank, step) -> float
-    parse_model_args(["k=v", ...]) -> dict;  check_workload_spec(name, model_args) -> resolved args
+    parse_model_args(["k=v", ...]) -> dict;  check_model_choice(name, model_args) -> resolved args
 
-Built-in models (defaults in model_spec.BUILTIN_DEFAULTS):
+Built-in models (defaults in model_choice.BUILTIN_DEFAULTS):
 - synthetic: `layers` fp32 parameter tensors of param_mb / layers MiB each. Forward and backward do no
   math: each layer SLEEPS forward_ms / layers (forward) and backward_ms / layers (backward), times the
   iteration's jitter multiplier, then returns a zero gradient of the parameter's shape. Because each
@@ -55,10 +55,10 @@ from torch import nn
 
 from profiler.buckets import BucketLayout, bucket_layout
 from profiler.errors import WorkloadError
-from profiler.model_spec import (
+from profiler.model_choice import (
     BUILTIN_DEFAULTS,
     BUILTIN_MODELS,
-    check_workload_spec,
+    check_model_choice,
     load_factory,
     parse_model_args,
     resolve_model_args,
@@ -72,7 +72,7 @@ __all__ = [
     "Workload",
     "bucket_layout",
     "build_workload",
-    "check_workload_spec",
+    "check_model_choice",
     "jitter_multiplier",
     "parse_model_args",
 ]

@@ -22,7 +22,7 @@ from profiler.buckets import layout_from_order  # noqa: E402
 from profiler.document import resume_plan, write_atomic  # noqa: E402
 from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: E402
 from profiler.launch import run_profile  # noqa: E402
-from profiler.model_spec import parse_model_args, resolve_model_args  # noqa: E402
+from profiler.model_choice import parse_model_args, resolve_model_args  # noqa: E402
 from profiler.patterns import message_sizes, patterns_for  # noqa: E402
 from profiler.workloads import build_workload, jitter_multiplier  # noqa: E402
 

@@ -207,7 +207,7 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
     sc = replace(sc, description=f"validation of {synthetic_profiles[1]}")
     assert plan.predicted.allreduce == allreduce_prediction(sc)
     assert plan.predicted.topology.mean_s == gossip_prediction(sc, _schedule(sc, "ring")).mean_s
-    assert plan.run_spec(60)["world_size"] == 4 and plan.run_spec(60)["ranks_per_node"] == 2
+    assert plan.rank_job(60)["world_size"] == 4 and plan.rank_job(60)["ranks_per_node"] == 2
     assert plan.workload["batch_per_rank"] == 8 and plan.profile_info["backend"] == "synthetic"
     assert plan.to_dict()["predicted"]["allreduce"]["mean_s"] == plan.predicted.allreduce.mean_s
 

@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
             return
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
-        from profiler.model_spec import parse_model_args
+        from profiler.model_choice import parse_model_args
         from validation.validate import run_validation
 
         result = run_validation(

@@ -63,14 +63,14 @@ def _last_line(log: Path) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-def launch_local(spec: dict, nproc: int, timeout_s: float, workdir: Path) -> list[dict]:
+def launch_local(job: dict, nproc: int, timeout_s: float, workdir: Path) -> list[dict]:
     """Run `nproc` ranks of validation.worker on this machine; returns every rank's report (rank order)."""
-    spec_path = workdir / "spec.json"
-    spec_path.write_text(json.dumps(spec))
+    job_path = workdir / "job.json"
+    job_path.write_text(json.dumps(job))
     log = workdir / "job.log"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(nproc), "-m", "validation.worker", "--spec", str(spec_path), "--out", str(workdir),
+        "--nproc-per-node", str(nproc), "-m", "validation.worker", "--job", str(job_path), "--out", str(workdir),
     ]
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)

@@ -3,7 +3,7 @@
 Why a separate, torch-free step: every user mistake (unknown or inapplicable topology, a profile from
 another cluster shape, bad iteration counts, a topology Decent-DP cannot run) is caught here in one
 clear line, before N processes spend seconds importing torch. The plan is plain JSON-able data, so the
-launcher hands the ranks exactly what they need (`Plan.run_spec`).
+launcher hands the ranks exactly what they need (`Plan.rank_job`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     profile_info: dict = field(default_factory=dict)
 
-    def run_spec(self, timeout_s: float) -> dict:
+    def rank_job(self, timeout_s: float) -> dict:
         """The part the ranks need (JSON-able)."""
         return {
             "world_size": self.shape.gpus,
@@ -115,7 +115,7 @@ def decent_dp_blocker(schedule) -> str | None:
 
 def resolve_workload(profile: Profile, model: str | None, model_args: dict | None) -> tuple[dict, list[str]]:
     """The run's workload: the profiled one, or --model/--model-arg overrides (said in a note)."""
-    from profiler.model_spec import check_workload_spec
+    from profiler.model_choice import check_model_choice
 
     wl = profile.workload
     prof_model = str(wl.model)
@@ -130,12 +130,12 @@ def resolve_workload(profile: Profile, model: str | None, model_args: dict | Non
     else:
         run_model, run_args = model, dict(model_args or {})
     try:
-        resolved = check_workload_spec(run_model, run_args)
+        resolved = check_model_choice(run_model, run_args)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
     if model is not None or model_args:
         try:
-            prof_resolved = check_workload_spec(prof_model, prof_args)
+            prof_resolved = check_model_choice(prof_model, prof_args)
         except ValueError:
             prof_resolved = prof_args
         if (run_model, resolved) != (prof_model, prof_resolved):

@@ -77,15 +77,15 @@ def _ddp_bucket_cap(cap_mb: float):
     return None if cap_mb == BUCKET_CAP_MIB else cap_mb
 
 
-def run_allreduce(spec: dict, device: torch.device) -> list[float]:
+def run_allreduce(job: dict, device: torch.device) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel
 
     from profiler.workloads import build_workload
 
-    wl_spec = spec["workload"]
-    wl = build_workload(wl_spec["model"], wl_spec["model_args"], wl_spec["batch_per_rank"], device)
+    wl_job = job["workload"]
+    wl = build_workload(wl_job["model"], wl_job["model_args"], wl_job["batch_per_rank"], device)
     ids = [device.index] if device.type == "cuda" else None
-    model = DistributedDataParallel(wl.model, device_ids=ids, bucket_cap_mb=_ddp_bucket_cap(wl_spec["bucket_cap_mb"]))
+    model = DistributedDataParallel(wl.model, device_ids=ids, bucket_cap_mb=_ddp_bucket_cap(wl_job["bucket_cap_mb"]))
     optimizer = wl.make_optimizer(model.parameters(), lr=1e-3)
 
     def step(batch):
@@ -93,50 +93,50 @@ def run_allreduce(spec: dict, device: torch.device) -> list[float]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return timed_loop(step, wl, spec["warmup"], spec["iterations"], device)
+    return timed_loop(step, wl, job["warmup"], job["iterations"], device)
 
 
-def run_decentdp(spec: dict, device: torch.device) -> tuple[list[float], float]:
+def run_decentdp(job: dict, device: torch.device) -> tuple[list[float], float]:
     """(times, this rank's distance to consensus after the run)."""
     from decent_dp.ddp import DecentralizedDataParallel
     from decent_dp.topo import TopologyReg
 
     from profiler.workloads import build_workload
 
-    if spec["registered_by_rtmodel"]:
+    if job["registered_by_rtmodel"]:
         import validation.decentdp_topologies  # noqa: F401  (registers rtmodel's schedules)
-    name = spec["decent_dp_topology"]
+    name = job["decent_dp_topology"]
     if name not in TopologyReg.registry:
         raise ValidationError(f"Decent-DP has no topology {name!r} (known: {', '.join(TopologyReg.registry)})")
-    wl_spec = spec["workload"]
-    wl = build_workload(wl_spec["model"], wl_spec["model_args"], wl_spec["batch_per_rank"], device)
+    wl_job = job["workload"]
+    wl = build_workload(wl_job["model"], wl_job["model_args"], wl_job["batch_per_rank"], device)
     model = DecentralizedDataParallel(
         wl.model,
         optim_fn=lambda named: wl.make_optimizer([p for _, p in named], lr=1e-3),
         topology=name,
-        bucket_size_in_mb=wl_spec["bucket_cap_mb"],
-        _local_world_size=spec["ranks_per_node"],
+        bucket_size_in_mb=wl_job["bucket_cap_mb"],
+        _local_world_size=job["ranks_per_node"],
     )
     model.train()
 
     def step(batch):
         wl.loss(model, batch).backward()
 
-    times = timed_loop(step, wl, spec["warmup"], spec["iterations"], device)
+    times = timed_loop(step, wl, job["warmup"], job["iterations"], device)
     d2c = model.global_avg(will_revert=False, return_d2c=True)
     return times, float(d2c)
 
 
-def run_rank(spec: dict) -> list[dict] | None:
+def run_rank(job: dict) -> list[dict] | None:
     """Run both trainings on this rank; rank 0 returns every rank's report, the others None."""
-    created = init_distributed(spec["timeout_s"])
+    created = init_distributed(job["timeout_s"])
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
-        if world != spec["world_size"]:
-            raise ValidationError(f"the job has {world} ranks but the plan was made for {spec['world_size']}")
+        if world != job["world_size"]:
+            raise ValidationError(f"the job has {world} ranks but the plan was made for {job['world_size']}")
         device = run_device()
-        ar_times = run_allreduce(spec, device)
-        dd_times, d2c = run_decentdp(spec, device)
+        ar_times = run_allreduce(job, device)
+        dd_times, d2c = run_decentdp(job, device)
         report = {
             "rank": rank,
             "local_rank": int(os.environ.get("LOCAL_RANK", rank)),

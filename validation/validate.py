@@ -140,7 +140,7 @@ def run_validation(
 
     workdir = Path(tempfile.mkdtemp(prefix="rtmodel-validate-"))
     timestamp = _now()
-    reports = launch_local(plan.run_spec(timeout_s), shape.gpus, timeout_s, workdir)
+    reports = launch_local(plan.rank_job(timeout_s), shape.gpus, timeout_s, workdir)
     shutil.rmtree(workdir, ignore_errors=True)  # kept on failure: the error names its log
     result = assemble(plan, reports, timestamp)
     if results_path is not None:
@@ -169,7 +169,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
             raise ValidationError(box[0])
         plan: Plan = box[0]
         timestamp = _now()
-        reports = run_rank(plan.run_spec(timeout_s))
+        reports = run_rank(plan.rank_job(timeout_s))
         if rank != 0:
             return None  # the barrier in _quiet_teardown holds this rank until rank 0 has written
         result = assemble(plan, reports, timestamp)

@@ -1,8 +1,8 @@
 """Entry point of each rank when `rtmodel validate` launches the job locally:
 
-    python -m torch.distributed.run --standalone --nproc-per-node N -m validation.worker --spec S --out DIR
+    python -m torch.distributed.run --standalone --nproc-per-node N -m validation.worker --job FILE --out DIR
 
-Reads the run spec (validation.plan.Plan.run_spec), runs validation.runner.run_rank, and rank 0 writes
+Reads the rank job (validation.plan.Plan.rank_job), runs validation.runner.run_rank, and rank 0 writes
 every rank's report to DIR/reports.json (atomically). A failing rank writes DIR/rank<R>.error (one
 line: what failed) before exiting non-zero, so the launcher can name it instead of showing a traceback.
 """
@@ -26,14 +26,14 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--spec", required=True, type=Path)
+    ap.add_argument("--job", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     try:
         from validation.runner import run_rank
 
-        reports = run_rank(json.loads(args.spec.read_text()))
+        reports = run_rank(json.loads(args.job.read_text()))
         if reports is not None:
             _write_atomic(args.out / "reports.json", json.dumps(reports))
         return 0

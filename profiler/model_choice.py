@@ -121,7 +121,7 @@ def load_factory(spec: str) -> Callable:
     return factory
 
 
-def check_workload_spec(name: str, model_args: dict | None) -> dict:
+def check_model_choice(name: str, model_args: dict | None) -> dict:
     """Validate a --model choice early; returns the resolved model args."""
     if name in BUILTIN_DEFAULTS:
         return resolve_model_args(name, model_args)
