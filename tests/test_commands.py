@@ -106,3 +106,23 @@ def test_bad_input_is_one_line_and_exit_2(path, tmp_path, monkeypatch):
     if len(lines) == 1:
         assert lines[0].startswith("error: "), lines
     assert not any(tmp_path.iterdir()), "a failed command wrote files"
+
+
+@pytest.mark.parametrize("path", [("advise",), ("calibrate",), ("plot", "factors")], ids=" ".join)
+def test_debug_env_adds_the_traceback_and_keeps_the_exit_code(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, [*path, *BAD_INPUT[path]], env={"RTMODEL_DEBUG": "1"})
+    assert res.exit_code == 2
+    assert "Traceback" in res.stderr and res.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_a_bug_is_not_dressed_as_a_user_error(monkeypatch):
+    """Only rtmodel's own errors and OSError become one line; anything else keeps its traceback."""
+    import runtime_model.advisor as advisor
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(advisor, "advise", broken)
+    res = runner.invoke(app, ["advise", "--gpus", "8"])
+    assert res.exit_code == 1 and isinstance(res.exception, KeyError)
