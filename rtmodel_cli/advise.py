@@ -34,42 +34,16 @@ def register(app: typer.Typer) -> None:
     app.command("advise")(advise)
 
 
-def scenario_for(
-    gpus,
-    gpus_per_node,
-    gpu,
-    network,
-    intra,
-    model,
-    global_batch,
-    precision,
-    mfu,
-    compute_cv,
-    bucket_cap_mb,
-    cluster,
-    profile: Path | None,
-    preset_dirs: list[Path] | None = None,
-):
+def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[Path] | None = None):
     """Presets, or a profile calibrated on the fly (same data types either way).
+
+    `preset_request` holds `presets.resolve`'s keyword arguments (the user's preset choices); with a
+    profile only its network names are used, for links the profile could not measure.
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model import presets
 
     library = presets.load_library(preset_dirs or ())
-    choice = presets.resolve(
-        gpus,
-        gpus_per_node,
-        gpu,
-        network,
-        intra,
-        model,
-        global_batch,
-        precision,
-        mfu,
-        compute_cv,
-        bucket_cap_mb,
-        cluster,
-        library=library,
-    )
+    choice = presets.resolve(**preset_request, library=library)
     inputs = {"preset": dict(vars(choice))}
     if profile is None:
         sc = presets.scenario_from_choice(choice, library)
@@ -82,7 +56,9 @@ def scenario_for(
     from calibration import scenario_from_profile
 
     fallback = presets.network_preset(choice.network, choice.intra, library)
-    profiled = scenario_from_profile(profile, gpus, gpus_per_node, fallback_network=fallback)
+    profiled = scenario_from_profile(
+        profile, choice.gpus, preset_request["gpus_per_node"], fallback_network=fallback
+    )
     measured = profiled.measured_shape
     inputs = {
         "profile": str(profile),
@@ -122,22 +98,21 @@ def advise(
     from runtime_model.constraints import Interval
 
     Interval(0.0, 1.0, closed="left").check("margin", margin)
-    sc, prov, notes, inputs = scenario_for(
-        gpus,
-        gpus_per_node,
-        gpu,
-        network,
-        intra,
-        model,
-        global_batch,
-        precision,
-        mfu,
-        compute_cv,
-        bucket_cap_mb,
-        cluster,
-        profile,
-        presets,
+    request = dict(
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        gpu=gpu,
+        network=network,
+        intra=intra,
+        model=model,
+        global_batch=global_batch,
+        precision=precision,
+        mfu=mfu,
+        compute_cv=compute_cv,
+        bucket_cap_mb=bucket_cap_mb,
+        cluster=cluster,
     )
+    sc, prov, notes, inputs = scenario_for(request, profile, presets)
     adv = run_advice(sc, margin=margin, topologies=topology or None, provenance=prov)
     adv.notes.extend(notes)
     if format is Format.json:
