@@ -46,3 +46,10 @@ def test_advise_json_matches_recorded_baseline(name, args, monkeypatch):
     res = CliRunner().invoke(app, ["advise", *shlex.split(args), "--format", "json"])
     assert res.exit_code == 0, res.output
     assert_same(json.loads(res.stdout), json.loads((BASELINE / f"{name}.json").read_text()))
+
+
+def test_advise_csv_matches_recorded_baseline():
+    """The CSV is drawn from the same column list as the table: the recorded default run, byte for byte."""
+    res = CliRunner().invoke(app, ["advise", "--gpus", "64", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == (BASELINE / "default.csv").read_text()
