@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runtime_model.advisor import Advice
-from runtime_model.columns import TABLE_COLUMNS, consensus_text
+from runtime_model.columns import MODEL_ONLY, TABLE_COLUMNS, consensus_text
 from runtime_model.defaults import MIB
 from runtime_model.report import advice_to_dict
 from runtime_model.scenario import ClusterShape
@@ -39,7 +39,7 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
             t.add_row(entry["topology"], *blanks, f"[yellow]not applicable: {entry['reason']}[/]")
             continue
         cells = [col.table(entry) for col in TABLE_COLUMNS]
-        if cells[-1] == "model only (below)":
+        if cells[-1] == MODEL_ONLY:
             cells[-1] = f"[yellow]{cells[-1]}[/]"
         t.add_row(*cells)
     console.print(t)

@@ -16,6 +16,9 @@ def _ms(value: float | None, spec: str) -> str:
     return "" if value is None else format(value * 1e3, spec)
 
 
+MODEL_ONLY = "model only (below)"  # the reason is printed under the table
+
+
 def consensus_text(entry: dict) -> str:
     """'exact every iteration' (All-Reduce), 'exact in R rounds', or the per-period contraction rho."""
     c = entry.get("consensus") or {}
@@ -30,7 +33,7 @@ def runs_on_text(entry: dict) -> str:
     if entry["topology"] == "allreduce":
         return "PyTorch DDP"
     if not entry.get("runs_on_decent_dp"):
-        return "model only (below)"
+        return MODEL_ONLY
     return "Decent-DP" if entry["decent_dp_builtin"] else "Decent-DP + rtmodel schedule"
 
 

@@ -135,8 +135,6 @@ TOPOLOGY_CSV_FIELDS = ("topology", "applicable", "period", "group_sizes", "exact
 
 def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
     """`rtmodel topologies` data: every schedule for `shape`, or why it does not fit."""
-    from dataclasses import asdict
-
     from runtime_model.consensus import consensus_metrics
     from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule, topology_names
 
