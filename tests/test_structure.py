@@ -57,3 +57,21 @@ def test_modules_stay_small():
         if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_cluster_extra_takes_ranges_and_ci_pins_the_cpu_build():
+    """A GPU user's own CUDA torch must survive `pip install .[cluster]`; only CI pins (constraints)."""
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    cluster = meta["project"]["optional-dependencies"]["cluster"]
+    assert cluster and not any("==" in req for req in cluster), cluster
+    constraints = (ROOT / ".ci" / "cpu-constraints.txt").read_text()
+    assert "torch==2.13.0" in constraints
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = next(line for line in ci.splitlines() if line.startswith("pip install"))
+    assert f"```bash\n{command}\n```" in readme
