@@ -12,7 +12,7 @@ import importlib
 
 import typer
 
-from rtmodel_cli.failing import guard_app
+from rtmodel_cli.failing import OneLineUsageErrors, guard_app
 
 COMMAND_MODULES = (  # in the order `rtmodel --help` lists them
     "rtmodel_cli.advise",
@@ -29,6 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OneLineUsageErrors,
 )
 
 

@@ -15,6 +15,7 @@ import sys
 import traceback
 
 import typer
+from typer.core import TyperGroup
 
 from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
 
@@ -84,3 +85,31 @@ def guard_app(typer_app: typer.Typer) -> typer.Typer:
     for group in typer_app.registered_groups:
         guard_app(group.typer_instance)
     return typer_app
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The app's group: usage errors (unknown option, bad choice, missing value) end as one line too.
+
+    Why: typer shows them as a usage line, a hint and a boxed panel, which breaks the promise of one
+    `error:` line per bad input. The command's --help is named in the line instead."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            code = 1
+        except typer.TyperException as exc:  # click's exceptions, as typer vendors them
+            code = getattr(exc, "exit_code", 1)
+            if type(exc).__name__ != "NoArgsIsHelpError":  # typer has already printed the help
+                typer.echo(f"error: {usage_line(exc)}", err=True)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_line(exc) -> str:
+    """click's message on one line, pointing at the command's --help."""
+    message = " ".join(str(exc.format_message()).split())
+    ctx = getattr(exc, "ctx", None)
+    return f"{message} (see: {ctx.command_path} --help)" if ctx is not None else message
