@@ -1,7 +1,8 @@
 """Communication benchmark: all-reduce time per pattern and message size, all groups at once.
 
 Protocol (every rank runs the same sequence, so collectives line up):
-  for each pattern: every rank calls dist.new_group for every group, in order;
+  for each pattern: every rank calls dist.new_group for every group, in order, then one small
+      all-reduce on its own group (NCCL sets a communicator up in its first collective: never timed);
   for each size: barrier, one unrecorded warm-up all-reduce, then `reps` times:
       barrier; (sync GPU); t0; all_reduce on my group; (sync GPU); t1.
 A rank outside every group of a pattern only joins the barriers. The buffer is zeros so repeated
@@ -29,6 +30,38 @@ def barrier(device: torch.device) -> None:
         dist.barrier()
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def make_groups(pattern: Pattern, device: torch.device):
+    """Create every group of the pattern and warm this rank's up; returns it (None: in no group).
+
+    Every rank must call new_group for every group in the same order. The warm-up all-reduce makes
+    the group's communicator exist before anything is timed, even where NCCL creates it lazily."""
+    rank = dist.get_rank()
+    mine = None
+    for ranks in pattern.groups:
+        group = dist.new_group(list(ranks))
+        if rank in ranks:
+            mine = group
+    if mine is not None:
+        dist.all_reduce(torch.zeros(1, dtype=torch.float32, device=device), group=mine)
+        _sync(device)
+    return mine
+
+
+def timed_all_reduce(buf: torch.Tensor, group, device: torch.device) -> float:
+    """Seconds of one all-reduce; the GPU is synchronised before each clock read, so the time is the
+    collective's, not just its launch's."""
+    _sync(device)
+    t0 = time.perf_counter()
+    dist.all_reduce(buf, group=group)
+    _sync(device)
+    return time.perf_counter() - t0
+
+
 def measure_pattern(
     pattern: Pattern,
     sizes: list[int],
@@ -37,13 +70,7 @@ def measure_pattern(
     progress: Callable[[str], None] | None = None,
 ) -> list[list[float] | None]:
     """This rank's durations per size (None where the rank is in no group of the pattern)."""
-    rank = dist.get_rank()
-    mine = None
-    for ranks in pattern.groups:
-        group = dist.new_group(list(ranks))
-        if rank in ranks:
-            mine = group
-    cuda = device.type == "cuda"
+    mine = make_groups(pattern, device)
     out: list[list[float] | None] = []
     for i, nbytes in enumerate(sizes):
         buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
@@ -54,14 +81,9 @@ def measure_pattern(
             barrier(device)
             if mine is None:
                 continue
-            if cuda:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            dist.all_reduce(buf, group=mine)
-            if cuda:
-                torch.cuda.synchronize()
-            if rep:  # rep 0 is the warm-up
-                times.append(time.perf_counter() - t0)
+            seconds = timed_all_reduce(buf, mine, device)
+            if rep:  # rep 0 is this size's warm-up
+                times.append(seconds)
         out.append(times if mine is not None else None)
         del buf
     barrier(device)

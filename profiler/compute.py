@@ -18,6 +18,10 @@ from profiler.buckets import BucketLayout, trainable_params
 
 
 class Clock:
+    """Marks on the compute stream: CUDA events on a GPU (the host clock would time kernel launches,
+    not kernels), perf_counter on CPU. Call sync() after the last mark and before seconds():
+    elapsed_time is only defined once both events have completed."""
+
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
 

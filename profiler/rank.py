@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from datetime import timedelta
 
 from profiler.errors import RankFailure
 from profiler.failures import note_phase, one_line
@@ -45,10 +44,9 @@ def run_rank(opts: ProfileOptions) -> dict | None:
     with tracker.phase("setup/init"):
         import torch.distributed as dist
 
-        from profiler.shape import choose_backend
+        from profiler.shape import init_distributed
 
-        backend, device = choose_backend(opts.backend)
-        dist.init_process_group(backend, timeout=timedelta(seconds=opts.timeout_s))
+        backend, device = init_distributed(opts.backend, opts.timeout_s)
     try:
         return _sections(opts, rank, backend, device, tracker)
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -41,16 +42,30 @@ def device_index() -> int:
 
 
 def choose_backend(requested: str) -> tuple[str, torch.device]:
-    """nccl on CUDA GPUs, gloo on CPU (or what --backend asks for)."""
+    """nccl on CUDA GPUs, gloo on CPU (or what --backend asks for); the GPU is device_index()'s."""
     cuda = torch.cuda.is_available()
     backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
     if backend == "nccl" and not cuda:
         raise ProfilingError("--backend nccl needs CUDA GPUs, and torch sees none here")
     if cuda:
-        idx = device_index()
-        torch.cuda.set_device(idx)
-        return backend, torch.device("cuda", idx)
+        return backend, torch.device("cuda", device_index())
     return backend, torch.device("cpu")
+
+
+def init_distributed(requested: str, timeout_s: float) -> tuple[str, torch.device]:
+    """Bind this process to its GPU, then create the default process group; returns (backend, device).
+
+    Why set_device first: NCCL and the collectives that use "the current device" (barrier, *_object)
+    must use the GPU we time on. Why device_id on NCCL: a bound group forms its communicator now and
+    new_group splits it eagerly (torch >= 2.4, init_process_group's `device_id`), instead of lazily in
+    a group's first, possibly timed, collective. Gloo takes no device_id.
+    """
+    backend, device = choose_backend(requested)
+    if device.type == "cuda":
+        torch.cuda.set_device(device.index)
+    bound = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend, timeout=timedelta(seconds=float(timeout_s)), **bound)
+    return backend, device
 
 
 def _nccl_version() -> str | None:

@@ -60,7 +60,7 @@ class Plan:
     registered_by_rtmodel: bool  # True: validation.decentdp_topologies must be imported on every rank
     workload: dict  # model, model_args, batch_per_rank, bucket_cap_mb
     iterations: int
-    warmup: int
+    warmup: int  # effective: the user's, raised to one schedule period + MIN_WARMUP (effective_warmup)
     predicted: PlanPredictions
     recommended: bool = False
     advisor: dict | None = None  # recommendation, verdict, too_close_to_call (with --recommended)
@@ -93,6 +93,17 @@ def check_counts(iterations: int, warmup: int) -> None:
             f"--warmup must be an integer >= {MIN_WARMUP}, got {warmup!r} (Decent-DP sets up its buckets "
             "in its 2nd iteration and DDP rebuilds its buckets after the 1st: those must not be timed)"
         )
+
+
+def effective_warmup(warmup: int, schedule) -> int:
+    """The warm-up the run uses: the user's, but at least one full period of the schedule + MIN_WARMUP.
+
+    Why: NCCL may set a group's communicator up in its first collective, and Decent-DP first gossips
+    on round r at about iteration r (one-peer-exp has 5 rounds at 32 ranks), so a shorter warm-up
+    times set-up. DDP's single all-reduce group (period 1) is covered by MIN_WARMUP already.
+    """
+    period = 1 if schedule.static_graph is not None else schedule.period
+    return max(warmup, period + MIN_WARMUP)
 
 
 def check_shape(profile: Profile, shape: ClusterShape, origin: str) -> None:
@@ -248,6 +259,12 @@ def make_plan(
     scenario = replace(profiled.scenario, description=f"validation of {origin}")
     name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario)
     notes.extend(topo_notes)
+    run_warmup = effective_warmup(warmup, schedule)
+    if run_warmup > warmup:
+        notes.append(
+            f"warm-up raised from {warmup} to {run_warmup} iterations (one {schedule.period}-round period of "
+            f"{name} + {MIN_WARMUP}): each gossip group's first collective sets up its communicator, untimed"
+        )
     dd_name = TOPOLOGIES[name].decent_dp_name
     predicted = PlanPredictions(allreduce_prediction(scenario), gossip_prediction(scenario, schedule))
     info = {
@@ -265,7 +282,7 @@ def make_plan(
         registered_by_rtmodel=dd_name is None,
         workload=workload,
         iterations=iterations,
-        warmup=warmup,
+        warmup=run_warmup,
         predicted=predicted,
         recommended=recommended,
         advisor=advisor,

@@ -6,8 +6,9 @@ so both see identical compute) and use Adam. What one iteration is:
 - Decent-DP: forward + backward; its hooks wait for the previous gossip, mix, step Adam per bucket and
              launch the next gossip, all inside backward.
 Batches are made before the clock starts. On GPU the clock is torch.cuda.synchronize + perf_counter.
-Warm-up iterations are not timed: Decent-DP builds its buckets in the forward of its 2nd iteration
-and DDP rebuilds its buckets after the 1st (plan.MIN_WARMUP). Rank 0 gathers every rank's times.
+Warm-up iterations are not timed: Decent-DP builds its buckets in the forward of its 2nd iteration,
+DDP rebuilds its buckets after the 1st, and NCCL sets up a group's communicator in its first collective
+(plan.effective_warmup: one gossip period + 2). Rank 0 gathers every rank's times.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import socket
 import sys
 import time
-from datetime import timedelta
 
 if "loguru" not in sys.modules:
     os.environ.setdefault("LOGURU_LEVEL", "INFO")  # Decent-DP logs its setup at DEBUG on rank 0
@@ -27,25 +27,24 @@ import torch.distributed as dist  # noqa: E402
 from validation.errors import ValidationError
 
 
-def _device_index() -> int:
-    return int(os.environ.get("RTMODEL_DEVICE_INDEX") or os.environ.get("LOCAL_RANK") or 0)
-
-
 def init_distributed(timeout_s: float) -> bool:
-    """Join the torchrun job (nccl on GPU, gloo on CPU); True when this call created the process group."""
+    """Join the torchrun job (nccl on GPU, gloo on CPU); True when this call created the process group.
+
+    profiler.shape.init_distributed: the GPU (RTMODEL_DEVICE_INDEX, else LOCAL_RANK) is made current
+    before the group exists, and NCCL is bound to it so communicators are created eagerly."""
+    from profiler.shape import init_distributed as init_bound
+
     if dist.is_initialized():
         return False
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(_device_index())
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(timeout_s)))
+    init_bound("auto", timeout_s)
     return True
 
 
 def run_device() -> torch.device:
-    if torch.cuda.is_available():
-        return torch.device("cuda", _device_index())
-    return torch.device("cpu")
+    """The device init_distributed bound this rank to."""
+    from profiler.shape import choose_backend
+
+    return choose_backend("auto")[1]
 
 
 def _sync(device: torch.device) -> None:
@@ -53,18 +52,24 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def clock(device: torch.device) -> float:
+    """Host time once the GPU has finished all queued work: an iteration ends when its kernels do."""
+    _sync(device)
+    return time.perf_counter()
+
+
 def timed_loop(step_fn, workload, warmup: int, iterations: int, device: torch.device) -> list[float]:
     """Per-iteration wall times (s) of `step_fn(batch)` after `warmup` untimed iterations."""
+    from profiler.comm import barrier
+
     times: list[float] = []
     for step in range(warmup + iterations):
         if step == warmup:
-            dist.barrier()  # all ranks start the timed part together
+            barrier(device)  # all ranks start the timed part together
         batch = workload.make_batch(step)
-        _sync(device)
-        t0 = time.perf_counter()
+        t0 = clock(device)
         step_fn(batch)
-        _sync(device)
-        t1 = time.perf_counter()
+        t1 = clock(device)
         if step >= warmup:
             times.append(t1 - t0)
     return times
