@@ -34,9 +34,12 @@ def calibrate(
     """Fit the runtime model's parameters to a profile (a Profile, or a schema-v1 document it is built from).
 
     fallback_network supplies any link class the profile cannot measure (the inter-node link of a
-    single-node profile, the intra-node link of a one-rank-per-node profile); distribution chooses
-    which C distribution the returned Compute carries ("empirical" or "normal"); origin names the
-    profile in messages (default: the Profile's origin, its file when it was loaded from one).
+    single-node profile, the intra-node link of a one-rank-per-node profile, a link whose patterns
+    resolved no per-byte cost); without it such a profile raises CalibrationError (`rtmodel calibrate`
+    and `rtmodel advise` always pass one: the presets named, else the preset library's defaults).
+    distribution chooses which C distribution the returned Compute carries ("empirical" or "normal");
+    origin names the profile in messages (default: the Profile's origin, its file when it was loaded
+    from one).
     """
     if not isinstance(profile, Profile):
         profile = profile_from_document(profile, origin or "profile")
@@ -220,9 +223,11 @@ def _link_for_class(
             why_missing = str(exc)
     if comb is None:
         if fallback is None:
+            flag, what = (
+                ("--network", "inter-node network") if cls == "inter" else ("--intra", "intra-node link")
+            )
             raise CalibrationError(
-                f"cannot calibrate the {cls}-node link: {why_missing}; pass a preset network for it "
-                f"(fallback_network / {'--network' if cls == 'inter' else '--intra'} NAME)"
+                f"cannot calibrate the {cls}-node link: {why_missing}; pass {flag} NAME (a preset {what}) for it"
             )
         link: Link = getattr(fallback, cls)
         # A preset link names itself ("preset pcie4"); otherwise name the network it came from.

@@ -21,31 +21,44 @@ if TYPE_CHECKING:
     from runtime_model.scenario import Network
 
 FORMATS = ("table", "json")
-DEFAULT_INTER, DEFAULT_INTRA = "eth-25g", "pcie4"  # only used for the class the user did not name
 Resolver = Callable[[str | None, str | None], "Network"]
+# (link class, its flag, what the flag names): the flags that choose a preset for a link not measured
+LINK_FLAGS = (("inter", "--network", "inter-node network"), ("intra", "--intra", "intra-node link"))
 
 
 def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
     """Add the `calibrate` command to `app`.
 
     resolve_network(inter_name, intra_name) -> Network turns `--network` / `--intra` into the preset
-    used for link classes the profile cannot measure (default: runtime_model.presets); it raises
-    ValueError with a one-line message for an unknown name.
+    used for link classes the profile cannot measure (default: runtime_model.presets); a name left
+    out (None) is the default; it raises ValueError with a one-line message for an unknown name.
     """
 
     @app.command("calibrate")
     def calibrate_cmd(
         profile: Annotated[Path, typer.Argument(help="profile JSON written by `rtmodel profile`")],
         out: Annotated[
-            Path | None, typer.Option("--out", help="write the fitted parameters (PARAMS JSON) here")
+            Path | None,
+            typer.Option(
+                "--out", help="write the fitted parameters (PARAMS JSON) here; its directory must exist"
+            ),
         ] = None,
         fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
         network: Annotated[
-            str | None, typer.Option("--network", help="inter-node preset, used if the profile has one node")
+            str | None,
+            typer.Option(
+                "--network",
+                help="inter-node preset for a profile that could not measure that link (one node); "
+                "default: the one `rtmodel advise` uses",
+            ),
         ] = None,
         intra: Annotated[
             str | None,
-            typer.Option("--intra", help="intra-node preset, used if the profile has 1 rank per node"),
+            typer.Option(
+                "--intra",
+                help="intra-node preset for a profile that could not measure that link (1 rank per node, "
+                "or no per-byte cost resolved); default: the one `rtmodel advise` uses",
+            ),
         ] = None,
         distribution: Annotated[
             str,
@@ -79,18 +92,24 @@ def run_calibrate(
     from calibration.extrapolate import extrapolation_notes
     from calibration.profile_io import CalibrationError, load_profile
     from calibration.serialize import calibration_to_json, save_calibration
+    from rtmodel_cli.paths import check_output_path
     from runtime_model.scenario import ClusterShape
 
     if fmt not in FORMATS:
         raise CalibrationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    fallback = None
-    if network is not None or intra is not None:
-        fallback = (resolve_network or preset_network)(network, intra)
+    if out is not None:
+        out = check_output_path(out, "--out")
+    # Always a fallback, as `rtmodel advise` does: a link the profile could not measure comes from the
+    # preset named by --network / --intra, else from the preset library's default (said in the notes).
+    fallback = (resolve_network or preset_network)(network, intra)
     doc = load_profile(profile)
     cal = calibrate(doc, fallback_network=fallback, distribution=distribution, origin=str(profile))
+    explain_fallback(cal, {"inter": network, "intra": intra})
     target = None
     if gpus is not None:
-        target = ClusterShape(gpus, gpus_per_node if gpus_per_node is not None else cal.measured_shape.gpus_per_node)
+        target = ClusterShape(
+            gpus, gpus_per_node if gpus_per_node is not None else cal.measured_shape.gpus_per_node
+        )
     if out is not None:
         save_calibration(cal, out)
 
@@ -103,10 +122,42 @@ def run_calibrate(
 
 
 def preset_network(inter: str | None, intra: str | None) -> Network:
-    """A fallback Network from rtmodel's presets; only the link class the profile lacks is used."""
+    """A fallback Network from rtmodel's presets; only the link class the profile lacks is used.
+
+    A name left out is filled exactly as `rtmodel advise --profile` fills it (presets.link_names: the
+    library's defaults.toml, the intra-node link of its default GPU), so both commands fall back alike.
+    """
     from runtime_model import presets
 
-    return presets.network_preset(inter or DEFAULT_INTER, intra or DEFAULT_INTRA)
+    library = presets.builtin_library()
+    network, intra_link = presets.link_names(inter, intra, library=library)
+    return presets.network_preset(network, intra_link, library)
+
+
+def explain_fallback(cal: Calibration, named: dict[str, str | None]) -> None:
+    """Say, in the calibration's notes and provenance, which link came from which preset and why.
+
+    calibrate() already notes why a link was not measured; here the shell adds whether the preset was
+    the user's choice or the default, and which flag chooses another. `named`: link class -> the
+    preset name the user gave (None: not given).
+    """
+    for cls, flag, what in LINK_FLAGS:
+        source = cal.provenance.get(f"{cls}.bandwidth_Bps", "")  # calibrate(): "measured (...)" / "preset X"
+        name = named.get(cls)
+        if source.startswith("measured"):
+            if name is not None:
+                cal.notes.append(f"{flag} {name} not used: the profile measured the {cls}-node link")
+            continue
+        why = f"given by {flag} {name}" if name is not None else f"default preset; {flag} NAME chooses"
+        for param in ("latency_s", "bandwidth_Bps"):
+            key = f"{cls}.{param}"
+            cal.provenance[key] = f"{cal.provenance.get(key, source)} (not measured; {why})"
+        if name is None:
+            cal.notes.append(
+                f"{cls}-node link: {source} is the default {what} (the presets' defaults.toml, as in "
+                f"`rtmodel advise`), used because the profile could not measure this link; pass {flag} NAME "
+                "for your cluster's"
+            )
 
 
 def print_calibration(

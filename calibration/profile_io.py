@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,8 @@ def validate_profile(doc: Any, origin: str = "profile") -> None:
         missing = [s for s in CHECKPOINT_SECTIONS if s not in done]
         raise ProfileError(
             f"{origin} is an incomplete profile (sections missing: {', '.join(missing) or 'none listed'}; "
-            f"done: {', '.join(done) or 'none'}); finish it with `rtmodel profile --resume {origin}`"
+            f"done: {', '.join(done) or 'none'}); finish it with `rtmodel profile --resume {shlex.quote(origin)}` "
+            "and the options of the run that started it"
         )
     for section in REQUIRED_SECTIONS:
         if not isinstance(doc.get(section), dict):

@@ -10,17 +10,27 @@ import typer
 
 NODES = Annotated[int, typer.Option("--nodes", help="number of emulated nodes (network namespaces)")]
 RANKS = Annotated[int, typer.Option("--ranks-per-node", help="processes per node (torchrun --nproc-per-node)")]
-BW = Annotated[float, typer.Option("--bandwidth-mbit", help="each node's NIC rate between nodes, Mbit/s")]
-DELAY = Annotated[float, typer.Option("--delay-ms", help="one-way inter-node delay, ms (ping RTT = 2x)")]
+BW = Annotated[float, typer.Option("--bandwidth-mbit", help="each node's NIC rate between nodes, Mbit/s "
+                                                            "(1 to 100000)")]
+DELAY = Annotated[float, typer.Option("--delay-ms", help="one-way inter-node delay, ms (ping RTT = 2x; 0 to 10000)")]
 SHAPING = Annotated[str, typer.Option("--shaping", help="tbf+forwarder (default), forwarder or tbf; see "
                                                         "emulation/MEASUREMENTS.md")]
 MTU = Annotated[int, typer.Option("--mtu", help="MTU of the inter-node interfaces")]
 
 
-def _cluster(nodes, ranks, bw, delay, shaping, mtu):
-    from emulation.cluster import EmulatedCluster
+# EmulatedCluster's keyword -> the option of these commands that sets it, so that an error names the flag.
+OPTION_OF = {"inter_bandwidth_mbit": "bandwidth_mbit", "inter_delay_ms": "delay_ms"}
 
-    return EmulatedCluster(nodes, ranks, bw, delay, shaping=shaping, mtu=mtu)
+
+def _cluster(nodes, ranks, bw, delay, shaping, mtu):
+    """The cluster, not yet up: its settings are checked here, before anything is created (no root needed)."""
+    from emulation.cluster import EmulatedCluster
+    from emulation.settings import InvalidSetting
+
+    try:
+        return EmulatedCluster(nodes, ranks, bw, delay, shaping=shaping, mtu=mtu)
+    except InvalidSetting as exc:
+        raise InvalidSetting(OPTION_OF.get(exc.name, exc.name), exc.requirement, exc.value) from None
 
 
 def up(nodes: NODES = 2, ranks_per_node: RANKS = 1, bandwidth_mbit: BW = 1000.0, delay_ms: DELAY = 0.1,
@@ -56,9 +66,13 @@ def run(command: Annotated[list[str], typer.Argument(help="after `--`: torchrun'
         shaping: SHAPING = "tbf+forwarder", mtu: MTU = 65520,
         plain: Annotated[bool, typer.Option(help="run the command as is on every node instead of under "
                                                   "torchrun (env NODE_RANK, NNODES, MASTER_ADDR, MASTER_PORT)")] = False,
-        timeout_s: Annotated[float, typer.Option(help="kill everything after this long")] = 1800.0,
+        timeout_s: Annotated[float, typer.Option(help="kill everything after this many seconds (> 0)")] = 1800.0,
         master_port: Annotated[int, typer.Option(help="rendezvous port on node0")] = 29500):
     """Bring a cluster up, run the command on every node (torchrun by default), tear down."""
+    from emulation.settings import PORT_RANGE, TIMEOUT_S_RANGE, check_setting
+
+    check_setting("timeout_s", TIMEOUT_S_RANGE, timeout_s)  # before the cluster exists, not after
+    check_setting("master_port", PORT_RANGE, master_port)
     with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu) as c:
         typer.echo(c.describe())
         if plain:

@@ -35,15 +35,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulation import netns
+from emulation import netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
+from emulation.settings import SHAPINGS, InvalidSetting, check_setting
 
 IFNAME = "tun0"
 SUBNET = "10.213.0"
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
-MAX_NODES = 64
-MAX_RANKS_PER_NODE = 64
-SHAPINGS = ("tbf+forwarder", "forwarder", "tbf")
 
 
 @dataclass
@@ -87,20 +85,15 @@ class EmulatedCluster:
     def __init__(self, nodes: int = 2, ranks_per_node: int = 1, inter_bandwidth_mbit: float = 1000.0,
                  inter_delay_ms: float = 0.1, *, intra: str = "loopback", shaping: str = "tbf+forwarder",
                  mtu: int = 65520, realtime_forwarder: bool = True, python: str = sys.executable):
-        if not 1 <= int(nodes) <= MAX_NODES:
-            raise EmulationConfigError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
-        if not 1 <= int(ranks_per_node) <= MAX_RANKS_PER_NODE:
-            raise EmulationConfigError(f"ranks_per_node must be 1..{MAX_RANKS_PER_NODE}, got {ranks_per_node}")
-        if not inter_bandwidth_mbit > 0:
-            raise EmulationConfigError(f"inter_bandwidth_mbit must be > 0, got {inter_bandwidth_mbit}")
-        if not 0 <= inter_delay_ms <= 10_000:
-            raise EmulationConfigError(f"inter_delay_ms must be 0..10000, got {inter_delay_ms}")
-        if intra != "loopback":
-            raise EmulationConfigError(f"intra={intra!r}: only 'loopback' is supported (ranks of a node share lo)")
+        check_setting("nodes", settings.NODES_RANGE, nodes)
+        check_setting("ranks_per_node", settings.RANKS_PER_NODE_RANGE, ranks_per_node)
+        check_setting("inter_bandwidth_mbit", settings.BANDWIDTH_MBIT_RANGE, inter_bandwidth_mbit)
+        check_setting("inter_delay_ms", settings.DELAY_MS_RANGE, inter_delay_ms)
+        if intra != "loopback":  # ranks of a node share lo; no other intra-node link is offered
+            raise InvalidSetting("intra", "'loopback'", intra)
         if shaping not in SHAPINGS:
-            raise EmulationConfigError(f"shaping must be one of {', '.join(SHAPINGS)}; got {shaping!r}")
-        if not 1280 <= int(mtu) <= 65535:
-            raise EmulationConfigError(f"mtu must be 1280..65535, got {mtu}")
+            raise InvalidSetting("shaping", f"one of {', '.join(SHAPINGS)}", shaping)
+        check_setting("mtu", settings.MTU_RANGE, mtu)
         self.nodes = int(nodes)
         self.ranks_per_node = int(ranks_per_node)
         self.inter_bandwidth_mbit = float(inter_bandwidth_mbit)
@@ -285,8 +278,7 @@ class EmulatedCluster:
         or `script.py ...`) verbatim."""
         if not module_args:
             raise EmulationConfigError("torchrun needs a script or `-m module` to run")
-        if not 1 <= int(master_port) <= 65535:
-            raise EmulationConfigError(f"master_port must be 1..65535, got {master_port}")
+        check_setting("master_port", settings.PORT_RANGE, master_port)
         cmds = []
         for node in range(self.nodes):
             cmds.append(self.exec_prefix(node) + [
@@ -304,6 +296,7 @@ class EmulatedCluster:
 
     def launch(self, commands: list[list[str]], timeout_s: float, echo: bool = False) -> LaunchResult:
         """Start one full argv per node (as torchrun_commands makes), wait for all, fail fast on the first error."""
+        check_setting("timeout_s", settings.TIMEOUT_S_RANGE, timeout_s)
         if not self._is_up:
             raise EmulationError("cluster is not up; use `with EmulatedCluster(...)` or call up() first")
         start = time.monotonic()

@@ -6,6 +6,7 @@ ranks), so `rtmodel --help` and `rtmodel advise` stay fast.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +18,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("profile")
     def profile(
-        out: Annotated[Path, typer.Option(help="Profile JSON to write (checkpointed after each section).")],
+        out: Annotated[Path | None, typer.Option(
+            help="Profile JSON to write (checkpointed after each section); its directory must exist.",
+        )] = None,
         model: Annotated[str, typer.Option(
             help="synthetic | mlp | transformer-tiny | package.module:factory")] = "synthetic",
         model_arg: Annotated[list[str] | None, typer.Option(
@@ -29,7 +32,10 @@ def register(app: typer.Typer) -> None:
         ranks_per_node: Annotated[int | None, typer.Option(
             help="Pretend K ranks per node (default LOCAL_WORLD_SIZE); one machine can then form "
                  "pair-inter / two-nodes patterns.")] = None,
-        resume: Annotated[bool, typer.Option(help="Keep sections an earlier run of --out finished.")] = False,
+        resume: Annotated[Path | None, typer.Option(metavar="FILE", help=(
+            "Finish the profile FILE an earlier run started: keep the sections it finished on the same "
+            "setup, measure the rest into FILE. Alone it needs FILE to exist; with --out FILE too, a "
+            "missing FILE is started (for requeued jobs)."))] = None,
         timeout_s: Annotated[float, typer.Option(help="Rendezvous / collective timeout per rank.")] = 300.0,
         iterations: Annotated[int | None, typer.Option(help="Measured compute iterations (20; quick 5).")] = None,
         warmup: Annotated[int | None, typer.Option(help="Unmeasured iterations first (3; quick 1).")] = None,
@@ -44,6 +50,41 @@ def register(app: typer.Typer) -> None:
         from profiler.launch import run_profile
         from profiler.model_choice import parse_model_args
 
-        run_profile(out, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
-                    ranks_per_node=ranks_per_node, resume=resume, timeout_s=timeout_s, iterations=iterations,
-                    warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb, backend=backend, progress=not quiet)
+        path = output_file(out, resume)
+        run_profile(path, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
+                    ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s,
+                    iterations=iterations, warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,
+                    backend=backend, progress=not quiet)
+
+
+def output_file(out: Path | None, resume: Path | None) -> Path:
+    """The file the profile is written to: --out, or --resume FILE (both: the same file), checked first.
+
+    --resume FILE alone needs FILE to exist; --out FILE --resume FILE resumes FILE if it exists and
+    starts it otherwise (a job script that may be preempted and requeued).
+
+    Only the process that writes it checks it: the local launcher, or rank 0 of a torchrun job (the
+    other ranks' machines need not have rank 0's directory).
+    """
+    from profiler.errors import ProfilingError
+    from rtmodel_cli.paths import check_output_path
+
+    if out is None and resume is None:
+        raise ProfilingError(
+            "--out FILE is required (or --resume FILE to finish a profile an earlier run started)"
+        )
+    if out is not None and resume is not None and out.resolve() != resume.resolve():
+        raise ProfilingError(
+            f"--out {out} and --resume {resume} name different files; "
+            "--resume FILE alone finishes FILE in place"
+        )
+    path = resume if resume is not None else out
+    if os.environ.get("RANK", "0") == "0":
+        if out is None and not resume.exists():  # a typo must not start a whole new profile
+            raise ProfilingError(
+                f"--resume {resume}: that file does not exist, so there is nothing to finish; start a "
+                f"profile with --out {resume} (a job script that may be requeued can pass both: "
+                "--out FILE --resume FILE)"
+            )
+        check_output_path(path, "--resume" if out is None else "--out")
+    return path

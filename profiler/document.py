@@ -30,16 +30,22 @@ def new_document() -> dict:
 
 
 def write_atomic(path: str | Path, doc: dict) -> None:
-    """Write JSON to a temp file next to `path`, then os.replace: readers never see half a file."""
+    """Write JSON to a temp file next to `path`, then os.replace: readers never see half a file.
+
+    Creates no directory (the command checked `path` first, rtmodel_cli.paths) and leaves no temp file
+    behind when anything fails."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, allow_nan=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> list[str]:

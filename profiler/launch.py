@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -116,13 +117,9 @@ def _exit_on_sigterm():
 
 def launch_local(opts: ProfileOptions) -> dict:
     """Start nproc_per_node ranks of `python -m profiler` on this machine and wait for all of them."""
-    out_dir = Path(opts.out).resolve().parent
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ProfilingError(f"cannot create the directory for --out {opts.out}: {exc.strerror}") from None
-    if not os.access(out_dir, os.W_OK):
-        raise ProfilingError(f"cannot write --out {opts.out}: directory {out_dir} is not writable")
+    from rtmodel_cli.paths import check_output_path
+
+    check_output_path(opts.out, "--out")  # the shell checked it too; this is for run_profile's callers
     gpus = gpu_count()
     n = opts.nproc_per_node or default_nproc(gpus)
     k = opts.ranks_per_node or n
@@ -190,8 +187,9 @@ def _failure(errdir: Path, codes: dict[int, int], killed: set[int], out: str) ->
     try:
         doc = json.loads(Path(out).read_text(encoding="utf-8"))
         if not doc.get("complete") and doc.get("sections_done"):
-            partial = f"; partial profile kept in {out} (sections done: {', '.join(doc['sections_done'])}; " \
-                      "rerun with --resume)"
+            partial = (f"; partial profile kept in {out} (sections done: {', '.join(doc['sections_done'])}); "
+                       f"finish it with `rtmodel profile --resume {shlex.quote(str(out))}` and the options "
+                       "of this run")
     except (OSError, ValueError):
         pass
     err.args = (str(err) + extra + partial,)

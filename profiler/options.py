@@ -21,7 +21,7 @@ class ProfileOptions:
     quick: bool = False
     nproc_per_node: int | None = None  # local launch only; default: number of GPUs, else 2
     ranks_per_node: int | None = None  # pretend k ranks per node (default: LOCAL_WORLD_SIZE)
-    resume: bool = False
+    resume: bool = False  # keep what an earlier run finished in `out` (the shell's --resume FILE sets both)
     timeout_s: float = 300.0  # per collective / rendezvous; a missing rank becomes an error
     iterations: int | None = None  # measured compute iterations (default 20, quick 5)
     warmup: int | None = None  # unmeasured compute iterations first (default 3, quick 1)
@@ -55,7 +55,9 @@ class ProfileOptions:
         if o.backend not in BACKENDS:
             raise ProfilingError(f"--backend must be one of {', '.join(BACKENDS)}, got {o.backend!r}")
         if not str(o.out):
-            raise ProfilingError("--out is required")
+            raise ProfilingError(
+                "--out FILE is required (or --resume FILE to finish a profile an earlier run started)"
+            )
         return o
 
     def to_json(self) -> str:

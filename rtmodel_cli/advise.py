@@ -28,37 +28,75 @@ from rtmodel_cli.options import (
     TopologiesOpt,
 )
 from runtime_model import defaults
+from runtime_model.constraints import COMPUTE_CV, MFU
 
 
 def register(app: typer.Typer) -> None:
     app.command("advise")(advise)
 
 
+# What a profile measured on the user's cluster (compute time and its variance, the gradient buckets):
+# the preset options that would set these have no effect with --profile, so giving one is refused
+# rather than silently ignored. --gpus, --gpus-per-node (the target shape) and --network/--intra
+# (links the profile could not measure) still apply.
+PROFILE_REPLACES = (
+    "gpu",
+    "precision",
+    "mfu",
+    "model",
+    "global_batch",
+    "compute_cv",
+    "bucket_cap_mb",
+    "cluster",
+)
+
+
+def refuse_options_a_profile_replaces(given: dict) -> None:
+    """UserError naming every option in PROFILE_REPLACES that the user gave (not None) with --profile."""
+    from rtmodel_cli.failing import flag_of
+    from runtime_model.errors import UserError
+
+    flags = [flag_of(name) for name in PROFILE_REPLACES if given.get(name) is not None]
+    if flags:
+        which, them = (flags[0], "it") if len(flags) == 1 else (", ".join(flags), "them")
+        raise UserError(
+            f"{which} cannot be used with --profile: the profile measured compute and gradient buckets "
+            f"on your cluster; drop {them} (--network and --intra may still name links it could not measure)"
+        )
+
+
 def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[Path] | None = None):
     """Presets, or a profile calibrated on the fly (same data types either way).
 
     `preset_request` holds `presets.resolve`'s keyword arguments (the user's preset choices); with a
-    profile only its network names are used, for links the profile could not measure.
+    profile only gpus, gpus_per_node and the network names are used (the latter for links the profile
+    could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`).
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model import presets
+    from runtime_model.constraints import AT_LEAST_ONE
+    from runtime_model.scenario import check_gpus
 
     library = presets.load_library(preset_dirs or ())
-    choice = presets.resolve(**preset_request, library=library)
-    inputs = {"preset": dict(vars(choice))}
     if profile is None:
+        choice = presets.resolve(**preset_request, library=library)
         sc = presets.scenario_from_choice(choice, library)
         unit = library.model(choice.model).unit
         prov = {
             "compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s",
             "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",
         }
-        return sc, prov, [], inputs
+        return sc, prov, [], {"preset": dict(vars(choice))}
     from calibration import scenario_from_profile
 
-    fallback = presets.network_preset(choice.network, choice.intra, library)
-    profiled = scenario_from_profile(
-        profile, choice.gpus, preset_request["gpus_per_node"], fallback_network=fallback
+    refuse_options_a_profile_replaces(preset_request)
+    gpus, gpus_per_node = check_gpus("gpus", preset_request["gpus"]), preset_request.get("gpus_per_node")
+    if gpus_per_node is not None:  # None: the profile's ranks per node
+        AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
+    network, intra = presets.link_names(
+        preset_request.get("network"), preset_request.get("intra"), library=library
     )
+    fallback = presets.network_preset(network, intra, library)
+    profiled = scenario_from_profile(profile, gpus, gpus_per_node, fallback_network=fallback)
     measured = profiled.measured_shape
     inputs = {
         "profile": str(profile),
@@ -73,18 +111,25 @@ def advise(
     gpu: GpuOpt = None,
     network: NetworkOpt = None,
     intra: IntraOpt = None,
-    model: ModelOpt = "transformer-base",
+    model: ModelOpt = None,
     global_batch: GlobalBatchOpt = None,
     precision: Annotated[
         str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")
     ] = None,
     mfu: Annotated[
-        float | None, typer.Option(help="Model-FLOPs utilisation assumed for compute time.")
+        float | None,
+        typer.Option(
+            help=f"Model-FLOPs utilisation assumed for compute time, {MFU.describe()} (default: the GPU's)."
+        ),
     ] = None,
     compute_cv: Annotated[
-        float | None, typer.Option(help="Coefficient of variation of per-iteration compute.")
+        float | None,
+        typer.Option(
+            help="Coefficient of variation of per-iteration compute, "
+            f"{COMPUTE_CV.describe()} (0 = no variance; default: the model's)."
+        ),
     ] = None,
-    bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+    bucket_cap_mb: BucketMibOpt = None,
     cluster: ClusterOpt = None,
     profile: ProfileOpt = None,
     presets: PresetsOpt = None,
@@ -120,6 +165,6 @@ def advise(
     elif format is Format.csv:
         sys.stdout.write(report.to_csv(adv, inputs))
     else:
-        from rtmodel_cli.tables import render_advice, wide_console
+        from rtmodel_cli.tables import render_advice, terminal_console
 
-        render_advice(adv, wide_console())
+        render_advice(adv, terminal_console())

@@ -30,14 +30,18 @@ NetworkOpt = Annotated[
     str | None, typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...).")
 ]
 IntraOpt = Annotated[str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...).")]
-ModelOpt = Annotated[str, typer.Option(help="Model preset (transformer-base, resnet50, ...).")]
+ModelOpt = Annotated[
+    str | None, typer.Option(help="Model preset (transformer-base, resnet50, ...; default transformer-base).")
+]
 ClusterOpt = Annotated[str | None, typer.Option(help="Named cluster preset (t4-ib100, a100-ib100, ...).")]
 GlobalBatchOpt = Annotated[
     float | None,
-    typer.Option(help="Global batch in the model's unit (tokens, images; default: the model's)."),
+    typer.Option(
+        help="Global batch in the model's unit (tokens, images; default: the model's); at least one per GPU."
+    ),
 ]
 BucketMibOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--bucket-cap-mb",
         "--bucket-mb",

@@ -6,7 +6,6 @@ when a plot command runs), and every input mistake becomes one line and a non-ze
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -24,8 +23,9 @@ from rtmodel_cli.options import (
     PresetsOpt,
     TopologiesOpt,
 )
+from rtmodel_cli.paths import check_output_path
 from runtime_model import defaults
-from runtime_model.errors import UserError
+from runtime_model.errors import InvalidValue, UserError
 
 GpusOpt = Annotated[
     str,
@@ -37,10 +37,10 @@ GpusOpt = Annotated[
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
 PerGpuOpt = Annotated[
     float | None,
-    typer.Option(help="Batch per GPU (weak scaling: global batch grows with n); overrides --global-batch."),
+    typer.Option(
+        help="Batch per GPU, at least 1 (weak scaling: global batch grows with n); overrides --global-batch."
+    ),
 ]
-
-MAX_GPUS = 1 << 20
 
 
 class BadGpus(UserError):
@@ -49,6 +49,8 @@ class BadGpus(UserError):
 
 def parse_gpus(text: str) -> list[int]:
     """'8:1024' -> [8, 16, ..., 1024] (doubling from a up to b); '8,12,16' -> that list; items may mix."""
+    from runtime_model.scenario import check_gpus  # lazily: numpy is not imported for `rtmodel --help`
+
     out: list[int] = []
     for item in (s.strip() for s in text.split(",")):
         if not item:
@@ -68,21 +70,19 @@ def parse_gpus(text: str) -> list[int]:
             if isinstance(exc, BadGpus):
                 raise
             raise BadGpus(f"--gpus '{text}': '{item}' is not a count or a range a:b (e.g. 8:1024)") from None
-    bad = [n for n in out if not 1 <= n <= MAX_GPUS]
-    if bad:
-        raise BadGpus(f"--gpus must be between 1 and {MAX_GPUS}, got {bad[0]}")
+    for n in out:  # the model's own range (1 to runtime_model.defaults.MAX_GPUS), with its message
+        try:
+            check_gpus("gpus", n)
+        except InvalidValue as exc:
+            raise BadGpus(exc.message_for(lambda _: "--gpus")) from None
     return sorted(set(out))
 
 
 def _check_out(out: Path) -> None:
-    """Fail before any work if the output cannot be written as PNG or SVG."""
+    """Fail before any work if the output cannot be written as PNG or SVG (paths.check_output_path)."""
     if out.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"--out must end in .png or .svg, got '{out}'")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UserError(f"cannot write '{out}': directory '{parent}' does not exist")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise UserError(f"cannot write '{out}': permission denied")
+    check_output_path(out, "--out")
 
 
 def _render(make, out: Path) -> None:
@@ -108,7 +108,16 @@ def _check_topology(topology: str | None) -> None:
 def _preset_kw(
     gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets: list[Path] | None
 ) -> dict:
+    """The preset keywords of a sweep. The numbers the sweep itself uses are checked here, before any
+    work: a --gpus-per-node of 0 would otherwise read as "not given", and --batch-per-gpu becomes a
+    global batch that must hold at least one unit per GPU."""
+    from runtime_model.constraints import AT_LEAST_ONE, Interval
     from runtime_model.presets import load_library
+
+    if gpus_per_node is not None:
+        AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
+    if batch_per_gpu is not None:
+        Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
 
     kw = {
         "gpu": gpu,

@@ -1,27 +1,167 @@
 """Terminal rendering of the advice and the topology list (rich). The numbers and their formatting
-come from `runtime_model.columns`, the same list the CSV uses."""
+come from `runtime_model.columns`, the same list the CSV uses.
+
+The tables fit the terminal (rich's width: the terminal's, else $COLUMNS, else 80 when piped): the
+columns that fit are chosen by priority (`columns.fit_columns`), nothing is cut mid-word, and a dim line
+names what was left out (the JSON and CSV always have it). Words a reader cannot know get one dim
+legend line each under the table, only when they appear.
+"""
 
 from __future__ import annotations
 
-import shutil
-
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runtime_model.advisor import Advice
-from runtime_model.columns import MODEL_ONLY, TABLE_COLUMNS, consensus_text
+from runtime_model.columns import (
+    EQUIVALENT_MARK,
+    MODEL_ONLY,
+    NOT_APPLICABLE,
+    TABLE_COLUMNS,
+    FitColumn,
+    consensus_text,
+    fit_columns,
+    runs_on_text,
+)
 from runtime_model.defaults import MIB
 from runtime_model.report import advice_to_dict
 from runtime_model.scenario import ClusterShape
 
+# (word as it appears in the output, its legend line): printed only when the word appears
+LEGEND = (
+    (
+        "rho=",
+        "rho = consensus contraction factor per period: ||W_L...W_1 - J||_2, how much one full period "
+        "of gossip rounds shrinks the distance to the average (smaller = faster mixing; 0 = exact).",
+    ),
+    (
+        "exact in ",
+        "exact in N rounds = the average is reached exactly after N gossip rounds, from any start.",
+    ),
+    (
+        "worst round",
+        "worst round = max over single rounds r of ||W_r - J||_2: 1 = some disagreement survives a "
+        "round untouched, so with gradient steps between rounds even exact schedules have a "
+        "transient stage (JSON/CSV also give tau_over_p, Koloskova et al. 2020).",
+    ),
+    (
+        EQUIVALENT_MARK,
+        "\u2248 best = mean iteration time within the advisor's margin ({margin}) of the best "
+        "runnable one: equivalent within the model's accuracy.",
+    ),
+    (
+        "runs on",
+        "runs on = what runs it: Decent-DP (a built-in); Decent-DP + rtmodel (after `import "
+        "validation.decentdp_topologies`); model only = predicted, Decent-DP cannot run it (why: above).",
+    ),
+    (
+        "AccumAdam",
+        "AccumAdam = Decent-DP's Adam with gradient accumulation: `from decent_dp.optim import "
+        "AccumAdam` (and `from decent_dp.ddp import DecentralizedDataParallel`).",
+    ),
+)
+FACTORS_LEGEND = (
+    "factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap."
+)
+FACTOR_LABELS = ("overlap ms", "links ms", "variance ms")
 
-def wide_console() -> Console:
-    """Rich falls back to 80 columns when piped; tables need more to stay readable."""
-    return Console(width=max(150, shutil.get_terminal_size((150, 40)).columns))
+
+def terminal_console() -> Console:
+    """rich's own width: the terminal's, $COLUMNS, or 80 when piped. Tables fit it (module doc)."""
+    return Console()
+
+
 
 
 def _plain(console: Console, text: str, style: str | None = None) -> None:
     console.print(text, style=style, markup=False, highlight=False)
+
+
+def fitted_table(
+    console: Console,
+    title: str,
+    headers: list[str],
+    rows: list[list[str | Text]],
+    priorities: list[int],
+    wrap: list[bool],
+    right: list[bool],
+) -> tuple[Table, list[str]]:
+    """A rich table with the columns that fit `console.width` (columns.fit_columns); returns it and the
+    headers of the columns left out."""
+
+    def plain(cell: str | Text) -> str:
+        return cell.plain if isinstance(cell, Text) else cell
+
+    cands = [
+        FitColumn(h, tuple(plain(r[i]) for r in rows), priorities[i], wrap[i]) for i, h in enumerate(headers)
+    ]
+    shown, widths, dropped = fit_columns(cands, console.width, cell_len)
+    t = Table(title=title, title_justify="left")
+    for i, w in zip(shown, widths, strict=True):
+        # no_wrap stays off (it would also cut the header with "..."): the width holds every unwrappable cell
+        t.add_column(headers[i], justify="right" if right[i] else "left", width=w)
+    for r in rows:
+        t.add_row(*(r[i] if isinstance(r[i], Text) else Text(r[i]) for i in shown))  # plain text, no markup
+    return t, [headers[i] for i in dropped]
+
+
+def _dropped_line(console: Console, dropped: list[str], fmt: str) -> None:
+    if dropped:
+        _plain(
+            console,
+            f"not shown at this width: {', '.join(dropped)} (widen the terminal, or use {fmt} "
+            "for every column)",
+            "dim",
+        )
+
+
+def _legend(console: Console, printed: str, margin: float | None = None) -> None:
+    for word, line in LEGEND:
+        if word in printed:
+            _plain(console, line.format(margin=f"{(margin or 0) * 100:g}%"), "dim")
+
+
+def _wrap_words(words: list[str], width: int, join: str, cont: str, indent: str) -> list[str]:
+    """Greedy fill of `words` into lines of at most `width`; every line but the last ends in `cont`."""
+    lines, cur = [], ""
+    for w in words:
+        cand = w if not cur else cur + join + w
+        if cur and cell_len(cand + cont) > width:
+            lines.append(cur + cont)
+            cur = indent + w
+        else:
+            cur = cand
+    return [*lines, cur]
+
+
+def _code_lines(code: str, width: int) -> list[str]:
+    """Python lines that stay valid when copied: comments on their own line, breaks after ', ' inside
+    the call's parentheses."""
+    out = []
+    for line in code.splitlines():
+        if cell_len(line) > width and "  # " in line:
+            stmt, comment = line.split("  # ", 1)
+            out.extend(_wrap_words(f"# {comment}".split(" "), width, " ", "", "# "))
+            line = stmt
+        out.extend(
+            _wrap_words(line.split(", "), width, ", ", ",", "    ") if cell_len(line) > width else [line]
+        )
+    return out
+
+
+def _shell_lines(cmd: str, width: int) -> list[str]:
+    """A command broken before its options with backslash continuations, so it still runs when copied."""
+    if cell_len(cmd) <= width:
+        return [cmd]
+    words: list[str] = []
+    for tok in cmd.split(" "):
+        if words and words[-1].startswith("--") and " " not in words[-1] and not tok.startswith("-"):
+            words[-1] += " " + tok  # an option with its value
+        else:
+            words.append(tok)
+    return _wrap_words(words, width, " ", " \\", "    ")
 
 
 def render_advice(advice: Advice, console: Console, header: str = "") -> None:
@@ -30,31 +170,48 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     title = header or (
         f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}, network {sc.network.name}"
     )
-    t = Table(title=title, show_lines=False)
-    for col in TABLE_COLUMNS:
-        t.add_column(col.label, justify="right" if col.numeric else "left", no_wrap=col.label != "runs on")
+    rows: list[list[str | Text]] = []
     for entry in advice_to_dict(advice)["predictions"]:
-        if not entry["applicable"]:
-            blanks = [""] * (len(TABLE_COLUMNS) - 2)
-            t.add_row(entry["topology"], *blanks, f"[yellow]not applicable: {entry['reason']}[/]")
-            continue
-        cells = [col.table(entry) for col in TABLE_COLUMNS]
-        if cells[-1] == MODEL_ONLY:
-            cells[-1] = f"[yellow]{cells[-1]}[/]"
-        t.add_row(*cells)
-    console.print(t)
+        cells: list[str | Text] = [col.table(entry) for col in TABLE_COLUMNS]
+        if cells[-1] in (MODEL_ONLY, NOT_APPLICABLE):
+            cells[-1] = Text(cells[-1], style="yellow")
+        rows.append(cells)
+    table, dropped = fitted_table(
+        console,
+        title,
+        [c.label for c in TABLE_COLUMNS],
+        rows,
+        [c.priority for c in TABLE_COLUMNS],
+        [not c.numeric for c in TABLE_COLUMNS],
+        [c.numeric for c in TABLE_COLUMNS],
+    )
+    console.print(table)
+    shown = [c for c in TABLE_COLUMNS if c.label not in dropped]
+    printed = (
+        " ".join(c.label for c in shown)
+        + " "
+        + " ".join(
+            (cell.plain if isinstance(cell, Text) else cell)
+            for r in rows
+            for cell, col in zip(r, TABLE_COLUMNS, strict=True)
+            if col.label not in dropped
+        )
+    )
     for r in advice.rows:
-        if r.applicable and not r.runnable:
-            console.print(f"{r.topology}: model only: {r.reason}", style="yellow", markup=False)
+        if not r.applicable:
+            _plain(console, f"{r.topology}: {NOT_APPLICABLE}: {r.reason}", "yellow")
+        elif not r.runnable:
+            _plain(console, f"{r.topology}: {MODEL_ONLY}: {r.reason}", "yellow")
+    _dropped_line(console, dropped, "--format json or csv")
     comp = sc.compute
-    console.print(
+    _plain(
+        console,
         f"compute per worker: forward {comp.forward_s * 1e3:.2f} ms, backward {comp.backward_s * 1e3:.2f} ms, "
         f"optimizer {comp.optimizer_s * 1e3:.2f} ms, {comp.distribution.describe()}; "
-        f"message {sc.buckets.message_bytes / MIB:.1f} MiB in {len(sc.buckets.gossip)} buckets"
+        f"message {sc.buckets.message_bytes / MIB:.1f} MiB in {len(sc.buckets.gossip)} buckets",
     )
-    console.print(
-        "factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap."
-    )
+    if any(label not in dropped for label in FACTOR_LABELS):
+        _plain(console, FACTORS_LEGEND, "dim")
     for k, v in advice.provenance.items():
         _plain(console, f"{k}: {v}", "dim")
     for note in advice.notes:
@@ -62,28 +219,61 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     rec = advice.recommendation
     _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
     console.print("Run it with:")
-    _plain(console, rec.code_line)
-    _plain(console, rec.torchrun_line)
+    width = max(console.width, 20)
+    for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):
+        _plain(console, line)
+    _legend(console, printed + " " + rec.code_line, advice.margin)
 
 
-def render_topologies(rows: list[dict], shape: ClusterShape, show_rounds: bool) -> None:
-    console = wide_console()
-    t = Table(title=f"Gossip schedules for n = {shape.gpus} ({shape.nodes} nodes x {shape.gpus_per_node})")
-    for col in ("topology", "rounds/period", "group sizes", "consensus", "Decent-DP", "description / reason"):
-        t.add_column(col)
+def render_topologies(
+    rows: list[dict], shape: ClusterShape, show_rounds: bool, console: Console | None = None
+) -> None:
+    console = console or terminal_console()
+    headers = ["topology", "rounds/period", "group sizes", "consensus", "runs on", "description"]
+    cells: list[list[str | Text]] = []
+    for r in rows:
+        runs_on = runs_on_text(r)
+        runs = Text(runs_on, style="yellow") if runs_on in (MODEL_ONLY, NOT_APPLICABLE) else runs_on
+        if not r["applicable"]:
+            cells.append([r["topology"], "", "", "", runs, r["description"]])
+            continue
+        cells.append(
+            [
+                r["topology"],
+                str(r["period"]),
+                ",".join(map(str, r["group_sizes"])),
+                consensus_text(r),
+                runs,
+                r["description"],
+            ]
+        )
+    table, dropped = fitted_table(
+        console,
+        f"Gossip schedules for n = {shape.gpus} ({shape.nodes} nodes x {shape.gpus_per_node})",
+        headers,
+        cells,
+        [0, 2, 3, 1, 0, 4],
+        [True, False, False, True, True, True],
+        [False] * 6,
+    )
+    console.print(table)
     for r in rows:
         if not r["applicable"]:
-            t.add_row(r["topology"], "", "", "", "", f"[yellow]not applicable: {r['reason']}[/]")
-            continue
-        t.add_row(
-            r["topology"],
-            str(r["period"]),
-            ",".join(map(str, r["group_sizes"])),
-            consensus_text(r),
-            r["decent_dp_name"] or "registered by rtmodel",
-            r["description"],
+            _plain(console, f"{r['topology']}: {NOT_APPLICABLE}: {r['reason']}", "yellow")
+        elif not r["runs_on_decent_dp"]:
+            _plain(console, f"{r['topology']}: {MODEL_ONLY}: {r['reason']}", "yellow")
+    _dropped_line(console, dropped, "--format json or csv")
+    printed = (
+        " ".join(h for h in headers if h not in dropped)
+        + " "
+        + " ".join(
+            (c.plain if isinstance(c, Text) else c)
+            for row in cells
+            for c, h in zip(row, headers, strict=True)
+            if h not in dropped
         )
-    console.print(t)
+    )
+    _legend(console, printed)
     if show_rounds:
         for r in rows:
             if r.get("rounds"):

@@ -69,8 +69,10 @@ def preset_scenario(
 
     library = preset_kw.get("library") or presets.builtin_library()
     clusters = library.clusters
-    k = gpus_per_node or (clusters[cluster].gpus_per_node if cluster in clusters
-                          else library.defaults.gpus_per_node)
+    if gpus_per_node is not None:
+        k = gpus_per_node  # 0 is a mistake for presets.resolve to name, not "not given"
+    else:
+        k = clusters[cluster].gpus_per_node if cluster in clusters else library.defaults.gpus_per_node
     if isinstance(batch_per_gpu, dict):
         if model not in batch_per_gpu:
             raise PlotError(f"batch_per_gpu has no entry for model '{model}'")

@@ -2,6 +2,9 @@
 
 Why a margin: a prediction is only as good as the model's measured accuracy (README, accuracy
 benchmark) and the inputs' uncertainty; a win smaller than that is reported as too close to call.
+The same margin makes options equivalent: everything is ranked on the MEAN iteration time (what
+throughput follows), and a runnable option whose mean is within the margin of the fastest one's is
+called equivalent to it (`standing`; the verdict names them), not slower.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Recommendation:
     verdict: str
     code_line: str
     torchrun_line: str
+    equivalent: tuple[str, ...] = ()  # runnable options whose mean is within the margin of the fastest one's
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,54 @@ class Advice:
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def standing(self) -> dict[str, str]:
+        """See `standing`."""
+        return standing(self.allreduce.mean_s, self.rows, self.margin)
+
+
+def within_margin(mean_s: float, best_mean_s: float, margin: float) -> bool:
+    """Is a mean within the relative margin of the best mean (the advisor's equivalence)?"""
+    return abs(mean_s - best_mean_s) <= margin * best_mean_s
+
+
+def standing(allreduce_mean_s: float, rows: list[TopologyRow], margin: float) -> dict[str, str]:
+    """'best' for the fastest runnable option by mean (All-Reduce included), 'equivalent' for every other
+    runnable option whose mean is within the margin of it; options not named are neither."""
+    means = {"allreduce": allreduce_mean_s}
+    means.update({r.topology: r.prediction.mean_s for r in rows if r.applicable and r.runnable})
+    best = min(means, key=means.get)
+    out = {name: "equivalent" for name, m in means.items() if within_margin(m, means[best], margin)}
+    out[best] = "best"
+    return out
+
+
+def _display(name: str) -> str:
+    return "All-Reduce" if name == "allreduce" else name
+
+
+def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[TopologyRow], margin: float):
+    """Add the options equivalent to the fastest (within the margin) to the recommendation and its verdict."""
+    st = standing(ar.mean_s, rows, margin)
+    same = tuple(name for name, s in st.items() if s == "equivalent")
+    if not same:
+        return rec
+    means = {"allreduce": ar.mean_s, **{r.topology: r.prediction.mean_s for r in rows if r.prediction}}
+    best = next(name for name, s in st.items() if s == "best")
+    listed = ", ".join(f"{_display(n)} ({means[n] * 1e3:.1f} ms)" for n in same)
+    are = "is equivalent: its mean is" if len(same) == 1 else "are equivalent: their means are"
+    verdict = (
+        f"{rec.verdict} {listed} {are} within the {margin * 100:g}% margin "
+        f"of {_display(best)}'s ({means[best] * 1e3:.1f} ms)."
+    )
+    return replace(rec, verdict=verdict, equivalent=same)
+
 
 def _uncertainty_s(scenario: Scenario, predict) -> float:
     """1-sigma of a prediction from the inputs' stated uncertainties (links), by finite differences."""
     net = scenario.network
-    if not any(getattr(net, ln).bandwidth_rel_sd or getattr(net, ln).latency_sd_s for ln in ("intra", "inter")):
+    if not any(
+        getattr(net, ln).bandwidth_rel_sd or getattr(net, ln).latency_sd_s for ln in ("intra", "inter")
+    ):
         return 0.0
     base = predict(scenario).mean_s
     var = 0.0
@@ -89,7 +136,9 @@ def code_line(topology: str, builtin: bool) -> str:
         f'topology="{topology}")'
     )
     if not builtin:
-        line = "import validation.decentdp_topologies  # registers rtmodel's schedules with Decent-DP\n" + line
+        line = (
+            "import validation.decentdp_topologies  # registers rtmodel's schedules with Decent-DP\n" + line
+        )
     return line
 
 
@@ -125,7 +174,7 @@ def advise(
                 runnable=schedule.decent_dp_runnable,
             )
         )
-    rec = _recommend(scenario, ar, ar_sd, rows, margin)
+    rec = _with_equivalents(_recommend(scenario, ar, ar_sd, rows, margin), ar, rows, margin)
     return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}))
 
 
@@ -133,8 +182,12 @@ def _recommend(scenario, ar, ar_sd, rows, margin) -> Recommendation:
     runnable = [r for r in rows if r.applicable and r.runnable]
     if not runnable:
         return Recommendation(
-            "allreduce", 1.0, False, "No decentralized topology fits this shape: keep All-Reduce.",
-            code_line("allreduce", True), torchrun_line(scenario),
+            "allreduce",
+            1.0,
+            False,
+            "No decentralized topology fits this shape: keep All-Reduce.",
+            code_line("allreduce", True),
+            torchrun_line(scenario),
         )
     best = min(runnable, key=lambda r: r.prediction.mean_s)
     gain = (ar.mean_s - best.prediction.mean_s) / ar.mean_s
@@ -147,7 +200,11 @@ def _recommend(scenario, ar, ar_sd, rows, margin) -> Recommendation:
             "(rtmodel validate)."
         )
         return Recommendation(
-            best.topology, best.speedup, True, verdict, code_line(best.topology, best.decent_dp_builtin),
+            best.topology,
+            best.speedup,
+            True,
+            verdict,
+            code_line(best.topology, best.decent_dp_builtin),
             torchrun_line(scenario),
         )
     if gain < 0:
@@ -155,7 +212,9 @@ def _recommend(scenario, ar, ar_sd, rows, margin) -> Recommendation:
             f"Keep All-Reduce: the best decentralized topology ({best.topology}) is "
             f"{-gain:.1%} slower per iteration."
         )
-        return Recommendation("allreduce", 1.0, False, verdict, code_line("allreduce", True), torchrun_line(scenario))
+        return Recommendation(
+            "allreduce", 1.0, False, verdict, code_line("allreduce", True), torchrun_line(scenario)
+        )
     f = best.prediction.factors
     parts = sorted(
         (("overlap", f.overlap_s), ("heterogeneous links", f.links_s), ("variance", f.variance_s)),
@@ -167,6 +226,10 @@ def _recommend(scenario, ar, ar_sd, rows, margin) -> Recommendation:
         f"({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms); why: {why}."
     )
     return Recommendation(
-        best.topology, best.speedup, False, verdict, code_line(best.topology, best.decent_dp_builtin),
+        best.topology,
+        best.speedup,
+        False,
+        verdict,
+        code_line(best.topology, best.decent_dp_builtin),
         torchrun_line(scenario),
     )

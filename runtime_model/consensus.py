@@ -7,6 +7,22 @@ For rounds W_0 .. W_{L-1} (doubly stochastic) and J = 11^T / n we report
   rho_per_round = rho ** (1 / L) and spectral_gap = 1 - rho_per_round.
 - transient_proxy = n^3 rho^4 / (1 - rho)^4 with rho = rho_per_round (Chen et al. 2021 state the transient
   stage of gossip SGD with the per-iteration mixing rate); inf when rho_per_round = 1, 0 when it is 0.
+  Beware: it is 0 for every exact schedule, which overstates them (below).
+- worst_round_contraction = max over rounds r of ||W_r - J||_2: how much ONE round alone is guaranteed to
+  shrink the distance to the average. Gossip SGD takes a gradient step between rounds, so this is what
+  bounds the disagreement that a single step's gradients add; it is 1 for every round made of more than
+  one group (a vector constant on each group and of mean zero is left unchanged), so one-peer schedules
+  (ring, one-peer-exp, alternating-exp-ring, base-2) all have 1 although they reach the exact average in
+  a period: they still have a transient stage (Ying et al., NeurIPS 2021, make this point for the
+  one-peer exponential graph). complete has 0; a static graph has its rho.
+- tau_over_p = period / (1 - rho^2): the topology term of the published rate of decentralized SGD with
+  changing topology (Koloskova et al., "A Unified Theory of Decentralized SGD with Changing Topology and
+  Local Updates", ICML 2020, Assumption 4: every block of tau consecutive rounds contracts
+  E||X W_block - Xbar||_F^2 <= (1 - p) ||X - Xbar||_F^2; their rates grow with tau / p). Taking tau = one
+  period gives p = 1 - rho^2; exact schedules then have p = 1 and tau / p = their period, which is how
+  Takezawa et al. (NeurIPS 2023) state Base-2's rate. Unlike transient_proxy it is finite and nonzero for
+  every connected schedule, so it compares exact and asymptotic ones on one scale (smaller = better);
+  All-Reduce and complete have 1.
 
 Why several methods: the advisor asks at n up to 65,536, where an n x n matrix is out of the question.
 Structure is used instead, tried in this order:
@@ -18,6 +34,10 @@ Structure is used instead, tried in this order:
    relative) within the first period, the period product is J and rho = 0 (one-peer-exp, AER, base-2).
    A random start fails that test with probability 0 unless the product really is J.
 4. "dense-svd" for n <= 512, else "power-iteration" on (P - J)^T (P - J) (a lower-bound estimate).
+The worst single round needs no search: a round of disjoint groups has ||W_r - J||_2 = 1 when it has
+two or more groups, else |w - (1 - w) / (n - 1)| (its one group's eigenvalue on mean-zero vectors), an
+O(n) count per round; a static circulant graph's round has eigenvalues fft(row) (W is normal), so its
+norm is max |fft(row)[f]| over f != 0. "dense-svd" computes it from the dense rounds instead, as a check.
 """
 
 from __future__ import annotations
@@ -52,9 +72,13 @@ class ConsensusMetrics:
     spectral_gap: float
     transient_proxy: float
     method: str
+    worst_round_contraction: float  # max_r ||W_r - J||_2 (module doc)
+    tau_over_p: float  # period / (1 - rho^2), Koloskova et al. 2020 (module doc)
 
 
-def _metrics(n: int, period: int, exact_rounds: int | None, rho: float, method: str) -> ConsensusMetrics:
+def _metrics(
+    n: int, period: int, exact_rounds: int | None, rho: float, method: str, worst_round: float
+) -> ConsensusMetrics:
     if exact_rounds is not None and exact_rounds <= period:
         rho = 0.0  # the period product is J; floating-point residue is not a rate
     rho = float(min(max(rho, 0.0), 1.0))
@@ -65,7 +89,11 @@ def _metrics(n: int, period: int, exact_rounds: int | None, rho: float, method: 
         proxy = math.inf
     else:
         proxy = n**3 * per_round**4 / (1.0 - per_round) ** 4
-    return ConsensusMetrics(exact_rounds, rho, per_round, 1.0 - per_round, proxy, method)
+    worst_round = 0.0 if worst_round <= EXACT_TOL else float(min(worst_round, 1.0))  # residue is not a rate
+    tau_over_p = math.inf if rho >= 1.0 else period / (1.0 - rho * rho)
+    return ConsensusMetrics(
+        exact_rounds, rho, per_round, 1.0 - per_round, proxy, method, worst_round, tau_over_p
+    )
 
 
 def consensus_metrics(schedule: Schedule, method: str | None = None) -> ConsensusMetrics:
@@ -74,7 +102,7 @@ def consensus_metrics(schedule: Schedule, method: str | None = None) -> Consensu
     if method is not None and method not in METHODS:
         raise ConsensusError(f"unknown consensus method {method!r}; choose one of: {', '.join(METHODS)}")
     if n == 1:
-        return _metrics(1, period, 0, 0.0, method or "trivial")
+        return _metrics(1, period, 0, 0.0, method or "trivial", 0.0)
     if method in (None, "fft-circulant", "fft-block-circulant"):
         symbols = _symbols(schedule)
         if symbols is not None:
@@ -86,12 +114,36 @@ def consensus_metrics(schedule: Schedule, method: str | None = None) -> Consensu
     ops = _operators(schedule)
     exact = _exact_rounds_by_projection(ops, n, PERIODS_TRIED * period)
     if method in (None, "exact-projection-check") and exact is not None and exact <= period:
-        return _metrics(n, period, exact, 0.0, "exact-projection-check")
+        return _metrics(n, period, exact, 0.0, "exact-projection-check", worst_round_contraction(schedule))
     if method is None and n <= DENSE_MAX_N:
         return _dense(schedule)
     if method == "exact-projection-check":
         raise ConsensusError(f"{schedule.name}: not exact within one period; use another method")
-    return _metrics(n, period, exact, _power_iteration(ops, n), "power-iteration")
+    return _metrics(
+        n, period, exact, _power_iteration(ops, n), "power-iteration", worst_round_contraction(schedule)
+    )
+
+
+def round_contraction(rnd: Round) -> float:
+    """||W - J||_2 of one round of disjoint groups, in O(n) (module doc): 1 with two or more groups."""
+    sizes = rnd.group_sizes()
+    nonempty = np.flatnonzero(sizes)
+    if nonempty.size != 1:
+        return 1.0 if nonempty.size > 1 else 0.0
+    n = int(sizes[nonempty[0]])
+    if n == 1:
+        return 0.0
+    w = float(rnd.weights[nonempty[0]])
+    return abs(w - (1.0 - w) / (n - 1))
+
+
+def worst_round_contraction(schedule: Schedule) -> float:
+    """max over the schedule's rounds of ||W_r - J||_2, without n x n matrices (module doc)."""
+    if schedule.n == 1:
+        return 0.0
+    if schedule.static_graph is not None:
+        return float(np.abs(np.fft.fft(schedule.static_graph.circulant_row)[1:]).max())
+    return max(round_contraction(r) for r in schedule.rounds)
 
 
 # ---------------------------------------------------------------- round operators (no n x n matrices)
@@ -194,7 +246,8 @@ def _dense(schedule: Schedule) -> ConsensusMetrics:
             exact = t
         if exact is not None and rho is not None:
             break
-    return _metrics(n, period, exact, rho, "dense-svd")
+    worst = max(float(np.linalg.svd(w - j, compute_uv=False)[0]) for w in mats)
+    return _metrics(n, period, exact, rho, "dense-svd", worst)
 
 
 # ---------------------------------------------------------------- (block-)circulant structure
@@ -282,4 +335,4 @@ def _from_symbols(schedule: Schedule, symbols: list[np.ndarray], method: str) ->
             exact = t
         if exact is not None and rho is not None:
             break
-    return _metrics(schedule.n, period, exact, rho, method)
+    return _metrics(schedule.n, period, exact, rho, method, worst_round_contraction(schedule))

@@ -18,7 +18,8 @@ Closed = Literal["both", "left", "right", "neither"]
 
 
 def _fmt(x: float) -> str:
-    return f"{x:g}"
+    """An int bound as written (1048576, not 1.04858e+06); a float one short (0.01, 1e+06)."""
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,11 @@ NON_NEGATIVE = Interval(0.0, None, closed="left")
 FRACTION = Interval(0.0, 1.0, closed="both")
 POSITIVE_FRACTION = Interval(0.0, 1.0, closed="right")
 AT_LEAST_ONE = Interval(1, None, closed="left", integer=True)
+# Model-FLOPs utilisation: the fraction of peak FLOP/s a training run turns into model FLOPs. Published
+# MFU of real training runs lies between ~0.05 (small models, slow links) and ~0.7 (tuned large-model
+# runs; PaLM 540B reports 0.46). 0.01 is below all of them; under it "compute time" is an artefact of the
+# input (MFU 1e-300 gives 300-digit times and a verdict), not a prediction. 1 = the GPU's peak.
+MFU = Interval(0.01, 1.0, closed="both")
+# Coefficient of variation of per-iteration compute: 0 (every iteration takes the same time) is a
+# meaningful input; a standard deviation above the mean would make negative compute times common.
+COMPUTE_CV = FRACTION

@@ -14,10 +14,10 @@ from dataclasses import MISSING, dataclass, field
 
 from runtime_model.constraints import (
     AT_LEAST_ONE,
-    FRACTION,
+    COMPUTE_CV,
+    MFU,
     NON_NEGATIVE,
     POSITIVE,
-    POSITIVE_FRACTION,
     Interval,
 )
 from runtime_model.errors import InvalidValue
@@ -58,7 +58,7 @@ class GpuPreset:
     memory_bandwidth_GBps: float = _toml(NUMBER, POSITIVE)  # 10^9 bytes per second
     memory_GiB: float = _toml(NUMBER, POSITIVE)
     default_precision: str = _toml(TEXT)
-    mfu: float = _toml(NUMBER, POSITIVE_FRACTION)  # model-FLOPs utilisation assumed for training
+    mfu: float = _toml(NUMBER, MFU)  # model-FLOPs utilisation assumed for training
     default_intra: str | None = _toml(TEXT, ref=INTRA, default=None)  # None: the library's default
     source: str = _toml(TEXT)
     mfu_source: str = _toml(TEXT, default="")
@@ -94,7 +94,7 @@ class ModelPreset:
     unit: str = _toml(TEXT)  # the batch unit: "image", "token"
     default_global_batch: float = _toml(NUMBER, POSITIVE)  # in units
     embedding_params: int = _toml(INTEGER, NON_NEGATIVE_INTEGER)  # gradients ready at the end of backward
-    compute_cv: float = _toml(NUMBER, FRACTION)  # coefficient of variation of forward + backward time
+    compute_cv: float = _toml(NUMBER, COMPUTE_CV)  # coefficient of variation of forward + backward time
     source: str = _toml(TEXT)
     compute_cv_source: str = _toml(TEXT, default="")
 

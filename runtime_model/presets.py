@@ -12,12 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime_model.constraints import FRACTION, POSITIVE, POSITIVE_FRACTION, Interval
+from runtime_model.constraints import AT_LEAST_ONE, COMPUTE_CV, MFU, POSITIVE, Interval
 from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB, MIB
 from runtime_model.distributions import NormalCompute
+from runtime_model.errors import InvalidValue
 from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
 from runtime_model.preset_types import LinkPreset, PresetLibrary, UnknownPreset
-from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
+from runtime_model.scenario import (
+    Bucket,
+    BucketLayout,
+    ClusterShape,
+    Compute,
+    Link,
+    Network,
+    Scenario,
+    check_gpus,
+)
 
 __all__ = [
     "LinkPreset",
@@ -29,6 +39,7 @@ __all__ = [
     "builtin_library",
     "compute_from_preset",
     "link_from_preset",
+    "link_names",
     "load_library",
     "names",
     "network_preset",
@@ -114,35 +125,37 @@ def resolve(
     precision: str | None = None,
     mfu: float | None = None,
     compute_cv: float | None = None,
-    bucket_cap_mb: float = BUCKET_CAP_MIB,
+    bucket_cap_mb: float | None = BUCKET_CAP_MIB,
     cluster: str | None = None,
     *,
     library: PresetLibrary | None = None,
 ) -> PresetChoice:
     """Fill defaults from a named cluster, the GPU or the library's defaults, and check every name
-    and number. Unknown names raise UnknownPreset; numbers outside their range raise InvalidValue
-    named by these parameters' names (mfu, compute_cv, global_batch, bucket_cap_mb)."""
+    and number. Only None means "not given": an empty name is looked up (and is unknown), a 0 is
+    checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
+    InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
+    bucket_cap_mb)."""
     lib = library or builtin_library()
+    check_gpus("gpus", gpus)
+    if gpus_per_node is not None:
+        AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
     if cluster is not None:
         c = lib.cluster(cluster)
-        gpu = gpu or c.gpu
-        gpus_per_node = gpus_per_node or c.gpus_per_node
-        intra = intra or c.intra
-        network = network or c.network
-    gpu = gpu or lib.defaults.gpu
+        gpu = c.gpu if gpu is None else gpu
+        gpus_per_node = c.gpus_per_node if gpus_per_node is None else gpus_per_node
+        intra = c.intra if intra is None else intra
+        network = c.network if network is None else network
+    gpu = lib.defaults.gpu if gpu is None else gpu
     g = lib.gpu(gpu)
-    model = model or lib.defaults.model
+    model = lib.defaults.model if model is None else model
     m = lib.model(model)
-    precision = precision or g.default_precision
+    precision = g.default_precision if precision is None else precision
     if precision not in g.tflops:
         raise UnknownPreset("precision", precision, list(g.tflops), "precision")
-    network = network or lib.defaults.network
-    lib.network(network)
-    intra = intra or lib.default_intra(gpu)
-    lib.intra(intra)
+    network, intra = link_names(network, intra, gpu, lib)
     choice = PresetChoice(
         gpus=gpus,
-        gpus_per_node=gpus_per_node or min(lib.defaults.gpus_per_node, gpus),
+        gpus_per_node=min(lib.defaults.gpus_per_node, gpus) if gpus_per_node is None else gpus_per_node,
         gpu=gpu,
         network=network,
         intra=intra,
@@ -151,13 +164,35 @@ def resolve(
         precision=precision,
         mfu=float(mfu if mfu is not None else g.mfu),
         compute_cv=float(compute_cv if compute_cv is not None else m.compute_cv),
-        bucket_cap_mb=bucket_cap_mb,
+        bucket_cap_mb=BUCKET_CAP_MIB if bucket_cap_mb is None else bucket_cap_mb,
     )
-    POSITIVE_FRACTION.check("mfu", choice.mfu)
-    FRACTION.check("compute_cv", choice.compute_cv)
+    MFU.check("mfu", choice.mfu)
+    COMPUTE_CV.check("compute_cv", choice.compute_cv)
     POSITIVE.check("global_batch", choice.global_batch)
-    BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", bucket_cap_mb)
+    # A GPU with less than one unit (token, image) of a batch the user gave has nothing to train on. The
+    # model's default batch is not held to this (advise --gpus 65536 with transformer-base's 25,000
+    # tokens keeps answering, as it always has); give --global-batch for a meaningful large-n answer.
+    if global_batch is not None and choice.global_batch < gpus:
+        raise InvalidValue(
+            "global_batch",
+            f">= the number of GPUs ({gpus}): at least one {m.unit} per GPU",
+            choice.global_batch,
+        )
+    BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)
     return choice
+
+
+def link_names(
+    network: str | None, intra: str | None, gpu: str | None = None, library: PresetLibrary | None = None
+) -> tuple[str, str]:
+    """The (inter-node network, intra-node link) preset names: given ones checked, missing ones the
+    library's defaults (the intra link of `gpu`'s usual node, else of the default GPU)."""
+    lib = library or builtin_library()
+    network = lib.defaults.network if network is None else network
+    lib.network(network)
+    intra = lib.default_intra(lib.defaults.gpu if gpu is None else gpu) if intra is None else intra
+    lib.intra(intra)
+    return network, intra
 
 
 def compute_from_preset(choice: PresetChoice, library: PresetLibrary | None = None) -> Compute:

@@ -7,10 +7,17 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
   provenance: {parameter: where it came from}
   predictions[]: {topology, applicable, reason, iteration_s: {mean, p50, p99}, speedup_vs_allreduce,
                   factors: {overlap_s, links_s, variance_s, total_s} | null, consensus: {...} | null,
-                  comm_s, exposed_comm_s, compute_wait_s, optimizer_s, uncertainty_s, decent_dp_builtin}
+                  comm_s, exposed_comm_s, compute_wait_s, optimizer_s, uncertainty_s, decent_dp_builtin,
+                  runs_on_decent_dp, vs_best}
                  (the first entry is "allreduce", the DDP baseline)
-  recommendation: {topology, speedup_vs_allreduce, too_close_to_call, verdict, code, torchrun}
-  margin: relative margin used for "too close to call"
+                 consensus: {exact_rounds, rho, rho_per_round, spectral_gap, transient_proxy, method,
+                             worst_round_contraction, tau_over_p} (runtime_model.consensus)
+                 runs_on_decent_dp: Schedule.decent_dp_runnable (reason: the note why not)
+                 vs_best: "best" (fastest runnable mean, All-Reduce included), "equivalent" (mean within
+                          `margin` of it) or null; the advisor ranks on the mean
+  recommendation: {topology, speedup_vs_allreduce, too_close_to_call, verdict, code, torchrun, equivalent}
+                  equivalent: the options whose vs_best is "equivalent"
+  margin: relative margin used for "too close to call" and for "equivalent"
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ def _pred_dict(p: IterationPrediction) -> dict:
 def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     sc = advice.scenario
     ar = advice.allreduce
+    standing = advice.standing()
     preds = [
         {
             "topology": "allreduce",
@@ -49,9 +57,16 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             **_pred_dict(ar),
             "speedup_vs_allreduce": 1.0,
             "factors": None,
-            "consensus": {"exact_rounds": 1, "rho": 0.0, "method": "global average every iteration"},
+            "consensus": {
+                "exact_rounds": 1,
+                "rho": 0.0,
+                "method": "global average every iteration",
+                "worst_round_contraction": 0.0,
+                "tau_over_p": 1.0,
+            },
             "uncertainty_s": advice.allreduce_uncertainty_s,
             "decent_dp_builtin": False,
+            "vs_best": standing.get("allreduce"),
         }
     ]
     for r in advice.rows:
@@ -61,7 +76,12 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             entry.update(_pred_dict(r.prediction))
             entry.update(
                 speedup_vs_allreduce=r.speedup,
-                factors={"overlap_s": f.overlap_s, "links_s": f.links_s, "variance_s": f.variance_s, "total_s": f.total_s},
+                factors={
+                    "overlap_s": f.overlap_s,
+                    "links_s": f.links_s,
+                    "variance_s": f.variance_s,
+                    "total_s": f.total_s,
+                },
                 consensus=asdict(r.consensus),
                 per_round_comm_s=list(r.prediction.per_round_comm_s),
                 uncertainty_s=r.uncertainty_s,
@@ -70,6 +90,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             entry.update(iteration_s=None, speedup_vs_allreduce=None, factors=None, consensus=None)
         entry["decent_dp_builtin"] = r.decent_dp_builtin
         entry["runs_on_decent_dp"] = r.runnable and r.applicable
+        entry["vs_best"] = standing.get(r.topology)
         preds.append(entry)
     comp = sc.compute
     rec = advice.recommendation
@@ -81,8 +102,14 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             "nodes": sc.shape.nodes,
             "network": {
                 "name": sc.network.name,
-                "intra": {"latency_s": sc.network.intra.latency_s, "bandwidth_Bps": sc.network.intra.bandwidth_Bps},
-                "inter": {"latency_s": sc.network.inter.latency_s, "bandwidth_Bps": sc.network.inter.bandwidth_Bps},
+                "intra": {
+                    "latency_s": sc.network.intra.latency_s,
+                    "bandwidth_Bps": sc.network.intra.bandwidth_Bps,
+                },
+                "inter": {
+                    "latency_s": sc.network.inter.latency_s,
+                    "bandwidth_Bps": sc.network.inter.bandwidth_Bps,
+                },
                 "measured_group_costs": sorted(sc.network.group_costs),
             },
             "compute": {
@@ -107,6 +134,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             "verdict": rec.verdict,
             "code": rec.code_line,
             "torchrun": rec.torchrun_line,
+            "equivalent": list(rec.equivalent),
         },
         "margin": advice.margin,
     }
@@ -129,12 +157,27 @@ def to_csv(advice: Advice, inputs: dict | None = None) -> str:
     return buf.getvalue()
 
 
-TOPOLOGY_CSV_FIELDS = ("topology", "applicable", "period", "group_sizes", "exact_rounds", "rho", "decent_dp_name",
-                       "description", "reason")
+TOPOLOGY_CSV_FIELDS = (
+    "topology",
+    "applicable",
+    "period",
+    "group_sizes",
+    "exact_rounds",
+    "rho",
+    "decent_dp_name",
+    "description",
+    "reason",
+    "runs_on_decent_dp",
+    "worst_round_contraction",
+    "tau_over_p",
+)
 
 
 def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
-    """`rtmodel topologies` data: every schedule for `shape`, or why it does not fit."""
+    """`rtmodel topologies` data: every schedule for `shape`, or why it does not fit.
+
+    Whether Decent-DP runs it is `Schedule.decent_dp_runnable` and `reason` its note, exactly as in
+    the advice's prediction entries (same keys: runs_on_decent_dp, decent_dp_builtin, reason)."""
     from runtime_model.consensus import consensus_metrics
     from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule, topology_names
 
@@ -144,15 +187,26 @@ def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
         try:
             sch = build_schedule(name, shape)
         except TopologyNotApplicable as exc:
-            rows.append({"topology": name, "description": info.description, "applicable": False, "reason": str(exc)})
+            rows.append(
+                {"topology": name, "description": info.description, "applicable": False, "reason": str(exc)}
+            )
             continue
         sizes = sorted({int(s) for r in sch.rounds for s in set(r.group_sizes().tolist())})
-        rows.append({
-            "topology": name, "description": info.description, "applicable": True, "period": sch.period,
-            "group_sizes": sizes, "decent_dp_name": info.decent_dp_name,
-            "consensus": asdict(consensus_metrics(sch)),
-            "rounds": [r.groups() for r in sch.rounds] if with_rounds else None,
-        })
+        rows.append(
+            {
+                "topology": name,
+                "description": info.description,
+                "applicable": True,
+                "period": sch.period,
+                "group_sizes": sizes,
+                "decent_dp_name": info.decent_dp_name,
+                "consensus": asdict(consensus_metrics(sch)),
+                "rounds": [r.groups() for r in sch.rounds] if with_rounds else None,
+                "reason": sch.decent_dp_note,
+                "runs_on_decent_dp": sch.decent_dp_runnable,
+                "decent_dp_builtin": info.decent_dp_name is not None,
+            }
+        )
     return rows
 
 
@@ -168,9 +222,24 @@ def topology_rows_csv(rows: list[dict]) -> str:
     w.writerow(TOPOLOGY_CSV_FIELDS)
     for r in rows:
         c = r.get("consensus") or {}
-        w.writerow([
-            r["topology"], r["applicable"], r.get("period", ""), " ".join(map(str, r.get("group_sizes", []))),
-            "" if c.get("exact_rounds") is None else c["exact_rounds"], "" if c.get("rho") is None else f"{c['rho']:.6g}",
-            r.get("decent_dp_name") or "", r["description"], r.get("reason") or "",
-        ])
+
+        def num(key: str, c=c) -> str:
+            return "" if c.get(key) is None else f"{c[key]:.6g}"
+
+        w.writerow(
+            [
+                r["topology"],
+                r["applicable"],
+                r.get("period", ""),
+                " ".join(map(str, r.get("group_sizes", []))),
+                "" if c.get("exact_rounds") is None else c["exact_rounds"],
+                num("rho"),
+                r.get("decent_dp_name") or "",
+                r["description"],
+                r.get("reason") or "",
+                r.get("runs_on_decent_dp", ""),
+                num("worst_round_contraction"),
+                num("tau_over_p"),
+            ]
+        )
     return buf.getvalue()

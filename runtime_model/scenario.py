@@ -10,12 +10,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from runtime_model.constraints import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE
+from runtime_model.defaults import MAX_GPUS
 from runtime_model.distributions import ComputeDistribution, NormalCompute
-from runtime_model.errors import InvalidCombination, UserError
+from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 
 
 class ScenarioError(UserError):
     """A scenario that cannot work (bad shape, bad number)."""
+
+
+def check_gpus(name: str, value) -> int:
+    """`value` as a GPU count the model answers for: an integer in [1, MAX_GPUS] (see defaults.MAX_GPUS);
+    else InvalidValue naming `name`."""
+    AT_LEAST_ONE.check(name, value)
+    if value > MAX_GPUS:
+        raise InvalidValue(
+            name, f"at most {MAX_GPUS} (2^20, the largest n rtmodel answers: it simulates every rank)", value
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -174,12 +186,13 @@ class ClusterShape:
     gpus_per_node: int
 
     def __post_init__(self):
-        AT_LEAST_ONE.check("gpus", self.gpus)
+        check_gpus("gpus", self.gpus)
         AT_LEAST_ONE.check("gpus_per_node", self.gpus_per_node)
         if self.gpus % self.gpus_per_node:
             raise InvalidCombination(
                 "{gpus_per_node} does not divide {gpus} (every node must hold the same number of GPUs)",
-                gpus_per_node=self.gpus_per_node, gpus=self.gpus,
+                gpus_per_node=self.gpus_per_node,
+                gpus=self.gpus,
             )
 
     @property

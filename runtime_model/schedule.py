@@ -20,6 +20,8 @@ import numpy as np
 from runtime_model.errors import UserError
 from runtime_model.scenario import ClusterShape, GroupShape
 
+NOT_GROUP_ROUNDS_NOTE = "it is not a sequence of rounds of disjoint groups"
+
 
 class ScheduleError(UserError):
     """The rounds do not form a valid Decent-DP topology."""
@@ -144,11 +146,16 @@ class Round:
     def per_rank_cost(self, shape: ClusterShape, cost_of) -> np.ndarray:
         """cost_of(GroupShape) evaluated once per distinct shape, then given to every rank of such a group."""
         sizes, spans, q = self.group_placement(shape)
-        base = self.n + 1  # every field is <= n: one int64 key per group, unique'd in 1-D (fast)
-        keys = (sizes.astype(np.int64) * base + spans) * base + q
+        # One int64 key per group, unique'd in 1-D (fast). Each field gets its own base (spans <= nodes,
+        # q <= k), so a key is < (n + 1)(nodes + 1)(k + 1) <= 2 n (n + 1): exact far past MAX_GPUS.
+        # (One base n + 1 for all three fields overflowed int64 at n = 2^21, giving negative sizes.)
+        base_q = int(q.max()) + 1
+        base_s = int(spans.max()) + 1
+        keys = (sizes.astype(np.int64) * base_s + spans) * base_q + q
         uniq, inverse = np.unique(keys, return_inverse=True)
         costs = np.array([
-            cost_of(GroupShape(int(k // (base * base)), int(k // base % base), int(k % base))) for k in uniq
+            cost_of(GroupShape(int(k // (base_s * base_q)), int(k // base_q % base_s), int(k % base_q)))
+            for k in uniq
         ])
         return costs[inverse.reshape(-1)][self.labels]
 
@@ -188,8 +195,16 @@ class Schedule:
     static_graph: StaticGraph | None = None
     decent_dp_note: str | None = None  # why Decent-DP cannot run it as-is; None when it can
 
+    def __post_init__(self) -> None:
+        if self.static_graph is not None and self.decent_dp_note is None:
+            # Decent-DP runs one group per rank per iteration: a static graph is never runnable
+            object.__setattr__(self, "decent_dp_note", NOT_GROUP_ROUNDS_NOTE)
+
     @property
     def decent_dp_runnable(self) -> bool:
+        """THE predicate for "can Decent-DP run this schedule on this shape", with `decent_dp_note` as
+        the one reason text: the advise table and JSON (`runs_on_decent_dp`), the topologies table and
+        validate (`validation.plan`) all read it."""
         return self.decent_dp_note is None
 
     @property

@@ -1,9 +1,14 @@
 """Refactors must not move a prediction: `advise --format json` for recorded scenarios equals the
 baseline recorded before the change (tests/data/advise_baseline/, up to float rounding).
 
-Re-record only when a model change is intended, and say so in the commit:
+Re-record only when a model change is intended, or when keys/columns are added, and say so in the commit:
     while IFS='|' read name args; do rtmodel advise $args --format json > tests/data/advise_baseline/$name.json; done \
         < tests/data/advise_baseline/scenarios.txt
+    rtmodel advise --gpus 64 --format csv > tests/data/advise_baseline/default.csv
+Then diff old against new: for an addition, every old key keeps its value and every old CSV column its
+position and text. (Last re-recorded for consensus.worst_round_contraction / tau_over_p, vs_best,
+recommendation.equivalent and the CSV columns after `reason`: all predictions identical; verdicts that
+have equivalent options gained one sentence at their end.)
 """
 
 import json

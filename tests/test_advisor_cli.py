@@ -4,6 +4,8 @@ import json
 import math
 import subprocess
 import sys
+import typing
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +15,7 @@ from runtime_model import presets
 from runtime_model.advisor import advise
 
 runner = CliRunner()
+ROOT = Path(__file__).parent.parent
 
 
 def run(*args):
@@ -152,3 +155,162 @@ def test_advise_rejects_a_corrupt_profile(tmp_path):
     res = run("advise", "--profile", str(bad), "--gpus", "8")
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) <= 2
+
+
+# ----------------------------------------------------------------------------- bad input: one line, exit 2
+
+PROFILE = "tests/data/synthetic_profile_2x2.json"
+
+
+def assert_refused(res, *fragments):
+    """Exit 2, nothing on stdout, exactly one stderr line 'error: ...' holding every fragment."""
+    assert res.exit_code == 2, res.output
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in res.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        # the largest n (runtime_model.defaults.MAX_GPUS), not a MemoryError or a negative group size
+        (["--gpus", "1000000000000"], ["--gpus must be at most 1048576"]),
+        (["--gpus", "2097152"], ["--gpus must be at most 1048576"]),
+        (["--gpus", "1048577", "--global-batch", "2e6"], ["--gpus must be at most 1048576"]),
+        # 0 is a value, not "not given"; "" is a name, not the default
+        (["--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1, got 0"]),
+        (["--gpu", ""], ["unknown GPU ''", "A100"]),
+        (["--network", ""], ["unknown network ''", "ib-100"]),
+        (["--intra", ""], ["unknown intra-node link ''", "pcie4"]),
+        (["--model", ""], ["unknown model ''", "transformer-base"]),
+        (["--cluster", ""], ["unknown cluster ''", "a100-ib100"]),
+        (["--precision", ""], ["unknown precision ''", "bf16"]),
+        (["--precision", "bogus"], ["unknown precision 'bogus'"]),
+        # numbers: physically meaningful ranges; NaN and infinity never pass
+        (["--mfu", "1e-300"], ["--mfu must be in [0.01, 1]"]),
+        (["--mfu", "nan"], ["--mfu must be in [0.01, 1]"]),
+        (["--mfu", "inf"], ["--mfu must be in [0.01, 1]"]),
+        (["--global-batch", "10"], ["--global-batch must be >= the number of GPUs (64)", "one token"]),
+        (["--global-batch", "nan"], ["--global-batch"]),
+        (["--global-batch", "inf"], ["--global-batch"]),
+        (["--compute-cv", "nan"], ["--compute-cv must be in [0, 1]"]),
+        (["--compute-cv", "inf"], ["--compute-cv must be in [0, 1]"]),
+        (["--compute-cv", "1.5"], ["--compute-cv must be in [0, 1]"]),
+        (["--margin", "nan"], ["--margin must be in [0, 1)"]),
+        (["--margin", "inf"], ["--margin"]),
+        (["--bucket-cap-mb", "inf"], ["--bucket-cap-mb must be in (0, 1e+06)"]),
+        (["--bucket-cap-mb", "nan"], ["--bucket-cap-mb"]),
+        (["--bucket-cap-mb", "0"], ["--bucket-cap-mb"]),
+        (["--bucket-cap-mb", "-1"], ["--bucket-cap-mb"]),
+        # with a profile, the options it replaces are refused, not silently ignored
+        (["--profile", PROFILE, "--gpu", "H100"], ["--gpu cannot be used with --profile", "drop it"]),
+        (["--profile", PROFILE, "--mfu", "0.3"], ["--mfu cannot be used with --profile"]),
+        (["--profile", PROFILE, "--model", "transformer-base"], ["--model cannot be used with --profile"]),
+        (["--profile", PROFILE, "--global-batch", "4096"], ["--global-batch cannot be used with --profile"]),
+        (["--profile", PROFILE, "--compute-cv", "0"], ["--compute-cv cannot be used with --profile"]),
+        (["--profile", PROFILE, "--precision", "bf16"], ["--precision cannot be used with --profile"]),
+        (["--profile", PROFILE, "--bucket-mb", "10"], ["--bucket-cap-mb cannot be used with --profile"]),
+        (["--profile", PROFILE, "--cluster", "a100-ib100"], ["--cluster cannot be used with --profile"]),
+        (
+            ["--profile", PROFILE, "--gpu", "A100", "--mfu", "0.4"],
+            ["--gpu, --mfu cannot be used with --profile", "drop them"],
+        ),
+        (["--profile", PROFILE, "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
+        (["--profile", PROFILE, "--gpus", "2097152"], ["--gpus must be at most 1048576"]),
+        (["--profile", PROFILE, "--network", ""], ["unknown network ''"]),
+    ],
+)
+def test_advise_refuses_bad_input_with_one_named_line(args, fragments, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for fmt in ("json", "table"):
+        assert_refused(run("advise", *args, "--format", fmt), *fragments)
+
+
+def test_advise_accepts_the_edges_and_network_links_with_a_profile(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert run("advise", "--compute-cv", "0", "--format", "json").exit_code == 0  # no variance: meaningful
+    assert run("advise", "--compute-cv", "1", "--mfu", "0.01", "--format", "json").exit_code == 0
+    assert run("advise", "--gpus", "64", "--global-batch", "64", "--format", "json").exit_code == 0
+    links = ["--network", "eth-25g", "--intra", "pcie3"]
+    res = run("advise", "--profile", PROFILE, "--gpus", "16", *links, "--format", "json")
+    assert res.exit_code == 0, res.output
+
+
+def test_advise_help_states_the_ranges_it_checks():
+    from rtmodel_cli.advise import advise as advise_command
+    from runtime_model.constraints import COMPUTE_CV, MFU
+
+    hints = typing.get_type_hints(advise_command, include_extras=True)
+    assert "[0, 1]" in COMPUTE_CV.describe() and "[0.01, 1]" in MFU.describe()
+    assert COMPUTE_CV.describe() in hints["compute_cv"].__metadata__[0].help
+    assert MFU.describe() in hints["mfu"].__metadata__[0].help
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--gpus", "1000000000000"], ["--gpus must be at most 1048576"]),
+        (["--gpus", "0"], ["--gpus must be an integer >= 1"]),
+        (["--gpus", "8", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
+    ],
+)
+def test_topologies_refuses_bad_shapes_with_one_named_line(args, fragments):
+    assert_refused(run("topologies", *args, "--format", "json"), *fragments)
+
+
+def test_calibrate_refuses_more_than_max_gpus(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert_refused(run("calibrate", PROFILE, "--gpus", "1000000000000"), "--gpus must be at most 1048576")
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["speedup", "--gpus", "8:16", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
+        (["factors", "--gpus", "64", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
+        (["what-if", "--gpus", "8:16", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
+        (["speedup", "--gpus", "1000000000000"], ["--gpus must be at most 1048576"]),
+        (["factors", "--gpus", "2097152"], ["--gpus must be at most 1048576"]),
+        (["what-if", "--gpus", "8:16", "--gpu", ""], ["unknown GPU ''"]),
+        (["factors", "--gpus", "64", "--network", ""], ["unknown network ''"]),
+        (["speedup", "--gpus", "8:16", "--model", ""], ["unknown model ''"]),
+        (["factors", "--gpus", "64", "--cluster", ""], ["unknown cluster ''"]),
+        (["factors", "--gpus", "64", "--intra", ""], ["unknown intra-node link ''"]),
+        (["factors", "--gpus", "64", "--global-batch", "10"], ["--global-batch must be >= the number"]),
+        (["factors", "--gpus", "64", "--global-batch", "nan"], ["--global-batch"]),
+        (["factors", "--gpus", "64", "--bucket-cap-mb", "inf"], ["--bucket-cap-mb"]),
+        (["what-if", "--gpus", "8:16", "--batch-per-gpu", "inf"], ["--batch-per-gpu must be a finite"]),
+        (["what-if", "--gpus", "8:16", "--batch-per-gpu", "nan"], ["--batch-per-gpu"]),
+        (["speedup", "--gpus", "8:16", "--batch-per-gpu", "0.5"], ["--batch-per-gpu"]),
+    ],
+)
+def test_plot_refuses_bad_input_with_one_named_line_and_writes_nothing(tmp_path, args, fragments):
+    out = tmp_path / "x.png"
+    res = run("plot", *args, "--out", str(out))
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_group_shape_keys_are_exact_beyond_max_gpus():
+    """n = 2^21 used to overflow the int64 key that packs (size, nodes, q) with one base n + 1, and
+    reported GroupShape(size=-2097148, ...). The keys must stay exact past the limit, so that
+    MAX_GPUS is the only reason n is refused."""
+    from runtime_model.defaults import MAX_GPUS
+    from runtime_model.scenario import ClusterShape, GroupShape
+    from runtime_model.topology_builders import build_complete
+
+    n, k = 2 * MAX_GPUS, 8
+    shape = object.__new__(ClusterShape)  # bypass the MAX_GPUS check: this tests the arithmetic only
+    object.__setattr__(shape, "gpus", n)
+    object.__setattr__(shape, "gpus_per_node", k)
+    seen = []
+    costs = build_complete(shape).rounds[0].per_rank_cost(shape, lambda g: seen.append(g) or 1.0)
+    assert seen == [GroupShape(size=n, nodes=n // k, nic_sharing=1)]
+    assert costs.shape == (n,)

@@ -212,7 +212,7 @@ def test_bucket_ready_fractions(cal):
 
 def test_single_node_profile_needs_and_uses_fallback():
     doc = synthetic_profile(SyntheticTruth(nodes=1, ranks_per_node=4))
-    with pytest.raises(CalibrationError, match="single-node.*preset"):
+    with pytest.raises(CalibrationError, match="single-node.*pass --network NAME .a preset inter-node"):
         calibrate(doc)
     c = calibrate(doc, fallback_network=PRESET)
     assert c.network.inter.bandwidth_Bps == PRESET.inter.bandwidth_Bps
@@ -465,14 +465,20 @@ def _resolver(inter, intra):
     return PRESET
 
 
-def test_cli_single_node_needs_network_preset(tmp_path):
+def test_cli_single_node_falls_back_to_the_resolvers_default(tmp_path):
+    """No --network: the resolver's default network (None asked), said in the notes with the flag to use."""
     app = typer.Typer()
     app.callback()(lambda: None)
     register(app, resolve_network=_resolver)
     guard_app(app)
     prof = write_synthetic_profile(tmp_path / "one.json", nodes=1, ranks_per_node=2, iterations=5)
-    result = CliRunner().invoke(app, ["calibrate", str(prof)])
-    assert result.exit_code == 2 and "--network" in result.stderr
+    result = CliRunner().invoke(app, ["calibrate", str(prof), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["provenance"]["inter.bandwidth_Bps"] == (
+        "preset eth-100g-test (not measured; default preset; --network NAME chooses)"
+    )
+    assert any(n.startswith("inter-node link: preset eth-100g-test is the default") for n in doc["notes"])
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", PRESET.name])
     assert result.exit_code == 0, result.output
     assert f"preset {PRESET.name}" in result.output

@@ -1,4 +1,5 @@
-"""Consensus metrics: fast paths agree with dense SVD, known closed forms, edge cases, speed at n = 65,536."""
+"""Consensus metrics: fast paths agree with dense SVD, known closed forms, edge cases, speed at n = 65,536;
+the worst single round ||W_r - J||_2 and tau / p (Koloskova et al. 2020) against dense numpy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model.consensus import ConsensusError, consensus_metrics, dense_rounds
+from runtime_model.consensus import (
+    ConsensusError,
+    consensus_metrics,
+    dense_rounds,
+    round_contraction,
+    worst_round_contraction,
+)
 from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Round, Schedule
 from runtime_model.topologies import TOPOLOGIES, build_schedule, topology_names
@@ -34,6 +41,8 @@ def test_fast_path_equals_dense_svd(name, shape):
     assert fast.exact_rounds == dense.exact_rounds
     assert fast.rho == pytest.approx(dense.rho, abs=1e-10)
     assert fast.rho_per_round == pytest.approx(dense.rho_per_round, abs=1e-9)
+    assert fast.worst_round_contraction == pytest.approx(dense.worst_round_contraction, abs=1e-10)
+    assert fast.tau_over_p == pytest.approx(dense.tau_over_p, rel=1e-9)
     if dense.exact_rounds is not None:
         # the projection check must find the same round count as the dense products
         proj = consensus_metrics(s, "exact-projection-check")
@@ -197,3 +206,92 @@ def test_consensus_at_65536_is_fast_for_decent_dp_topologies():
         assert elapsed < 1.0, (name, elapsed)  # ~0.005-0.04 s measured; generous for loaded CI
         assert m.method != "power-iteration"
     assert consensus_metrics(build_schedule("one-peer-exp", shape)).exact_rounds == 16
+
+
+# ---------------------------------------------------------------- worst single round and tau / p
+
+
+def _dense_worst_round(schedule) -> float:
+    """max_r ||W_r - J||_2 straight from numpy, independent of runtime_model.consensus."""
+    n = schedule.n
+    j = np.full((n, n), 1.0 / n)
+    return max(float(np.linalg.norm(w - j, 2)) for w in dense_rounds(schedule))
+
+
+@pytest.mark.parametrize(("name", "shape"), list(_cases()), ids=lambda v: str(v))
+def test_worst_round_matches_dense_numpy(name, shape):
+    s = build_schedule(name, shape)
+    assert s.n <= 64
+    assert worst_round_contraction(s) == pytest.approx(_dense_worst_round(s), abs=1e-10)
+    m = consensus_metrics(s)
+    assert m.worst_round_contraction == pytest.approx(_dense_worst_round(s), abs=1e-10)
+    assert m.tau_over_p == pytest.approx(s.period / (1 - m.rho**2))
+
+
+def test_ring_8_exact_values():
+    # each ring round is 4 disjoint pairs with weight 1/2: x = (1, 1, -1, -1, 0, ...) on two pairs is a
+    # mean-zero fixed point, so ||W_r - J||_2 = 1 exactly; the period has rho = cos(2 pi / 8)
+    s = build_schedule("ring", ClusterShape(8, 2))
+    m = consensus_metrics(s)
+    assert m.worst_round_contraction == 1.0
+    assert m.rho == pytest.approx(math.cos(2 * math.pi / 8), abs=1e-12)
+    assert m.tau_over_p == pytest.approx(2 / (1 - 0.5))  # rho^2 = 1/2
+    for w in dense_rounds(s):
+        assert np.linalg.norm(w - np.full((8, 8), 1 / 8), 2) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_one_peer_exp_is_exact_per_period_but_not_per_round():
+    for n in (2, 8, 64):
+        s = build_schedule("one-peer-exp", ClusterShape(n, 1))
+        m = consensus_metrics(s)
+        assert m.rho == 0.0 and m.transient_proxy == 0.0  # the per-period view: exact
+        assert m.tau_over_p == s.period  # Koloskova et al.: p = 1 over tau = one period
+        # the single-round view: a pair round leaves disagreement between pairs untouched (n = 2: one pair, exact)
+        assert m.worst_round_contraction == (0.0 if n == 2 else 1.0)
+        assert m.worst_round_contraction == pytest.approx(_dense_worst_round(s), abs=1e-12)
+
+
+def test_exact_schedules_all_have_worst_round_one_and_complete_zero():
+    shape = ClusterShape(64, 8)
+    for name in ("ring", "one-peer-exp", "alternating-exp-ring", "base-2"):
+        assert consensus_metrics(build_schedule(name, shape)).worst_round_contraction == 1.0
+    complete = consensus_metrics(build_schedule("complete", shape))
+    assert complete.worst_round_contraction == 0.0 and complete.tau_over_p == 1.0
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 6])
+def test_static_exp_worst_round_is_its_rho(p):
+    # one round per period, circulant hence normal: ||W - J||_2 = max |eigenvalue| over f != 0 = rho = (p-1)/(p+1)
+    s = build_schedule("static-exp", ClusterShape(2**p, 1))
+    m = consensus_metrics(s)
+    assert m.worst_round_contraction == pytest.approx((p - 1) / (p + 1), abs=1e-12)
+    assert m.worst_round_contraction == pytest.approx(_dense_worst_round(s), abs=1e-12)
+    assert m.tau_over_p == pytest.approx(1 / (1 - ((p - 1) / (p + 1)) ** 2))
+
+
+@pytest.mark.parametrize(("n", "w"), [(2, 0.5), (2, 0.8), (5, 0.6), (5, 0.2), (7, 1.0), (7, 0.0)])
+def test_single_group_round_contraction_closed_form(n, w):
+    rnd = Round(np.zeros(n, dtype=np.int64), np.array([w]))
+    expected = abs(w - (1 - w) / (n - 1))
+    assert round_contraction(rnd) == pytest.approx(expected, abs=1e-12)
+    assert round_contraction(rnd) == pytest.approx(
+        np.linalg.norm(rnd.dense() - np.full((n, n), 1 / n), 2), abs=1e-12
+    )
+
+
+def test_disconnected_and_single_rank_worst_round():
+    halves = Round(np.repeat([0, 1], 4), np.array([0.25, 0.25]))
+    assert consensus_metrics(Schedule("islands", (halves,))).worst_round_contraction == 1.0
+    assert consensus_metrics(Schedule("islands", (halves,))).tau_over_p == math.inf
+    for name in ("complete", "base-2", "static-exp"):
+        assert consensus_metrics(build_schedule(name, ClusterShape(1, 1))).worst_round_contraction == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 4), st.integers(0, 10**6))
+def test_worst_round_matches_dense_for_random_schedules(n, period, seed):
+    s = _random_schedule(np.random.default_rng(seed), n, period)
+    assert worst_round_contraction(s) == pytest.approx(_dense_worst_round(s), abs=1e-9)
+    assert consensus_metrics(s, "dense-svd").worst_round_contraction == pytest.approx(
+        _dense_worst_round(s), abs=1e-9
+    )

@@ -48,6 +48,67 @@ def test_bad_settings_are_value_errors(kwargs):
     assert issubclass(EmulationConfigError, ValueError)
 
 
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(inter_bandwidth_mbit=float("inf")), "inter_bandwidth_mbit"),
+    (dict(inter_bandwidth_mbit=float("nan")), "inter_bandwidth_mbit"),
+    (dict(inter_bandwidth_mbit=-1), "inter_bandwidth_mbit"),
+    (dict(inter_bandwidth_mbit=1e9), "inter_bandwidth_mbit"),  # past what tc tbf's u32 queue limit holds
+    (dict(inter_delay_ms=float("inf")), "inter_delay_ms"),
+    (dict(inter_delay_ms=float("nan")), "inter_delay_ms"),
+    (dict(nodes=65), "nodes"),
+    (dict(nodes=2.5), "nodes"),
+    (dict(ranks_per_node=0), "ranks_per_node"),
+    (dict(mtu=70000), "mtu"),
+])
+def test_bad_settings_name_the_setting_and_its_range(kwargs, name):
+    with pytest.raises(EmulationConfigError) as err:
+        EmulatedCluster(**kwargs)
+    assert err.value.name == name and str(err.value).startswith(f"{name} must be ")
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1, float("inf"), float("nan")])
+def test_launch_timeout_must_be_positive_and_finite(timeout_s):
+    with pytest.raises(EmulationConfigError, match="timeout_s must be a finite number > 0"):
+        EmulatedCluster().launch([["true"]], timeout_s)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["up", "--bandwidth-mbit", "inf"], "--bandwidth-mbit must be in [1, 100000]"),
+    (["up", "--bandwidth-mbit", "nan"], "--bandwidth-mbit must be in [1, 100000]"),
+    (["up", "--bandwidth-mbit", "0"], "--bandwidth-mbit"),
+    (["up", "--bandwidth-mbit", "400001"], "--bandwidth-mbit"),
+    (["up", "--delay-ms", "-1"], "--delay-ms must be in [0, 10000]"),
+    (["up", "--delay-ms", "inf"], "--delay-ms"),
+    (["up", "--nodes", "0"], "--nodes must be an integer in [1, 64]"),
+    (["up", "--ranks-per-node", "0"], "--ranks-per-node must be an integer in [1, 64]"),
+    (["up", "--mtu", "100"], "--mtu must be an integer in [1280, 65535]"),
+    (["up", "--shaping", "netem"], "--shaping must be one of tbf+forwarder, forwarder, tbf"),
+    (["run", "--timeout-s", "0", "--", "-m", "x"], "--timeout-s must be a finite number > 0"),
+    (["run", "--timeout-s", "inf", "--", "-m", "x"], "--timeout-s"),
+    (["run", "--timeout-s", "nan", "--", "-m", "x"], "--timeout-s"),
+    (["run", "--master-port", "0", "--", "-m", "x"], "--master-port must be an integer in [1, 65535]"),
+    (["run", "--bandwidth-mbit", "inf", "--", "-m", "x"], "--bandwidth-mbit"),
+])
+def test_emulate_refuses_bad_options_before_creating_anything(args, flag, monkeypatch):
+    """One line naming the flag, exit 2, and no namespace, tc call or forwarder: no root needed."""
+    from typer.testing import CliRunner
+
+    from emulation import netns
+    from rtmodel_cli.app import app
+
+    def must_not_run(*a, **kw):
+        raise AssertionError("a bad option reached the cluster's set-up")
+
+    monkeypatch.setattr(netns, "run_cmd", must_not_run)
+    monkeypatch.setattr(netns, "available", must_not_run)
+    monkeypatch.setattr(EmulatedCluster, "up", must_not_run)
+    res = CliRunner().invoke(app, ["emulate", *args])
+    assert res.exit_code == 2, res.output
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and flag in lines[0], res.stderr
+
+
 def test_torchrun_commands_use_a_static_rendezvous_on_node0():
     c = EmulatedCluster(nodes=3, ranks_per_node=2, inter_bandwidth_mbit=100, inter_delay_ms=1)
     cmds = c.torchrun_commands(["-m", "pkg.mod", "--x", "1"], master_port=29555)

@@ -9,8 +9,10 @@ from importlib import resources
 import pytest
 
 from runtime_model import preset_types, presets
+from runtime_model.defaults import MAX_GPUS
 from runtime_model.errors import InvalidValue, UserError
 from runtime_model.preset_loading import PresetFileError, load_library
+from runtime_model.scenario import ClusterShape
 
 A100_LINES = """
 [A100]
@@ -128,7 +130,7 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
         (
             "gpus.toml",
             A100_LINES.replace("mfu = 0.40", "mfu = 1.5"),
-            ["gpus.toml [A100]", "mfu must be in (0, 1]"],
+            ["gpus.toml [A100]", "mfu must be in [0.01, 1]"],
         ),
         ("gpus.toml", A100_LINES.replace("mfu = 0.40", 'mfu = "high"'), ["gpus.toml [A100]", "mfu must be"]),
         (
@@ -266,6 +268,19 @@ def test_unknown_names_raise_unknown_preset_with_the_choices():
         (dict(global_batch=float("inf")), "global_batch"),
         (dict(bucket_cap_mb=0), "bucket_cap_mb"),
         (dict(bucket_cap_mb=1e6), "bucket_cap_mb"),
+        (dict(mfu=1e-300), "mfu"),  # physically meaningless: times hundreds of digits long
+        (dict(mfu=0.0099), "mfu"),
+        (dict(mfu=float("inf")), "mfu"),
+        (dict(compute_cv=float("nan")), "compute_cv"),
+        (dict(compute_cv=float("inf")), "compute_cv"),
+        (dict(global_batch=7), "global_batch"),  # less than one unit per GPU (8 GPUs)
+        (dict(global_batch=float("nan")), "global_batch"),
+        (dict(bucket_cap_mb=float("inf")), "bucket_cap_mb"),
+        (dict(bucket_cap_mb=float("nan")), "bucket_cap_mb"),
+        (dict(bucket_cap_mb=-1), "bucket_cap_mb"),
+        (dict(gpus_per_node=0), "gpus_per_node"),  # 0 is not "not given"
+        (dict(gpus_per_node=-1), "gpus_per_node"),
+        (dict(gpus_per_node=0, cluster="t4-ib100"), "gpus_per_node"),
     ],
 )
 def test_numbers_out_of_range_raise_invalid_value_named_by_model_input(kw, name):
@@ -275,6 +290,46 @@ def test_numbers_out_of_range_raise_invalid_value_named_by_model_input(kw, name)
 
 
 def test_numbers_at_the_edges_are_accepted():
-    c = presets.resolve(8, mfu=1.0, compute_cv=0.0, bucket_cap_mb=0.5, global_batch=1)
-    assert (c.mfu, c.compute_cv, c.bucket_cap_mb, c.global_batch) == (1.0, 0.0, 0.5, 1.0)
+    c = presets.resolve(8, mfu=1.0, compute_cv=0.0, bucket_cap_mb=0.5, global_batch=8)
+    assert (c.mfu, c.compute_cv, c.bucket_cap_mb, c.global_batch) == (1.0, 0.0, 0.5, 8.0)
     assert presets.resolve(8, compute_cv=1.0).compute_cv == 1.0
+    assert presets.resolve(8, mfu=0.01).mfu == 0.01
+    assert presets.resolve(MAX_GPUS, gpus_per_node=8).gpus == MAX_GPUS
+
+
+def test_global_batch_minimum_is_one_unit_per_gpu_and_says_so():
+    with pytest.raises(InvalidValue) as err:
+        presets.resolve(64, global_batch=10, model="resnet50")
+    assert err.value.requirement == ">= the number of GPUs (64): at least one image per GPU"
+    # the model's default batch is not held to it (large-n runs without --global-batch keep answering)
+    assert presets.resolve(2048, model="resnet50").global_batch == 1024
+
+
+@pytest.mark.parametrize("gpus", [0, -1, MAX_GPUS + 1, 2**21, 10**12, 2.5])
+def test_gpu_count_outside_1_to_max_gpus_is_refused_before_any_work(gpus):
+    with pytest.raises(InvalidValue) as err:
+        presets.resolve(gpus)
+    assert err.value.name == "gpus"
+    with pytest.raises(InvalidValue) as err:
+        ClusterShape(gpus, 1)
+    assert err.value.name == "gpus"
+    if isinstance(gpus, int) and gpus > MAX_GPUS:
+        assert str(err.value).startswith(f"gpus must be at most {MAX_GPUS} ")
+
+
+@pytest.mark.parametrize("field", ["gpu", "network", "intra", "model", "cluster", "precision"])
+def test_an_empty_name_is_unknown_not_the_default(field):
+    """Only None means "not given": '' is looked up like any name, and the error lists the choices."""
+    with pytest.raises(presets.UnknownPreset) as err:
+        presets.resolve(8, **{field: ""})
+    assert err.value.name == "" and "choose one of: " in str(err.value)
+
+
+def test_unset_choices_still_take_the_defaults_and_a_cluster_fills_only_what_is_unset():
+    c = presets.resolve(8)
+    lib = presets.builtin_library()
+    d = lib.defaults
+    assert (c.gpu, c.network, c.model, c.bucket_cap_mb) == (d.gpu, d.network, d.model, 25.0)
+    assert presets.resolve(8, bucket_cap_mb=None).bucket_cap_mb == 25.0
+    c = presets.resolve(16, cluster="t4-ib100", gpus_per_node=4, network="eth-25g")
+    assert (c.gpu, c.gpus_per_node, c.network) == ("T4", 4, "eth-25g")

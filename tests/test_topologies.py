@@ -331,3 +331,55 @@ def test_building_all_topologies_at_65536_is_fast():
     elapsed = time.perf_counter() - start
     assert len(schedules) == 6
     assert elapsed < 1.5  # ~0.07 s measured; generous for a loaded CI machine, catches per-group Python loops
+
+
+# ---------------------------------------------------------------- one predicate for "runnable"
+
+RUNNABLE_SHAPES = [(1, 1), (2, 1), (6, 3), (8, 2), (12, 4), (16, 4), (16, 1), (10, 5), (24, 8), (64, 8)]
+
+
+@pytest.mark.parametrize(("n", "k"), RUNNABLE_SHAPES, ids=lambda v: str(v))
+def test_topologies_table_advise_and_validate_agree_on_runnable(n, k):
+    """`rtmodel topologies`, `rtmodel advise` and `rtmodel validate` read Schedule.decent_dp_runnable and
+    its note: same verdict, same reason text, same "runs on" cell, for every topology and shape."""
+    from runtime_model import presets
+    from runtime_model.advisor import advise
+    from runtime_model.columns import runs_on_text
+    from runtime_model.report import advice_to_dict, topology_rows
+
+    shape = ClusterShape(n, k)
+    table = {r["topology"]: r for r in topology_rows(shape)}
+    sc = presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k))
+    adv = advise(sc)
+    rows = {r.topology: r for r in adv.rows}
+    entries = {e["topology"]: e for e in advice_to_dict(adv)["predictions"]}
+    assert set(table) == set(rows) == set(topology_names())
+    for name in topology_names():
+        t, r, e = table[name], rows[name], entries[name]
+        assert t["applicable"] == r.applicable, name
+        assert runs_on_text(t) == runs_on_text(e), name
+        if not r.applicable:
+            assert t["reason"] == r.reason
+            continue
+        schedule = build_schedule(name, shape)
+        assert t["runs_on_decent_dp"] == r.runnable == e["runs_on_decent_dp"] == schedule.decent_dp_runnable
+        assert (
+            t["reason"] == r.reason == e["reason"] == schedule.decent_dp_note
+        )
+
+
+def test_base2_and_static_exp_on_6x3_are_model_only_everywhere():
+    from runtime_model.report import topology_rows
+
+    rows = {r["topology"]: r for r in topology_rows(ClusterShape(6, 3))}
+    assert not rows["base-2"]["runs_on_decent_dp"] and "1-rank groups" in rows["base-2"]["reason"]
+    assert not rows["static-exp"]["runs_on_decent_dp"] and "static graph" in rows["static-exp"]["reason"]
+    assert rows["ring"]["runs_on_decent_dp"] and rows["ring"]["reason"] is None
+
+
+def test_a_static_graph_schedule_is_never_runnable_even_built_by_hand():
+    from runtime_model.schedule import Round, Schedule, StaticGraph
+
+    graph = StaticGraph(4, (1, 2), 1 / 3)
+    s = Schedule("hand-made", (Round(np.arange(4, dtype=np.int64), np.ones(4)),), static_graph=graph)
+    assert not s.decent_dp_runnable and s.decent_dp_note

@@ -13,16 +13,56 @@ from typing import Annotated
 
 import typer
 
+from validation.results import DEFAULT_RESULTS_DOC, default_results_path
+
 FORMATS = ("table", "json")
 
 
-def _end_torchrun_rank() -> None:
+def _in_torchrun_rank() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
+
+
+def _end_torchrun_rank(code: int = 0) -> None:
     """Inside torchrun this process was a training rank: leave without interpreter finalisation
     (validation.runner.exit_without_finalisation). A local launch's parent held no process group."""
-    if "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ:
+    if _in_torchrun_rank():
         from validation.runner import exit_without_finalisation
 
-        exit_without_finalisation(0)
+        exit_without_finalisation(code)
+
+
+def results_file(results: Path | None) -> tuple[Path, bool]:
+    """(the results file, whether it is rtmodel's default), checked before any work.
+
+    A --results path follows the one output rule (rtmodel_cli.paths: its directory must exist); the
+    default lives in rtmodel's data directory, created on the first write. Only the process that writes
+    it checks it (rank 0 under torchrun)."""
+    from rtmodel_cli.paths import check_output_path
+    from validation.results import check_default_results_path
+
+    writer = os.environ.get("RANK", "0") == "0"
+    if results is not None:
+        return (check_output_path(results, "--results") if writer else results), False
+    path = default_results_path()
+    return (check_default_results_path(path) if writer else path), True
+
+
+def record(result, path: Path, is_default: bool) -> None:
+    """Append the (already shown) result to the results file; if that fails, say so in one line."""
+    from rtmodel_cli.failing import describe, exit_code_of
+    from runtime_model.errors import RtmodelError, RunFailure
+    from validation.errors import ValidationError
+    from validation.results import append_record
+
+    try:
+        append_record(path, result, create_dir=is_default)
+    except (RtmodelError, OSError) as exc:  # a user's mistake stays exit 2, a full disk exit 1
+        kind = ValidationError if exit_code_of(exc) == 2 else RunFailure
+        err = kind(f"{describe(exc)} (the result above was not recorded)")
+        if _in_torchrun_rank():  # leave as a finished rank does; the shell's error path is not taken
+            typer.echo(f"error: {err}", err=True)
+            _end_torchrun_rank(exit_code_of(exc))
+        raise err from exc
 
 
 def register(app: typer.Typer) -> None:
@@ -45,8 +85,12 @@ def register(app: typer.Typer) -> None:
         model_arg: Annotated[list[str] | None, typer.Option("--model-arg", help="KEY=VALUE model argument "
                                                             "(repeatable).")] = None,
         fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
-        results: Annotated[Path, typer.Option("--results", help="JSONL file each validation is appended to.")] = Path(
-            "rtmodel-validations.jsonl"),
+        results: Annotated[Path | None, typer.Option(
+            "--results", show_default=str(default_results_path()),
+            help=f"JSONL file each validation is appended to and --report reads (default: "
+                 f"{DEFAULT_RESULTS_DOC}, its directory created on the first write; a path you give must be "
+                 "in an existing directory)."),
+        ] = None,
         report: Annotated[bool, typer.Option("--report", help="Summarise the model's accuracy over --results "
                                              "instead of running.")] = False,
         timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up on the job after this long.")] = 600.0,
@@ -62,7 +106,7 @@ def register(app: typer.Typer) -> None:
             from validation.render import render_summary
             from validation.results import dumps, summarise_results
 
-            summary = summarise_results(results)
+            summary = summarise_results(results)  # None: the default results file
             if fmt == "json":
                 sys.stdout.write(dumps(summary.to_dict(), indent=2) + "\n")
             else:
@@ -73,22 +117,27 @@ def register(app: typer.Typer) -> None:
         from profiler.model_choice import parse_model_args
         from validation.validate import run_validation
 
+        path, is_default = results_file(results)  # before the run: a run never ends in "cannot write"
         result = run_validation(
             profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
-            model_args=parse_model_args(model_arg), results_path=results, timeout_s=timeout_s,
+            model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s,
         )
         if result is None:  # a rank other than 0 of a torchrun job
             _end_torchrun_rank()
             return
-        if fmt == "json":
+        if fmt == "json":  # stdout stays one JSON document; where it was recorded goes to stderr
             from validation.results import dumps
 
             sys.stdout.write(dumps(result.to_dict(), indent=2) + "\n")
+            sys.stdout.flush()
+            record(result, path, is_default)
+            typer.echo(f"appended to {path}", err=True)
         else:
             from validation.render import render_result
 
             console = Console()
             render_result(result, console)
-            console.print(f"appended to {results}", highlight=False)
+            record(result, path, is_default)
+            console.print(f"appended to {path}", highlight=False, soft_wrap=True)  # a path to copy: unwrapped
         _end_torchrun_rank()

@@ -23,7 +23,6 @@ from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Schedule
 from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule
 from validation.errors import TopologyUnavailable
-from validation.plan import decent_dp_blocker
 
 _PROBE_SHAPE = ClusterShape(8, 2)  # a shape every topology here can be built on, to see its kind
 
@@ -34,7 +33,7 @@ class DecentDPTopologyError(TopologyUnavailable):
 
 def schedule_edges(schedule: Schedule) -> list[list[Edge]]:
     """Decent-DP's rounds for a group-based schedule: one Edge per group, weight = the group's keep-weight."""
-    blocker = decent_dp_blocker(schedule)
+    blocker = schedule.decent_dp_note
     if blocker:
         raise DecentDPTopologyError(f"topology {schedule.name!r} cannot run on Decent-DP: {blocker}")
     rounds = []

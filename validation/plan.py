@@ -117,13 +117,6 @@ def check_shape(profile: Profile, shape: ClusterShape, origin: str) -> None:
         )
 
 
-def decent_dp_blocker(schedule) -> str | None:
-    """Why Decent-DP cannot run `schedule` (None when it can): it needs disjoint groups with >= 2 ranks."""
-    if schedule.static_graph is not None:
-        return schedule.decent_dp_note or "it is not a sequence of rounds of disjoint groups"
-    return schedule.decent_dp_note
-
-
 def resolve_workload(profile: Profile, model: str | None, model_args: dict | None) -> tuple[dict, list[str]]:
     """The run's workload: the profiled one, or --model/--model-arg overrides (said in a note)."""
     from profiler.model_choice import check_model_choice
@@ -196,7 +189,7 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
     shape = scenario.shape
     if topology is not None:
         schedule = _schedule_or_error(topology, shape)
-        blocker = decent_dp_blocker(schedule)
+        blocker = schedule.decent_dp_note
         if blocker:
             raise TopologyUnavailable(f"topology {topology!r} cannot run on Decent-DP here: {blocker}")
         return topology, schedule, None, []
@@ -215,7 +208,7 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
     candidates = []
     for row in sorted((r for r in adv.rows if r.applicable), key=lambda r: r.prediction.mean_s):
         sch = _schedule_or_error(row.topology, shape)
-        if decent_dp_blocker(sch) is None:
+        if sch.decent_dp_runnable:
             candidates.append((row.topology, sch))
     if not candidates:
         raise TopologyUnavailable(f"no topology the advisor knows can run on Decent-DP on {shape.gpus} ranks")

@@ -1,13 +1,47 @@
-"""Rich tables for a validation result and for the accuracy summary of a results file."""
+"""Rich tables for a validation result and for the accuracy summary of a results file.
+
+Both fit the terminal (rich's width: the terminal's, $COLUMNS, or 80 when piped): the columns that fit
+are chosen by priority (`runtime_model.columns.fit_columns`, as the advise table does), nothing is cut
+mid-word, and a dim line names what was left out (`--format json` has everything).
+"""
 
 from __future__ import annotations
 
 import math
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from runtime_model.columns import FitColumn, fit_columns
 from validation.results import ResultsSummary, ValidationResult
+
+
+def _fitted(
+    console: Console, title: str, columns: list[tuple[str, int]], rows: list[list[str]], last_style: str = ""
+) -> Table:
+    """Prints a left-titled table of the columns (header, priority) that fit, and under it (dim) which were
+    left out. The first column is text that may wrap, the others numbers; cells are plain text."""
+    cands = [
+        FitColumn(h, tuple(r[i] for r in rows), prio, wrap=i == 0) for i, (h, prio) in enumerate(columns)
+    ]
+    shown, widths, dropped = fit_columns(cands, console.width, cell_len)
+    t = Table(title=title, title_justify="left")
+    for i, w in zip(shown, widths, strict=True):
+        t.add_column(columns[i][0], justify="left" if i == 0 else "right", width=w)
+    for k, r in enumerate(rows):
+        t.add_row(*(Text(r[i]) for i in shown), style=last_style if k == len(rows) - 1 else None)
+    console.print(t)
+    if dropped:
+        names = ", ".join(columns[i][0] for i in dropped)
+        console.print(
+            f"not shown at this width: {names} (widen the terminal, or use --format json)",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
+    return t
 
 
 def _ms(x: float) -> str:
@@ -20,21 +54,44 @@ def _pct(x: float) -> str:
 
 def render_result(res: ValidationResult, console: Console) -> None:
     s = res.shape
-    t = Table(
-        title=f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), "
-        f"{res.workload['model']}, {res.iterations} timed iterations after {res.warmup} warm-up",
-        title_justify="left",
+    cols = [
+        ("run", 0),
+        ("predicted mean", 0),
+        ("measured mean", 0),
+        ("error", 0),
+        ("predicted p50", 3),
+        ("measured p50", 3),
+        ("measured p90", 4),
+        ("rank spread", 2),
+    ]
+    rows = [
+        [
+            label,
+            _ms(c.predicted_mean_s),
+            _ms(c.measured.mean_s),
+            _pct(c.error),
+            _ms(c.predicted_p50_s),
+            _ms(c.measured.p50_s),
+            _ms(c.measured.p90_s),
+            f"{c.measured.rank_spread:.3f}",
+        ]
+        for label, c in (
+            ("allreduce (DDP)", res.allreduce),
+            (f"{res.topology} (Decent-DP)", res.decentralized),
+        )
+    ]
+    title = (
+        f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), {res.workload['model']}, "
+        f"{res.iterations} timed iterations after {res.warmup} warm-up"
     )
-    for col in ("run", "predicted mean", "measured mean", "error", "predicted p50", "measured p50",
-                "measured p90", "rank spread"):
-        t.add_column(col, justify="left" if col == "run" else "right")
-    for label, c in (("allreduce (DDP)", res.allreduce), (f"{res.topology} (Decent-DP)", res.decentralized)):
-        t.add_row(label, _ms(c.predicted_mean_s), _ms(c.measured.mean_s), _pct(c.error), _ms(c.predicted_p50_s),
-                  _ms(c.measured.p50_s), _ms(c.measured.p90_s), f"{c.measured.rank_spread:.3f}")
-    console.print(t)
-    console.print("error = (predicted - measured) / measured on the mean iteration time (= throughput); "
-                  "rank spread = max / min of per-rank medians",
-                  style="dim", highlight=False)
+    table = _fitted(console, title, cols, rows)
+    spread = any(c.header == "rank spread" for c in table.columns)
+    console.print(
+        "error = (predicted - measured) / measured on the mean iteration time (= throughput)"
+        + ("; rank spread = max / min of per-rank medians" if spread else ""),
+        style="dim",
+        highlight=False,
+    )
     v = res.verdict
     mark = "[green]held[/]" if v.held else "[red]did not hold[/]"
     console.print(
@@ -46,26 +103,34 @@ def render_result(res: ValidationResult, console: Console) -> None:
     if res.advisor:
         console.print(f"advisor: {res.advisor['verdict']}", highlight=False)
     d = res.distance_to_consensus
-    console.print(f"distance to consensus after the Decent-DP run: max {d['max']:.3g}, mean {d['mean']:.3g}",
-                  highlight=False)
+    console.print(
+        f"distance to consensus after the Decent-DP run: max {d['max']:.3g}, mean {d['mean']:.3g}",
+        highlight=False,
+    )
     for note in res.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
 
 
 def render_summary(summary: ResultsSummary, console: Console) -> None:
-    t = Table(
-        title=f"Model accuracy over {summary.records} validation(s) in {summary.path} "
-        f"(shapes: {', '.join(summary.shapes)})",
-        title_justify="left",
+    title = (
+        f"Model accuracy over {summary.records} validation(s) in {summary.path} "
+        f"(shapes: {', '.join(summary.shapes)})"
     )
-    for col in ("run", "n", "mean |error|", "max |error|", "mean signed error"):
-        t.add_column(col, justify="left" if col == "run" else "right")
-    for name, st in summary.by_run.items():
-        t.add_row(name, str(st.n), f"{st.mean_abs_error:.1%}", f"{st.max_abs_error:.1%}", _pct(st.mean_signed_error))
+    cols = [("run", 0), ("n", 0), ("mean |error|", 0), ("max |error|", 1), ("mean signed error", 2)]
+    rows = [
+        [name, str(st.n), f"{st.mean_abs_error:.1%}", f"{st.max_abs_error:.1%}", _pct(st.mean_signed_error)]
+        for name, st in summary.by_run.items()
+    ]
     o = summary.overall
-    t.add_row("[bold]all[/]", str(o.n), f"{o.mean_abs_error:.1%}", f"{o.max_abs_error:.1%}", _pct(o.mean_signed_error))
-    console.print(t)
-    console.print(f"advisor verdict held in {summary.verdicts_held} of {summary.records} validation(s)", highlight=False)
+    rows.append(
+        ["all", str(o.n), f"{o.mean_abs_error:.1%}", f"{o.max_abs_error:.1%}", _pct(o.mean_signed_error)]
+    )
+    _fitted(console, title, cols, rows, last_style="bold")
+    console.print(
+        f"advisor verdict held in {summary.verdicts_held} of {summary.records} validation(s)", highlight=False
+    )
     if summary.skipped_lines:
-        console.print(f"[yellow]note:[/] skipped {summary.skipped_lines} line(s) that are not validation records",
-                      highlight=False)
+        console.print(
+            f"[yellow]note:[/] skipped {summary.skipped_lines} line(s) that are not validation records",
+            highlight=False,
+        )

@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime_model.jsonsafe import json_safe
-from validation.analysis import Comparison, Verdict
 from validation.errors import ValidationError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: importing this module (validate's --help) stays numpy-free
     from runtime_model.scenario import ClusterShape
+    from validation.analysis import Comparison, Verdict
 
-DEFAULT_RESULTS = "rtmodel-validations.jsonl"
+# Where validations are recorded unless --results says otherwise: the user's data directory (XDG Base
+# Directory spec), not the working directory, so records accumulate in one place and stay out of repos.
+DEFAULT_RESULTS_DOC = "$XDG_DATA_HOME/rtmodel/validations.jsonl (XDG_DATA_HOME defaults to ~/.local/share)"
 RECORD_KIND = "rtmodel-validation"
 RECORD_VERSION = 1
 
@@ -74,10 +76,55 @@ def dumps(doc: dict, indent: int | None = None) -> str:
     return json.dumps(json_safe(doc), indent=indent)
 
 
-def append_record(path: str | Path, result: ValidationResult) -> Path:
-    """Append one line; a single write of one line so concurrent appenders do not interleave."""
+def default_results_path() -> Path:
+    """$XDG_DATA_HOME/rtmodel/validations.jsonl; an unset, empty or relative XDG_DATA_HOME means
+    ~/.local/share (as the XDG Base Directory spec says). Read when called, so the environment counts."""
+    data = os.environ.get("XDG_DATA_HOME", "")
+    if data and os.path.isabs(data):
+        base = Path(data)
+    else:
+        try:
+            base = Path.home() / ".local" / "share"
+        except RuntimeError:  # no HOME and no passwd entry
+            raise ValidationError(
+                "cannot find the default results file (no home directory): set XDG_DATA_HOME or "
+                "pass --results PATH"
+            ) from None
+    return base / "rtmodel" / "validations.jsonl"
+
+
+def check_default_results_path(path: Path) -> Path:
+    """The default results file can be written once a run is done: not a directory, and its directory
+    exists or can be created (its nearest existing ancestor is a writable directory). Creates nothing."""
+    if path.is_dir():
+        raise ValidationError(f"the default results file {path} is a directory; pass --results PATH")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValidationError(
+            f"cannot write the default results file {path}: {ancestor} is not a writable directory "
+            "(pass --results PATH, or set XDG_DATA_HOME)"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValidationError(f"cannot write the default results file {path} (pass --results PATH)")
+    return path
+
+
+def append_record(path: str | Path, result: ValidationResult, create_dir: bool = False) -> Path:
+    """Append one line; a single write of one line so concurrent appenders do not interleave.
+
+    create_dir: make the file's directory first (only for rtmodel's own default data directory; a
+    user's --results directory must exist, rtmodel_cli.paths)."""
     path = Path(path)
-    if path.parent and not path.parent.exists():
+    if create_dir:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValidationError(
+                f"cannot create the results directory {path.parent}: {exc.strerror or exc}"
+            ) from None
+    elif not path.parent.is_dir():
         raise ValidationError(f"cannot write results to {path}: directory {path.parent} does not exist")
     line = dumps(result.to_record()) + "\n"
     try:
@@ -224,8 +271,10 @@ def _record_label(rec: dict) -> str:
     return ""
 
 
-def summarise_results(path: str | Path = DEFAULT_RESULTS) -> ResultsSummary:
-    """Mean / max |error| over all records of `path`, overall and per run (allreduce, each topology)."""
+def summarise_results(path: str | Path | None = None) -> ResultsSummary:
+    """Mean / max |error| over all records of `path` (default: default_results_path()), overall and per
+    run (allreduce, each topology)."""
+    path = default_results_path() if path is None else path
     records, skipped = read_records(path)
     if not records:
         raise ValidationError(f"{path} holds no validation records")

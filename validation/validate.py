@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
 from validation.plan import Plan, make_plan, run_shape
-from validation.results import DEFAULT_RESULTS, ValidationResult, append_record
+from validation.results import ValidationResult, append_record
 
 if TYPE_CHECKING:
     from runtime_model.scenario import ClusterShape
@@ -121,16 +121,22 @@ def run_validation(
     warmup: int = 5,
     model: str | None = None,
     model_args: dict | None = None,
-    results_path: str | Path | None = DEFAULT_RESULTS,
+    results_path: str | Path | None = None,
     timeout_s: float = 600.0,
 ) -> ValidationResult | None:
     """Train with DDP and with Decent-DP on `topology` (or the advisor's pick) and compare with the model.
 
-    Returns the result (also appended to `results_path` unless it is None); inside a torchrun job
-    ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
+    Returns the result, also appended to `results_path` unless it is None (the default: nothing is
+    written; `rtmodel validate` shows the result first and then appends it to its --results file,
+    validation.results.default_results_path() unless given). Its directory must exist. Inside a
+    torchrun job ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
     """
     if not (timeout_s > 0):
         raise ValidationError(f"--timeout-s must be > 0, got {timeout_s}")
+    if results_path is not None and os.environ.get("RANK", "0") == "0":  # only rank 0 writes it
+        from rtmodel_cli.paths import check_output_path
+
+        check_output_path(results_path, "--results")  # before the run, not after it
     if in_torchrun():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
                                 model_args, results_path, timeout_s)
@@ -171,7 +177,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
         timestamp = _now()
         reports = run_rank(plan.rank_job(timeout_s))
         if rank != 0:
-            return None  # the barrier in _quiet_teardown holds this rank until rank 0 has written
+            return None  # the barrier in _quiet_teardown holds this rank until rank 0 has its result
         result = assemble(plan, reports, timestamp)
         if results_path is not None:
             append_record(results_path, result)

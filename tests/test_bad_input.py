@@ -1,0 +1,174 @@
+"""The bad-input corpus: every verb, the mistakes a careful user makes, each answered the same way.
+
+Each case must exit 2 (a user error), print one line on stderr that starts with "error:" and names
+the problem (the `names` fragment: usually the flag), show no traceback, and leave the working
+directory exactly as it was (nothing written, nothing lost). All cases are offline and need no root:
+checks happen before any rank, namespace or file is created.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rtmodel_cli.app import app
+
+ROOT = Path(__file__).parent.parent
+PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
+runner = CliRunner()
+
+
+@dataclass(frozen=True)
+class Case:
+    argv: tuple[str, ...]
+    names: str  # a fragment the error line must contain (case-insensitive)
+
+    @property
+    def id(self) -> str:
+        return " ".join(self.argv)[:70]
+
+
+def case(names: str, *argv: str) -> Case:
+    return Case(tuple(argv), names)
+
+
+# Files each case may refer to, made in the working directory before it runs: a profile, a corrupt
+# profile, an existing result the failed command must not touch, and a directory.
+FIXTURES = {
+    "profile.json": PROFILE.read_text(),
+    "corrupt.json": '{"schema": "rtmodel-profile/1", "cluster": ',
+    "params.json": '{"kept": true}\n',
+    "notes.txt": "not a profile\n",
+}
+
+CASES = [
+    # advise: the cluster
+    case("--gpus", "advise", "--gpus", "0"),
+    case("--gpus", "advise", "--gpus", "-4"),
+    case("--gpus", "advise", "--gpus", "1000000000000"),
+    case("--gpus", "advise", "--gpus", "2097152"),
+    case("--gpus-per-node", "advise", "--gpus-per-node", "0"),
+    case("--gpus-per-node", "advise", "--gpus", "12", "--gpus-per-node", "5"),
+    case("gpu", "advise", "--gpu", ""),
+    case("nosuch", "advise", "--gpu", "nosuch"),
+    case("nosuch", "advise", "--network", "nosuch"),
+    case("network", "advise", "--network", ""),
+    case("nosuch", "advise", "--intra", "nosuch"),
+    case("nosuch", "advise", "--model", "nosuch"),
+    case("nosuch", "advise", "--cluster", "nosuch"),
+    case("fp8", "advise", "--precision", "fp8"),
+    # advise: numbers that mean nothing
+    case("--mfu", "advise", "--mfu", "1e-300"),
+    case("--mfu", "advise", "--mfu", "1.5"),
+    case("--mfu", "advise", "--mfu", "nan"),
+    case("--global-batch", "advise", "--gpus", "64", "--global-batch", "10"),
+    case("--compute-cv", "advise", "--compute-cv", "-0.1"),
+    case("--compute-cv", "advise", "--compute-cv", "nan"),
+    case("--margin", "advise", "--margin", "1.5"),
+    case("--bucket", "advise", "--bucket-cap-mb", "0"),
+    case("--bucket", "advise", "--bucket-cap-mb", "inf"),
+    case("nosuch", "advise", "--topology", "nosuch"),
+    case("yaml", "advise", "--format", "yaml"),
+    case("--no-such-flag", "advise", "--no-such-flag"),
+    case("--gpus", "advise", "--gpus", "many"),
+    # advise: profiles
+    case("nosuch.json", "advise", "--profile", "nosuch.json"),
+    case("corrupt.json", "advise", "--profile", "corrupt.json"),
+    case("--gpu", "advise", "--profile", "profile.json", "--gpu", "A100"),
+    case("--mfu", "advise", "--profile", "profile.json", "--mfu", "0.4"),
+    case("--global-batch", "advise", "--profile", "profile.json", "--global-batch", "256"),
+    case("--compute-cv", "advise", "--profile", "profile.json", "--compute-cv", "0.1"),
+    case("nosuch-dir", "advise", "--presets", "nosuch-dir"),
+    # topologies
+    case("--gpus", "topologies", "--gpus", "0"),
+    case("--gpus", "topologies", "--gpus", "1000000000000"),
+    case("--gpus-per-node", "topologies", "--gpus", "12", "--gpus-per-node", "5"),
+    # profile: checked before any rank starts
+    case("--iterations", "profile", "--out", "p.json", "--iterations", "0"),
+    case("--backend", "profile", "--out", "p.json", "--backend", "mpi"),
+    case("nosuch", "profile", "--out", "p.json", "--model", "nosuch"),
+    case("--out", "profile", "--out", "."),
+    case("nosuch-dir", "profile", "--out", "nosuch-dir/p.json"),
+    case("nosuch.json", "profile", "--resume", "nosuch.json"),
+    case("--out", "profile"),
+    # calibrate
+    case("nosuch.json", "calibrate", "nosuch.json"),
+    case("corrupt.json", "calibrate", "corrupt.json", "--out", "params.json"),
+    case("notes.txt", "calibrate", "notes.txt"),
+    case("nosuch-dir", "calibrate", "profile.json", "--out", "nosuch-dir/params.json"),
+    case("yaml", "calibrate", "profile.json", "--format", "yaml"),
+    case("weird", "calibrate", "profile.json", "--distribution", "weird"),
+    case("nosuch", "calibrate", "profile.json", "--network", "nosuch"),
+    case("--gpus", "calibrate", "profile.json", "--gpus", "0"),
+    # validate: every check before the job runs
+    case("yaml", "validate", "--format", "yaml", "--report"),
+    case("--profile", "validate"),
+    case("nosuch-dir", "validate", "--profile", "profile.json", "--results", "nosuch-dir/v.jsonl"),
+    case("--warmup", "validate", "--profile", "profile.json", "--warmup", "1"),
+    case("nosuch", "validate", "--profile", "profile.json", "--topology", "nosuch"),
+    case("nosuch.jsonl", "validate", "--report", "--results", "nosuch.jsonl"),
+    # emulate: checked before any namespace exists, and without root
+    case("--nodes", "emulate", "up", "--nodes", "0"),
+    case("--bandwidth-mbit", "emulate", "up", "--bandwidth-mbit", "inf"),
+    case("--bandwidth-mbit", "emulate", "up", "--bandwidth-mbit", "-5"),
+    case("--timeout-s", "emulate", "run", "--timeout-s", "0", "--", "true"),
+    case("--nodes", "emulate", "run", "--nodes", "0", "--", "true"),
+    case("nosuch", "emulate", "nosuch"),
+    # plot
+    case("figure.txt", "plot", "speedup", "--out", "figure.txt"),
+    case("nosuch", "plot", "speedup", "--out", "f.png", "--topology", "nosuch"),
+    case("--gpus-per-node", "plot", "speedup", "--out", "f.png", "--gpus-per-node", "0"),
+    case("--gpus", "plot", "speedup", "--out", "f.png", "--gpus", "8:99999999999"),
+    case("nosuch-dir", "plot", "speedup", "--out", "nosuch-dir/f.png"),
+    case("--gpus", "plot", "factors", "--out", "f.png", "--gpus", "abc"),
+    case("--gpus", "plot", "what-if", "--out", "f.png", "--gpus", "0:4"),
+    case("paper.pdf", "plot", "paper", "--out", "paper.pdf"),
+    case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
+]
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    for name, text in FIXTURES.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # validate's default results live there
+    return tmp_path
+
+
+def test_the_corpus_is_large_and_covers_every_verb():
+    from tests.test_commands import COMMANDS
+
+    verbs = {c.argv[0] for c in CASES}
+    assert len(CASES) >= 40
+    assert verbs == {path[0] for path in COMMANDS}, verbs
+
+
+@pytest.mark.parametrize("bad", CASES, ids=lambda c: c.id)
+def test_bad_input_is_one_named_line_exit_2_and_changes_nothing(bad: Case, workdir: Path):
+    before = snapshot(workdir)
+    res = runner.invoke(app, list(bad.argv))
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    assert "Traceback" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: "), lines
+    assert bad.names.lower() in lines[0].lower(), lines[0]
+    assert snapshot(workdir) == before, "a failed command wrote, changed or removed files"
+
+
+def test_fixtures_are_what_they_claim():
+    """The corpus's profile is valid and its corrupt one is not JSON (else the cases test nothing)."""
+    json.loads(FIXTURES["profile.json"])
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(FIXTURES["corrupt.json"])
