@@ -80,7 +80,8 @@ def register(app: typer.Typer) -> None:
         ranks_per_node: Annotated[int | None, typer.Option("--ranks-per-node", help="Ranks per (pretend) node "
                                                            "(default: the profile's, or LOCAL_WORLD_SIZE under torchrun).")] = None,
         iterations: Annotated[int, typer.Option("--iterations", help="Timed iterations per run.")] = 20,
-        warmup: Annotated[int, typer.Option("--warmup", help="Untimed iterations first (>= 2).")] = 5,
+        warmup: Annotated[int, typer.Option("--warmup", help="Untimed iterations first (>= 2; raised to one gossip period + 2 so every "
+                                                  "group's communicator is set up untimed).")] = 5,
         model: Annotated[str | None, typer.Option("--model", help="Train this model instead of the profiled one.")] = None,
         model_arg: Annotated[list[str] | None, typer.Option("--model-arg", help="KEY=VALUE model argument "
                                                             "(repeatable).")] = None,
