@@ -138,13 +138,15 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
         log.add("destroy_process_group")
         up[0] = False
 
+    group_ids = itertools.count()  # not id(): a freed group's id() can be reused by a later group
+
     def new_group(ranks=None, **kw):
-        group = SimpleNamespace(ranks=tuple(ranks))
-        log.add("new_group", ranks=tuple(ranks), group=id(group))
+        group = SimpleNamespace(ranks=tuple(ranks), id=next(group_ids))
+        log.add("new_group", ranks=tuple(ranks), group=group.id)
         return group
 
     def all_reduce(tensor, op=None, group=None, async_op=False):
-        log.add("all_reduce", group=id(group) if group is not None else None, numel=tensor.numel())
+        log.add("all_reduce", group=group.id if group is not None else None, numel=tensor.numel())
 
     def all_gather_object(out, obj, group=None):
         out[:] = [copy.deepcopy(obj) for _ in out]  # every rank "sent" what this one did
