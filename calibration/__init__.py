@@ -30,7 +30,7 @@ _EXPORTS = {
     "ProfiledScenario": "calibration.profiled",
     "ProfileError": "calibration.profile_io",
     "CalibrationError": "calibration.profile_io",
-    "calibrate": "calibration.calibrate",
+    "calibrate": "calibration.calibrate_profile",
     "Calibration": "calibration.results",
     "FitReport": "calibration.results",
     "extrapolation_notes": "calibration.extrapolate",

@@ -88,7 +88,7 @@ def run_calibrate(
     console: Console | None = None,
 ) -> None:
     """The command's body as a plain function; raises CalibrationError (and OSError) for the shell to show."""
-    from calibration.calibrate import calibrate
+    from calibration.calibrate_profile import calibrate
     from calibration.extrapolate import extrapolation_notes
     from calibration.profile_io import CalibrationError, load_profile
     from calibration.serialize import calibration_to_json, save_calibration

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from calibration.calibrate import calibrate
+from calibration.calibrate_profile import calibrate
 from calibration.extrapolate import extrapolation_notes
 from calibration.profile import Profile
 from calibration.profile_io import load_profile

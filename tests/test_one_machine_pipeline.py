@@ -113,7 +113,7 @@ def test_calibrate_names_the_preset_the_user_chose_and_an_unused_one(tmp_path):
 
 
 def test_library_calibrate_without_a_fallback_names_the_flag_not_the_parameter():
-    from calibration.calibrate import calibrate
+    from calibration.calibrate_profile import calibrate
     from calibration.profile_io import CalibrationError
 
     with pytest.raises(CalibrationError) as err:
