@@ -69,10 +69,10 @@ def run(command: Annotated[list[str], typer.Argument(help="after `--`: torchrun'
         timeout_s: Annotated[float, typer.Option(help="kill everything after this many seconds (> 0)")] = 1800.0,
         master_port: Annotated[int, typer.Option(help="rendezvous port on node0")] = 29500):
     """Bring a cluster up, run the command on every node (torchrun by default), tear down."""
-    from emulation.settings import PORT_RANGE, TIMEOUT_S_RANGE, check_setting
+    from emulation.settings import PORT_RANGE, TIMEOUT_S_RANGE, InvalidSetting
 
-    check_setting("timeout_s", TIMEOUT_S_RANGE, timeout_s)  # before the cluster exists, not after
-    check_setting("master_port", PORT_RANGE, master_port)
+    TIMEOUT_S_RANGE.check("timeout_s", timeout_s, InvalidSetting)  # before the cluster exists, not after
+    PORT_RANGE.check("master_port", master_port, InvalidSetting)
     with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu) as c:
         typer.echo(c.describe())
         if plain:

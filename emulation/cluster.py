@@ -37,7 +37,7 @@ from pathlib import Path
 
 from emulation import netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
-from emulation.settings import SHAPINGS, InvalidSetting, check_setting
+from emulation.settings import SHAPINGS, InvalidSetting
 
 IFNAME = "tun0"
 SUBNET = "10.213.0"
@@ -85,15 +85,15 @@ class EmulatedCluster:
     def __init__(self, nodes: int = 2, ranks_per_node: int = 1, inter_bandwidth_mbit: float = 1000.0,
                  inter_delay_ms: float = 0.1, *, intra: str = "loopback", shaping: str = "tbf+forwarder",
                  mtu: int = 65520, realtime_forwarder: bool = True, python: str = sys.executable):
-        check_setting("nodes", settings.NODES_RANGE, nodes)
-        check_setting("ranks_per_node", settings.RANKS_PER_NODE_RANGE, ranks_per_node)
-        check_setting("inter_bandwidth_mbit", settings.BANDWIDTH_MBIT_RANGE, inter_bandwidth_mbit)
-        check_setting("inter_delay_ms", settings.DELAY_MS_RANGE, inter_delay_ms)
+        settings.NODES_RANGE.check("nodes", nodes, InvalidSetting)
+        settings.RANKS_PER_NODE_RANGE.check("ranks_per_node", ranks_per_node, InvalidSetting)
+        settings.BANDWIDTH_MBIT_RANGE.check("inter_bandwidth_mbit", inter_bandwidth_mbit, InvalidSetting)
+        settings.DELAY_MS_RANGE.check("inter_delay_ms", inter_delay_ms, InvalidSetting)
         if intra != "loopback":  # ranks of a node share lo; no other intra-node link is offered
             raise InvalidSetting("intra", "'loopback'", intra)
         if shaping not in SHAPINGS:
             raise InvalidSetting("shaping", f"one of {', '.join(SHAPINGS)}", shaping)
-        check_setting("mtu", settings.MTU_RANGE, mtu)
+        settings.MTU_RANGE.check("mtu", mtu, InvalidSetting)
         self.nodes = int(nodes)
         self.ranks_per_node = int(ranks_per_node)
         self.inter_bandwidth_mbit = float(inter_bandwidth_mbit)
@@ -278,7 +278,7 @@ class EmulatedCluster:
         or `script.py ...`) verbatim."""
         if not module_args:
             raise EmulationConfigError("torchrun needs a script or `-m module` to run")
-        check_setting("master_port", settings.PORT_RANGE, master_port)
+        settings.PORT_RANGE.check("master_port", master_port, InvalidSetting)
         cmds = []
         for node in range(self.nodes):
             cmds.append(self.exec_prefix(node) + [
@@ -296,7 +296,7 @@ class EmulatedCluster:
 
     def launch(self, commands: list[list[str]], timeout_s: float, echo: bool = False) -> LaunchResult:
         """Start one full argv per node (as torchrun_commands makes), wait for all, fail fast on the first error."""
-        check_setting("timeout_s", settings.TIMEOUT_S_RANGE, timeout_s)
+        settings.TIMEOUT_S_RANGE.check("timeout_s", timeout_s, InvalidSetting)
         if not self._is_up:
             raise EmulationError("cluster is not up; use `with EmulatedCluster(...)` or call up() first")
         start = time.monotonic()

@@ -30,11 +30,6 @@ PORT_RANGE = Interval(1, 65535, integer=True)
 
 
 class InvalidSetting(EmulationConfigError, InvalidValue):
-    """A setting outside its range; `name` is the setting's keyword (the shell shows its flag)."""
+    """A setting outside its range, raised by `RANGE.check(name, value, InvalidSetting)`; `name` is the
+    setting's keyword (the shell shows its flag)."""
 
-
-def check_setting(name: str, interval: Interval, value):
-    """`value` unchanged when inside `interval`; else InvalidSetting naming `name` and the range."""
-    if not interval.contains(value):
-        raise InvalidSetting(name, interval.describe(), value)
-    return value

@@ -62,10 +62,10 @@ class Interval:
             return f"{what} {'<=' if right_closed else '<'} {_fmt(self.high)}"
         return what
 
-    def check(self, name: str, value):
-        """`value` unchanged when inside; else InvalidValue naming `name` and this requirement."""
+    def check(self, name: str, value, error: type[InvalidValue] = InvalidValue):
+        """`value` unchanged when inside; else `error` (an InvalidValue) naming `name` and this requirement."""
         if not self.contains(value):
-            raise InvalidValue(name, self.describe(), value)
+            raise error(name, self.describe(), value)
         return value
 
 
