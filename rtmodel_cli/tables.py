@@ -2,7 +2,7 @@
 come from `runtime_model.columns`, the same list the CSV uses.
 
 The tables fit the terminal (rich's width: the terminal's, else $COLUMNS, else 80 when piped): the
-columns that fit are chosen by priority (`columns.fit_columns`), nothing is cut mid-word, and a dim line
+columns that fit are chosen by priority (`rtmodel_cli.fitted_tables`), nothing is cut mid-word, and a dim line
 names what was left out (the JSON and CSV always have it). Words a reader cannot know get one dim
 legend line each under the table, only when they appear.
 """
@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from rtmodel_cli.fitted_tables import Cell, fitted_table, print_dropped, shown_text
 from runtime_model.advisor import Advice
 from runtime_model.columns import (
     EQUIVALENT_MARK,
     MODEL_ONLY,
     NOT_APPLICABLE,
     TABLE_COLUMNS,
-    FitColumn,
     consensus_text,
-    fit_columns,
     runs_on_text,
 )
 from runtime_model.defaults import MIB
@@ -73,48 +71,8 @@ def terminal_console() -> Console:
     return Console()
 
 
-
-
 def _plain(console: Console, text: str, style: str | None = None) -> None:
     console.print(text, style=style, markup=False, highlight=False)
-
-
-def fitted_table(
-    console: Console,
-    title: str,
-    headers: list[str],
-    rows: list[list[str | Text]],
-    priorities: list[int],
-    wrap: list[bool],
-    right: list[bool],
-) -> tuple[Table, list[str]]:
-    """A rich table with the columns that fit `console.width` (columns.fit_columns); returns it and the
-    headers of the columns left out."""
-
-    def plain(cell: str | Text) -> str:
-        return cell.plain if isinstance(cell, Text) else cell
-
-    cands = [
-        FitColumn(h, tuple(plain(r[i]) for r in rows), priorities[i], wrap[i]) for i, h in enumerate(headers)
-    ]
-    shown, widths, dropped = fit_columns(cands, console.width, cell_len)
-    t = Table(title=title, title_justify="left")
-    for i, w in zip(shown, widths, strict=True):
-        # no_wrap stays off (it would also cut the header with "..."): the width holds every unwrappable cell
-        t.add_column(headers[i], justify="right" if right[i] else "left", width=w)
-    for r in rows:
-        t.add_row(*(r[i] if isinstance(r[i], Text) else Text(r[i]) for i in shown))  # plain text, no markup
-    return t, [headers[i] for i in dropped]
-
-
-def _dropped_line(console: Console, dropped: list[str], fmt: str) -> None:
-    if dropped:
-        _plain(
-            console,
-            f"not shown at this width: {', '.join(dropped)} (widen the terminal, or use {fmt} "
-            "for every column)",
-            "dim",
-        )
 
 
 def _legend(console: Console, printed: str, margin: float | None = None) -> None:
@@ -164,45 +122,42 @@ def _shell_lines(cmd: str, width: int) -> list[str]:
     return _wrap_words(words, width, " ", " \\", "    ")
 
 
+def _flagged(runs_on: str) -> Cell:
+    """The "runs on" cell, in yellow when Decent-DP cannot run it (the reason is printed under the table)."""
+    return Text(runs_on, style="yellow") if runs_on in (MODEL_ONLY, NOT_APPLICABLE) else runs_on
+
+
+def _reason_lines(console: Console, entries: list[dict]) -> None:
+    """Under the table, why each topology is not applicable or model only (entries: JSON predictions or
+    topology rows; both carry topology, applicable, runs_on_decent_dp and reason)."""
+    for e in entries:
+        runs_on = runs_on_text(e)
+        if runs_on in (MODEL_ONLY, NOT_APPLICABLE):
+            _plain(console, f"{e['topology']}: {runs_on}: {e['reason']}", "yellow")
+
+
 def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     """The human view: one row per topology, then the verdict and the exact lines to run it."""
     sc = advice.scenario
     title = header or (
         f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}, network {sc.network.name}"
     )
-    rows: list[list[str | Text]] = []
-    for entry in advice_to_dict(advice)["predictions"]:
-        cells: list[str | Text] = [col.table(entry) for col in TABLE_COLUMNS]
-        if cells[-1] in (MODEL_ONLY, NOT_APPLICABLE):
-            cells[-1] = Text(cells[-1], style="yellow")
-        rows.append(cells)
+    entries = advice_to_dict(advice)["predictions"]
+    headers = [c.label for c in TABLE_COLUMNS]
+    rows = [[_flagged(col.table(e)) for col in TABLE_COLUMNS] for e in entries]
     table, dropped = fitted_table(
         console,
         title,
-        [c.label for c in TABLE_COLUMNS],
+        headers,
         rows,
         [c.priority for c in TABLE_COLUMNS],
         [not c.numeric for c in TABLE_COLUMNS],
         [c.numeric for c in TABLE_COLUMNS],
     )
     console.print(table)
-    shown = [c for c in TABLE_COLUMNS if c.label not in dropped]
-    printed = (
-        " ".join(c.label for c in shown)
-        + " "
-        + " ".join(
-            (cell.plain if isinstance(cell, Text) else cell)
-            for r in rows
-            for cell, col in zip(r, TABLE_COLUMNS, strict=True)
-            if col.label not in dropped
-        )
-    )
-    for r in advice.rows:
-        if not r.applicable:
-            _plain(console, f"{r.topology}: {NOT_APPLICABLE}: {r.reason}", "yellow")
-        elif not r.runnable:
-            _plain(console, f"{r.topology}: {MODEL_ONLY}: {r.reason}", "yellow")
-    _dropped_line(console, dropped, "--format json or csv")
+    printed = shown_text(headers, rows, dropped)
+    _reason_lines(console, entries)
+    print_dropped(console, dropped, "--format json or csv")
     comp = sc.compute
     _plain(
         console,
@@ -230,10 +185,9 @@ def render_topologies(
 ) -> None:
     console = console or terminal_console()
     headers = ["topology", "rounds/period", "group sizes", "consensus", "runs on", "description"]
-    cells: list[list[str | Text]] = []
+    cells: list[list[Cell]] = []
     for r in rows:
-        runs_on = runs_on_text(r)
-        runs = Text(runs_on, style="yellow") if runs_on in (MODEL_ONLY, NOT_APPLICABLE) else runs_on
+        runs = _flagged(runs_on_text(r))
         if not r["applicable"]:
             cells.append([r["topology"], "", "", "", runs, r["description"]])
             continue
@@ -257,22 +211,9 @@ def render_topologies(
         [False] * 6,
     )
     console.print(table)
-    for r in rows:
-        if not r["applicable"]:
-            _plain(console, f"{r['topology']}: {NOT_APPLICABLE}: {r['reason']}", "yellow")
-        elif not r["runs_on_decent_dp"]:
-            _plain(console, f"{r['topology']}: {MODEL_ONLY}: {r['reason']}", "yellow")
-    _dropped_line(console, dropped, "--format json or csv")
-    printed = (
-        " ".join(h for h in headers if h not in dropped)
-        + " "
-        + " ".join(
-            (c.plain if isinstance(c, Text) else c)
-            for row in cells
-            for c, h in zip(row, headers, strict=True)
-            if h not in dropped
-        )
-    )
+    _reason_lines(console, rows)
+    print_dropped(console, dropped, "--format json or csv")
+    printed = shown_text(headers, cells, dropped)
     _legend(console, printed)
     if show_rounds:
         for r in rows:

@@ -5,9 +5,10 @@ JSON, the CSV and the table cannot disagree about a number. A column appears in 
 and in the table under `label`; either may be None (CSV only / table only). Values are formatted to
 text here; the terminal's colours are the shell's business.
 
-The terminal is as wide as it is: `fit_columns` picks the table columns that fit by `priority` (the
-topology, its mean iteration time, speedup and what runs it always; then "vs best", consensus, p50/p99,
-the factors) and the shell says which were left out; the JSON and CSV always have everything.
+The terminal is as wide as it is: the shell (`rtmodel_cli.fitted_tables`) keeps the table columns that
+fit by `priority` (the topology, its mean iteration time, speedup and what runs it always; then
+"vs best", consensus, p50/p99, the factors) and says which were left out; the JSON and CSV always have
+everything.
 """
 
 from __future__ import annotations
@@ -129,61 +130,3 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)
 TABLE_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.label is not None)
 
-
-# ---------------------------------------------------------------- fitting a table to the terminal
-
-
-@dataclass(frozen=True)
-class FitColumn:
-    """One candidate column of a terminal table: its header, its cells (plain text) and how it may shrink."""
-
-    header: str
-    cells: tuple[str, ...]
-    priority: int = 0  # 0 = always shown; higher = dropped first
-    wrap: bool = True  # cells may wrap at spaces (headers always may); numbers should not
-
-
-def _longest_word(text: str, text_len: Callable[[str], int]) -> int:
-    return max((text_len(w) for w in text.split()), default=0)
-
-
-def fit_columns(
-    columns: list[FitColumn], width: int, text_len: Callable[[str], int] = len, comfortable_wrap: int = 20
-) -> tuple[list[int], list[int], list[int]]:
-    """Which columns fit `width` terminal cells, and how wide each is: (kept indices in their order, their
-    widths, dropped indices).
-
-    Nothing is cut mid-word: a column is never narrower than its longest word (its longest cell when it
-    does not wrap). A column's comfortable width is its whole header and, when it wraps, its cells up to
-    `comfortable_wrap`. Priority-0 columns are always kept; the others are added by priority while every
-    kept column fits at its comfortable width. The spare width then widens the kept columns in priority
-    order, first to comfortable, then to their natural (unwrapped) width. Layout of rich's default table:
-    one border per column plus one, and a space either side of every cell.
-    """
-
-    def overhead(count: int) -> int:
-        return 3 * count + 1
-
-    lo, easy, hi = [], [], []
-    for c in columns:
-        cells = [text_len(x) for x in c.cells]
-        words = [_longest_word(x, text_len) for x in c.cells] if c.wrap else cells
-        lo.append(max([_longest_word(c.header, text_len), *words, 1]))
-        hi.append(max([text_len(c.header), *cells, 1]))
-        body = min(max(cells, default=0), comfortable_wrap) if c.wrap else max(cells, default=0)
-        easy.append(max(lo[-1], text_len(c.header), body))
-    order = sorted(range(len(columns)), key=lambda i: (columns[i].priority, i))
-    kept = [i for i in order if columns[i].priority == 0]
-    for i in order:
-        if i not in kept and sum(easy[j] for j in kept) + easy[i] + overhead(len(kept) + 1) <= width:
-            kept.append(i)
-    kept.sort(key=order.index)
-    spare = width - overhead(len(kept)) - sum(lo[i] for i in kept)
-    widths = {i: lo[i] for i in kept}
-    for target in (easy, hi):
-        for i in kept:
-            grow = max(0, min(spare, target[i] - widths[i]))
-            widths[i] += grow
-            spare -= grow
-    shown = sorted(kept)
-    return shown, [widths[i] for i in shown], [i for i in range(len(columns)) if i not in widths]

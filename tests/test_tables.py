@@ -11,10 +11,11 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from rtmodel_cli.fitted_tables import FitColumn, fit_columns
 from rtmodel_cli.tables import _code_lines, _shell_lines, render_advice, render_topologies
 from runtime_model import presets
 from runtime_model.advisor import advise
-from runtime_model.columns import TABLE_COLUMNS, FitColumn, fit_columns
+from runtime_model.columns import TABLE_COLUMNS
 from runtime_model.report import advice_to_dict, topology_rows
 from runtime_model.scenario import ClusterShape
 

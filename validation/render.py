@@ -1,7 +1,7 @@
 """Rich tables for a validation result and for the accuracy summary of a results file.
 
 Both fit the terminal (rich's width: the terminal's, $COLUMNS, or 80 when piped): the columns that fit
-are chosen by priority (`runtime_model.columns.fit_columns`, as the advise table does), nothing is cut
+are chosen by priority (`rtmodel_cli.fitted_tables`, as for the advise table), nothing is cut
 mid-word, and a dim line names what was left out (`--format json` has everything).
 """
 
@@ -9,39 +9,26 @@ from __future__ import annotations
 
 import math
 
-from rich.cells import cell_len
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from runtime_model.columns import FitColumn, fit_columns
+from rtmodel_cli.fitted_tables import fitted_table, print_dropped
 from validation.results import ResultsSummary, ValidationResult
 
 
 def _fitted(
     console: Console, title: str, columns: list[tuple[str, int]], rows: list[list[str]], last_style: str = ""
-) -> Table:
-    """Prints a left-titled table of the columns (header, priority) that fit, and under it (dim) which were
-    left out. The first column is text that may wrap, the others numbers; cells are plain text."""
-    cands = [
-        FitColumn(h, tuple(r[i] for r in rows), prio, wrap=i == 0) for i, (h, prio) in enumerate(columns)
-    ]
-    shown, widths, dropped = fit_columns(cands, console.width, cell_len)
-    t = Table(title=title, title_justify="left")
-    for i, w in zip(shown, widths, strict=True):
-        t.add_column(columns[i][0], justify="left" if i == 0 else "right", width=w)
-    for k, r in enumerate(rows):
-        t.add_row(*(Text(r[i]) for i in shown), style=last_style if k == len(rows) - 1 else None)
-    console.print(t)
-    if dropped:
-        names = ", ".join(columns[i][0] for i in dropped)
-        console.print(
-            f"not shown at this width: {names} (widen the terminal, or use --format json)",
-            style="dim",
-            markup=False,
-            highlight=False,
-        )
-    return t
+) -> list[str]:
+    """Prints a table of the columns (header, priority) that fit, and which were left out; returns the
+    headers shown. The first column is text that may wrap, the others numbers."""
+    headers = [h for h, _ in columns]
+    numbers = [i > 0 for i in range(len(columns))]
+    styles = [None] * (len(rows) - 1) + [last_style or None]
+    table, dropped = fitted_table(
+        console, title, headers, rows, [p for _, p in columns], [not n for n in numbers], numbers, styles
+    )
+    console.print(table)
+    print_dropped(console, dropped, "--format json")
+    return [h for h in headers if h not in dropped]
 
 
 def _ms(x: float) -> str:
@@ -84,8 +71,7 @@ def render_result(res: ValidationResult, console: Console) -> None:
         f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), {res.workload['model']}, "
         f"{res.iterations} timed iterations after {res.warmup} warm-up"
     )
-    table = _fitted(console, title, cols, rows)
-    spread = any(c.header == "rank spread" for c in table.columns)
+    spread = "rank spread" in _fitted(console, title, cols, rows)
     console.print(
         "error = (predicted - measured) / measured on the mean iteration time (= throughput)"
         + ("; rank spread = max / min of per-rank medians" if spread else ""),
