@@ -47,7 +47,8 @@ def scenario_from_profile(
     """
     loaded = profile if isinstance(profile, Profile) else load_profile(profile)
     cal = calibrate(loaded, fallback_network=fallback_network, distribution=distribution)
-    shape = ClusterShape(gpus, gpus_per_node or cal.measured_shape.gpus_per_node)
+    k = cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node  # 0 is refused, not 'not given'
+    shape = ClusterShape(gpus, k)
     name = profile if not isinstance(profile, Profile) else profile.origin
     scenario = Scenario(
         shape=shape, network=cal.network, compute=cal.compute, buckets=cal.buckets, description=f"profile {name}"

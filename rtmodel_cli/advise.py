@@ -73,8 +73,6 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
     could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`).
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model import presets
-    from runtime_model.constraints import AT_LEAST_ONE
-    from runtime_model.scenario import check_gpus
 
     library = presets.load_library(preset_dirs or ())
     if profile is None:
@@ -89,14 +87,13 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
     from calibration import scenario_from_profile
 
     refuse_options_a_profile_replaces(preset_request)
-    gpus, gpus_per_node = check_gpus("gpus", preset_request["gpus"]), preset_request.get("gpus_per_node")
-    if gpus_per_node is not None:  # None: the profile's ranks per node
-        AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
     network, intra = presets.link_names(
         preset_request.get("network"), preset_request.get("intra"), library=library
     )
     fallback = presets.network_preset(network, intra, library)
-    profiled = scenario_from_profile(profile, gpus, gpus_per_node, fallback_network=fallback)
+    profiled = scenario_from_profile(
+        profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
+    )
     measured = profiled.measured_shape
     inputs = {
         "profile": str(profile),

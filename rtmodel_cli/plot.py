@@ -108,14 +108,11 @@ def _check_topology(topology: str | None) -> None:
 def _preset_kw(
     gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets: list[Path] | None
 ) -> dict:
-    """The preset keywords of a sweep. The numbers the sweep itself uses are checked here, before any
-    work: a --gpus-per-node of 0 would otherwise read as "not given", and --batch-per-gpu becomes a
-    global batch that must hold at least one unit per GPU."""
-    from runtime_model.constraints import AT_LEAST_ONE, Interval
+    """The preset keywords of a sweep. --batch-per-gpu is checked here, before any work: the sweep turns
+    it into a global batch that must hold at least one unit per GPU (presets.resolve checks the rest)."""
+    from runtime_model.constraints import Interval
     from runtime_model.presets import load_library
 
-    if gpus_per_node is not None:
-        AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
     if batch_per_gpu is not None:
         Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
 
