@@ -18,30 +18,10 @@ libraries bucket. One dtype is assumed (DDP would bucket each dtype/device separ
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from typing import NamedTuple
 
-from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB, MIB
-
-
-class BucketLayout(NamedTuple):
-    """Bucket sizes in backward (gradient-ready) order and which bucket each parameter lands in."""
-
-    ddp_buckets_bytes: list[int]
-    gossip_buckets_bytes: list[int]
-    ddp_param_to_bucket: dict[int, int]  # parameter index -> DDP bucket index
-    gossip_param_to_bucket: dict[int, int]  # parameter index -> Decent-DP bucket index
-    backward_order: list[int]  # parameter indices in the order their gradients became ready
-
-    def closers(self, which: str) -> list[int]:
-        """For each bucket, the parameter whose gradient completes it (the last one in backward order)."""
-        mapping = self.ddp_param_to_bucket if which == "ddp" else self.gossip_param_to_bucket
-        n = len(self.ddp_buckets_bytes if which == "ddp" else self.gossip_buckets_bytes)
-        last = [-1] * n
-        for pid in self.backward_order:
-            last[mapping[pid]] = pid
-        return last
+from runtime_model.bucketing import BucketLayout, layout_from_order
+from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
 
 
 def trainable_params(model) -> list:
@@ -53,7 +33,9 @@ def trace_backward_order(model, run_backward: Callable[[], None]) -> list[int]:
     each trainable parameter's gradient is accumulated (post-accumulate-grad hooks, as Decent-DP)."""
     params = trainable_params(model)
     order: list[int] = []
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i)) for i, p in enumerate(params)]
+    handles = [
+        p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i)) for i, p in enumerate(params)
+    ]
     try:
         run_backward()
     finally:
@@ -76,54 +58,6 @@ def ddp_first_bucket_mb(bucket_cap_mb: float | None) -> float:
 
     new_style = hasattr(ddp_mod, "_BucketCapacityConfig") or hasattr(ddp_mod, "BucketCapacityConfig")
     return float(bucket_cap_mb) if new_style else DDP_FIRST_BUCKET_MIB
-
-
-def _align32(numel: int) -> int:
-    return math.ceil(numel / 32) * 32
-
-
-def layout_from_order(
-    sizes: list[tuple[int, int]], order: list[int], cap_mb: float, first_bucket_mb: float
-) -> BucketLayout:
-    """Bucket layouts from (numel, element_size) per parameter and the backward order (pure python)."""
-    if not order:
-        raise ValueError("no parameter received a gradient in the traced backward pass")
-    # DDP: compute_bucket_assignment_by_size over the ready order, limits [first, cap, cap, ...]
-    ddp_sizes: list[int] = []
-    ddp_map: dict[int, int] = {}
-    limit, acc = int(first_bucket_mb * MIB), 0
-    for pid in order:
-        numel, esize = sizes[pid]
-        acc += numel * esize
-        ddp_map[pid] = len(ddp_sizes)
-        if acc >= limit:
-            ddp_sizes.append(acc)
-            acc, limit = 0, int(cap_mb * MIB)
-    if acc:
-        ddp_sizes.append(acc)
-    # Decent-DP: 32-element aligned, close at >= cap or at the last parameter
-    gossip_elems: list[int] = []
-    gossip_esize: list[int] = []
-    gossip_map: dict[int, int] = {}
-    cap = cap_mb * MIB
-    size, elems = 0, 0
-    for i, pid in enumerate(order):
-        numel, esize = sizes[pid]
-        size += _align32(numel) * esize
-        elems += _align32(numel)
-        gossip_map[pid] = len(gossip_elems)
-        if size >= cap or i == len(order) - 1:
-            gossip_elems.append(elems)
-            gossip_esize.append(esize)
-            size, elems = 0, 0
-    seen: set[int] = set()
-    gossip_sizes = []
-    for elems, esize in zip(gossip_elems, gossip_esize, strict=True):
-        while elems in seen:
-            elems += 32
-        seen.add(elems)
-        gossip_sizes.append(elems * esize)
-    return BucketLayout(ddp_sizes, gossip_sizes, ddp_map, gossip_map, list(order))
 
 
 def bucket_layout(

@@ -14,6 +14,7 @@ import typer
 from rtmodel_cli.options import (
     BucketMibOpt,
     ClusterOpt,
+    ComputeMsOpt,
     Format,
     FormatOpt,
     GlobalBatchOpt,
@@ -21,13 +22,16 @@ from rtmodel_cli.options import (
     GpusPerNodeOpt,
     IntraOpt,
     MarginOpt,
+    MessageDtypeOpt,
     ModelOpt,
     NetworkOpt,
+    OptimizerMsOpt,
     PresetsOpt,
     ProfileOpt,
+    ScenarioOpt,
     TopologiesOpt,
+    own_numbers,
 )
-from runtime_model import defaults
 from runtime_model.constraints import COMPUTE_CV, MFU
 
 
@@ -45,6 +49,25 @@ PROFILE_REPLACES = (
     "mfu",
     "model",
     "global_batch",
+    "compute_cv",
+    "bucket_cap_mb",
+    "cluster",
+    "compute_ms",
+    "optimizer_ms",
+    "message_dtype",
+)
+DEFAULT_GPUS = 64
+# presets.resolve's keyword arguments that every model takes (the user's own numbers go by own_numbers).
+REQUEST_KEYS = (
+    "gpus",
+    "gpus_per_node",
+    "gpu",
+    "network",
+    "intra",
+    "model",
+    "global_batch",
+    "precision",
+    "mfu",
     "compute_cv",
     "bucket_cap_mb",
     "cluster",
@@ -83,6 +106,11 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
             "compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s",
             "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",
         }
+        machine_keys = ("gpu", "network", "intra", "gpus_per_node", "cluster")
+        if all(preset_request.get(k) is None for k in machine_keys):
+            prov["machine"] = (
+                f"{library.defaults.machine} (the defaults; --cluster, --gpu, --network choose yours)"
+            )
         return sc, prov, [], {"preset": dict(vars(choice))}
     from calibration import scenario_from_profile
 
@@ -103,7 +131,9 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
 
 
 def advise(
-    gpus: Annotated[int, typer.Option(help="Number of GPUs (workers) n.")] = 64,
+    gpus: Annotated[
+        int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")
+    ] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     gpu: GpuOpt = None,
     network: NetworkOpt = None,
@@ -128,34 +158,39 @@ def advise(
     ] = None,
     bucket_cap_mb: BucketMibOpt = None,
     cluster: ClusterOpt = None,
+    compute_ms: ComputeMsOpt = None,
+    optimizer_ms: OptimizerMsOpt = None,
+    message_dtype: MessageDtypeOpt = None,
     profile: ProfileOpt = None,
     presets: PresetsOpt = None,
-    margin: MarginOpt = defaults.MARGIN,
+    margin: MarginOpt = None,
     topology: TopologiesOpt = None,
+    scenario: ScenarioOpt = None,
     format: FormatOpt = Format.table,
 ):
     """Predict per-iteration time of All-Reduce and each gossip topology, and recommend one."""
+    from rtmodel_cli import scenario_file
+
+    given = {k: v for k, v in locals().items() if k in scenario_file.KEYS}
+    opts, taken = scenario_file.merge(given, scenario_file.read(scenario) if scenario else {})
+    with scenario_file.blamed(scenario, taken):
+        _advise(opts, format)
+
+
+def _advise(opts: dict, format: Format) -> None:
+    """`advise` once the scenario file (if any) is merged under the command line's options."""
     from runtime_model import report
     from runtime_model.advisor import advise as run_advice
     from runtime_model.constraints import Interval
 
+    margin, margin_why = _margin(opts["margin"], opts["profile"] is not None)
     Interval(0.0, 1.0, closed="left").check("margin", margin)
-    request = dict(
-        gpus=gpus,
-        gpus_per_node=gpus_per_node,
-        gpu=gpu,
-        network=network,
-        intra=intra,
-        model=model,
-        global_batch=global_batch,
-        precision=precision,
-        mfu=mfu,
-        compute_cv=compute_cv,
-        bucket_cap_mb=bucket_cap_mb,
-        cluster=cluster,
-    )
-    sc, prov, notes, inputs = scenario_for(request, profile, presets)
-    adv = run_advice(sc, margin=margin, topologies=topology or None, provenance=prov)
+    own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"])
+    request = {name: opts[name] for name in REQUEST_KEYS}
+    request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
+    sc, prov, notes, inputs = scenario_for({**request, **own}, opts["profile"], opts["presets"])
+    prov["margin"] = margin_why
+    adv = run_advice(sc, margin=margin, topologies=opts["topology"] or None, provenance=prov)
     adv.notes.extend(notes)
     if format is Format.json:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
@@ -165,3 +200,14 @@ def advise(
         from rtmodel_cli.tables import render_advice, terminal_console
 
         render_advice(adv, terminal_console())
+
+
+def _margin(given: float | None, from_profile: bool) -> tuple[float, str]:
+    """The too-close-to-call margin and why: yours, else the measured error of the inputs' source
+    (presets against the paper's GPU runs; calibrated profiles against the emulated-cluster runs)."""
+    from runtime_model.confidence import PRESETS, PROFILE, margin_for
+
+    if given is not None:
+        return given, f"{given:.1%} (--margin)"
+    margin, why = margin_for(PROFILE if from_profile else PRESETS)
+    return margin, why

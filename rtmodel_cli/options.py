@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from runtime_model import defaults
+from runtime_model.constraints import NON_NEGATIVE, POSITIVE
 
 
 class Format(StrEnum):
@@ -54,7 +55,13 @@ TopologiesOpt = Annotated[
 ProfileOpt = Annotated[
     Path | None, typer.Option(help="Profile from `rtmodel profile`: use measured parameters.")
 ]
-MarginOpt = Annotated[float, typer.Option(help="Relative margin under which a win is 'too close to call'.")]
+MarginOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Relative margin under which a win is 'too close to call' (default: the measured error of the "
+        "inputs' source: presets vs the paper's GPU runs, or profiles vs the emulated-cluster runs)."
+    ),
+]
 PresetsOpt = Annotated[
     list[Path] | None,
     typer.Option(
@@ -63,3 +70,55 @@ PresetsOpt = Annotated[
         "layered over the built-ins; repeatable, later wins.",
     ),
 ]
+
+
+class MessageDtype(StrEnum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+# Your own measurements, checked here so that a bad value names its flag before the model sees it.
+COMPUTE_MS = POSITIVE
+OPTIMIZER_MS = NON_NEGATIVE
+ComputeMsOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Your measured forward+backward time per iteration in ms at this per-GPU batch (from your "
+        f"training logs), {COMPUTE_MS.describe()}; replaces the estimate from the GPU and model presets."
+    ),
+]
+OptimizerMsOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Your measured optimizer step time per iteration in ms, "
+        f"{OPTIMIZER_MS.describe()}; replaces the estimate from the presets."
+    ),
+]
+MessageDtypeOpt = Annotated[
+    MessageDtype | None,
+    typer.Option(
+        help="Data type of the communicated gradients/parameters: fp32 (default), or bf16/fp16 "
+        "(bf16/fp16 parameters or a compression hook: half the bytes)."
+    ),
+]
+ScenarioOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="A .toml or .json file of this command's options (keys = option names with underscores; "
+        "paths relative to the file); options given on the command line win over it."
+    ),
+]
+
+
+def own_numbers(compute_ms: float | None, optimizer_ms: float | None, message_dtype: str | None) -> dict:
+    """The keyword arguments of `presets.resolve` for the user's own numbers: checked, and only those
+    given (so a model without them still answers when none is)."""
+    kw = {}
+    if compute_ms is not None:
+        kw["compute_ms"] = COMPUTE_MS.check("compute_ms", compute_ms)
+    if optimizer_ms is not None:
+        kw["optimizer_ms"] = OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
+    if message_dtype is not None:
+        kw["message_dtype"] = str(MessageDtype(message_dtype))
+    return kw

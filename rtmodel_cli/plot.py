@@ -11,20 +11,25 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli import scenario_file
 from rtmodel_cli.options import (
     BucketMibOpt,
     ClusterOpt,
+    ComputeMsOpt,
     GlobalBatchOpt,
     GpuOpt,
     GpusPerNodeOpt,
     IntraOpt,
+    MessageDtypeOpt,
     ModelOpt,
     NetworkOpt,
+    OptimizerMsOpt,
     PresetsOpt,
+    ScenarioOpt,
     TopologiesOpt,
+    own_numbers,
 )
 from rtmodel_cli.paths import check_output_path
-from runtime_model import defaults
 from runtime_model.errors import InvalidValue, UserError
 
 GpusOpt = Annotated[
@@ -105,29 +110,55 @@ def _check_topology(topology: str | None) -> None:
         topology_info(topology)  # one line naming the choices when unknown
 
 
-def _preset_kw(
-    gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets: list[Path] | None
-) -> dict:
-    """The preset keywords of a sweep. --batch-per-gpu is checked here, before any work: the sweep turns
-    it into a global batch that must hold at least one unit per GPU (presets.resolve checks the rest)."""
+# What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin` or `topology` (the plot's
+# own --gpus and --topology say what is drawn, against the advisor's margin); `profile` is refused.
+PLOT_IGNORES = ("gpus", "margin", "topology")
+FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")  # no plot flag; passed on to presets.resolve
+
+
+def _merged(options: dict) -> tuple[dict, frozenset[str]]:
+    """A plot command's options (its locals) with its --scenario file's values under them."""
+    path = options["scenario"]
+    from_file = scenario_file.read(path) if path is not None else {}
+    if "profile" in from_file:
+        raise scenario_file.ScenarioFileError(
+            path, "'profile' is for `rtmodel advise`; plots sweep presets (use a file without it)"
+        )
+    from_file = {k: v for k, v in from_file.items() if k not in PLOT_IGNORES}
+    given = {k: options.get(k) for k in scenario_file.KEYS if k not in PLOT_IGNORES}
+    opts, taken = scenario_file.merge(given, from_file)
+    return {**options, **opts}, taken
+
+
+def _preset_kw(o: dict) -> dict:
+    """The preset keywords of a sweep from a plot command's merged options. --batch-per-gpu is checked
+    here, before any work: the sweep turns it into a global batch that must hold at least one unit per
+    GPU (presets.resolve checks the rest)."""
     from runtime_model.constraints import Interval
     from runtime_model.presets import load_library
 
-    if batch_per_gpu is not None:
-        Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
+    if o["batch_per_gpu"] is not None:
+        Interval(1.0, None, closed="left").check("batch_per_gpu", o["batch_per_gpu"])
 
     kw = {
-        "gpu": gpu,
-        "gpus_per_node": gpus_per_node,
-        "intra": intra,
-        "bucket_cap_mb": bucket_cap_mb,
-        "library": load_library(presets or ()),
+        "gpu": o["gpu"],
+        "gpus_per_node": o["gpus_per_node"],
+        "intra": o["intra"],
+        "bucket_cap_mb": o["bucket_cap_mb"],
+        "library": load_library(o["presets"] or ()),
+        **{name: o[name] for name in FROM_FILE_ONLY if o[name] is not None},
+        **own_numbers(o["compute_ms"], o["optimizer_ms"], o["message_dtype"]),
     }
-    if batch_per_gpu is not None:
-        kw["batch_per_gpu"] = batch_per_gpu
-    elif global_batch is not None:
-        kw["global_batch"] = global_batch
+    if o["batch_per_gpu"] is not None:
+        kw["batch_per_gpu"] = o["batch_per_gpu"]
+    elif o["global_batch"] is not None:
+        kw["global_batch"] = o["global_batch"]
     return kw
+
+
+def _as_list(value: str | list[str] | None) -> list[str] | None:
+    """A scenario file names one network, model or cluster; `plot speedup` takes a list of them."""
+    return [value] if isinstance(value, str) else value
 
 
 def register(app: typer.Typer) -> None:
@@ -155,28 +186,38 @@ def register(app: typer.Typer) -> None:
         intra: IntraOpt = None,
         global_batch: GlobalBatchOpt = None,
         batch_per_gpu: PerGpuOpt = None,
-        bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+        bucket_cap_mb: BucketMibOpt = None,
         presets: PresetsOpt = None,
         topology: TopologiesOpt = None,
+        compute_ms: ComputeMsOpt = None,
+        optimizer_ms: OptimizerMsOpt = None,
+        message_dtype: MessageDtypeOpt = None,
+        scenario: ScenarioOpt = None,
     ):
         """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
-        if network and cluster:
-            raise UserError("give --network or --cluster, not both")
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
-        _render(
-            lambda: plots.speedup_vs_gpus(
-                gl,
-                network or None,
-                model or "transformer-base",
-                clusters=cluster or None,
-                topologies=topology,
-                **kw,
-            ),
-            out,
-        )
+        o, taken = _merged(locals())
+        networks, models, clusters = (_as_list(o[k]) for k in ("network", "model", "cluster"))
+        if networks and clusters:
+            if not {"network", "cluster"} & taken or len(networks) > 1:
+                raise UserError("give --network or --cluster, not both")
+        with scenario_file.blamed(scenario, taken):
+            kw = _preset_kw(o)
+            if networks and clusters:  # a file's network replaces the cluster's, as in advise
+                kw["network"], networks = networks[0], None
+            _render(
+                lambda: plots.speedup_vs_gpus(
+                    gl,
+                    networks or None,
+                    models or "transformer-base",
+                    clusters=clusters or None,
+                    topologies=topology,
+                    **kw,
+                ),
+                out,
+            )
 
     @plot.command("factors")
     def factors(
@@ -188,7 +229,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "64",
         network: NetworkOpt = None,
-        model: ModelOpt = "transformer-base",
+        model: ModelOpt = None,
         cluster: ClusterOpt = None,
         topology: Annotated[
             str | None,
@@ -199,29 +240,36 @@ def register(app: typer.Typer) -> None:
         intra: IntraOpt = None,
         global_batch: GlobalBatchOpt = None,
         batch_per_gpu: PerGpuOpt = None,
-        bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+        bucket_cap_mb: BucketMibOpt = None,
         presets: PresetsOpt = None,
+        compute_ms: ComputeMsOpt = None,
+        optimizer_ms: OptimizerMsOpt = None,
+        message_dtype: MessageDtypeOpt = None,
+        scenario: ScenarioOpt = None,
     ):
         """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
         _check_topology(topology)
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
+        o, taken = _merged(locals())
         what = gl[0] if len(gl) == 1 else gl
-        _render(
-            lambda: plots.factor_breakdown_bars(
-                what, network, model, topology=topology, cluster=cluster, **kw
-            ),
-            out,
-        )
+        model_name = o["model"] or "transformer-base"
+        with scenario_file.blamed(scenario, taken):
+            kw = _preset_kw(o)
+            _render(
+                lambda: plots.factor_breakdown_bars(
+                    what, o["network"], model_name, topology=topology, cluster=o["cluster"], **kw
+                ),
+                out,
+            )
 
     @plot.command("what-if")
     def what_if(
         out: OutOpt,
         gpus: GpusOpt = "8:1024",
         network: NetworkOpt = None,
-        model: ModelOpt = "transformer-base",
+        model: ModelOpt = None,
         cluster: ClusterOpt = None,
         topology: Annotated[
             str | None, typer.Option(help="This topology (default: the fastest at each n).")
@@ -231,16 +279,28 @@ def register(app: typer.Typer) -> None:
         intra: IntraOpt = None,
         global_batch: GlobalBatchOpt = None,
         batch_per_gpu: PerGpuOpt = None,
-        bucket_cap_mb: BucketMibOpt = defaults.BUCKET_CAP_MIB,
+        bucket_cap_mb: BucketMibOpt = None,
         presets: PresetsOpt = None,
+        compute_ms: ComputeMsOpt = None,
+        optimizer_ms: OptimizerMsOpt = None,
+        message_dtype: MessageDtypeOpt = None,
+        scenario: ScenarioOpt = None,
     ):
         """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
         _check_topology(topology)
-        kw = _preset_kw(gpu, gpus_per_node, intra, global_batch, batch_per_gpu, bucket_cap_mb, presets)
-        _render(lambda: plots.what_if(gl, network, model, topology=topology, cluster=cluster, **kw), out)
+        o, taken = _merged(locals())
+        model_name = o["model"] or "transformer-base"
+        with scenario_file.blamed(scenario, taken):
+            kw = _preset_kw(o)
+            _render(
+                lambda: plots.what_if(
+                    gl, o["network"], model_name, topology=topology, cluster=o["cluster"], **kw
+                ),
+                out,
+            )
 
     @plot.command("paper")
     def paper(out: OutOpt):

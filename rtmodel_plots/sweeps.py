@@ -35,7 +35,7 @@ class WhatIf:
         if self.inter_bandwidth != 1.0 or self.inter_latency != 1.0:
             sc = replace(sc, network=sc.network.scaled(self.inter_bandwidth, self.inter_latency))
         if self.compute != 1.0:
-            sc = replace(sc, compute=sc.compute.scaled(self.compute))
+            sc = sc.compute_scaled(self.compute)
         return sc
 
 

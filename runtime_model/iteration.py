@@ -225,7 +225,7 @@ def gossip_prediction(
 ) -> IterationPrediction:
     """Decent-DP on `schedule`: growth rate of the recurrence, plus the factor breakdown vs All-Reduce
     (`allreduce`: the same scenario's All-Reduce prediction, when the caller already has it)."""
-    shape, net, comp = scenario.shape, scenario.network, scenario.compute
+    shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
     per_rank = [round_comm_per_rank_s(schedule, i, shape, scenario.buckets, net) for i in range(period)]
     comm_rounds = [float(c.max()) for c in per_rank]

@@ -25,14 +25,18 @@ from runtime_model.errors import InvalidValue, UserError
 from runtime_model.preset_types import (
     GPUS,
     INTEGER,
+    INTEGER_LIST,
     INTER,
     INTRA,
     MODELS,
     NUMBER_TABLE,
+    OPTIMIZERS,
+    PASSES,
     TEXT,
     ClusterPreset,
     GpuPreset,
     LinkPreset,
+    MemoryPass,
     ModelPreset,
     PresetDefaults,
     PresetLibrary,
@@ -46,10 +50,18 @@ SECTIONS = {
     INTRA: ("networks.toml", "intra", LinkPreset),
     MODELS: ("models.toml", None, ModelPreset),
     CLUSTERS: ("clusters.toml", None, ClusterPreset),
+    OPTIMIZERS: ("traffic.toml", "optimizer", MemoryPass),
+    PASSES: ("traffic.toml", "pass", MemoryPass),
 }
 DEFAULTS_FILE = "defaults.toml"
-FILES = ("gpus.toml", "networks.toml", "models.toml", "clusters.toml", DEFAULTS_FILE)
-REF_WORDS = {GPUS: "GPU", INTER: "network", INTRA: "intra-node link", MODELS: "model"}
+FILES = ("gpus.toml", "networks.toml", "traffic.toml", "models.toml", "clusters.toml", DEFAULTS_FILE)
+REF_WORDS = {
+    GPUS: "GPU",
+    INTER: "network",
+    INTRA: "intra-node link",
+    MODELS: "model",
+    OPTIMIZERS: "optimizer",
+}
 FINITE = Interval()
 
 
@@ -86,6 +98,10 @@ def _value(where: str, f, value):
         return MappingProxyType(
             {k: float(_number(where, f"{f.name}.{k}", v, check)) for k, v in value.items()}
         )
+    if kind == INTEGER_LIST:
+        if not isinstance(value, list) or not value:
+            raise PresetFileError(where, f"{f.name} must be a non-empty array of integers, got {value!r}")
+        return tuple(int(_number(where, f"{f.name}[{i}]", v, check)) for i, v in enumerate(value))
     value = _number(where, f.name, value, check)
     return int(value) if kind == INTEGER else float(value)
 
@@ -186,6 +202,8 @@ class _Layers:
             models=frozen[MODELS],
             clusters=frozen[CLUSTERS],
             defaults=PresetDefaults(**self.defaults),
+            optimizers=frozen[OPTIMIZERS],
+            passes=frozen[PASSES],
             files=tuple(self.files),
         )
 
@@ -228,8 +246,8 @@ def builtin_library() -> PresetLibrary:
 def load_library(extra_dirs: Sequence[str | Path] | str | Path = ()) -> PresetLibrary:
     """The built-in presets with each of `extra_dirs` layered over them, in order (for `--presets DIR`).
 
-    A directory holds any subset of gpus.toml, networks.toml, models.toml, clusters.toml and
-    defaults.toml, in the built-in files' format (see runtime_model/preset_data/). An entry with a
+    A directory holds any subset of gpus.toml, networks.toml, traffic.toml, models.toml, clusters.toml
+    and defaults.toml, in the built-in files' format (see runtime_model/preset_data/). An entry with a
     built-in's name ([A100], [inter.ib-100]) replaces that entry whole: give every required key, not
     just the ones that differ; a new name is added. defaults.toml may set any subset of its keys.
     Every file is checked as strictly as the built-ins, and references (a cluster's gpu, a GPU's

@@ -18,6 +18,7 @@ from runtime_model.constraints import (
     MFU,
     NON_NEGATIVE,
     POSITIVE,
+    POSITIVE_FRACTION,
     Interval,
 )
 from runtime_model.errors import InvalidValue
@@ -30,9 +31,15 @@ TEXT = "text"  # a non-empty string
 NUMBER = "number"  # an int or float, stored as float, inside `check`
 INTEGER = "integer"  # an integral number, stored as int, inside `check`
 NUMBER_TABLE = "number table"  # an inline table of name = number, each inside `check`
+INTEGER_LIST = "integer list"  # a non-empty array of integers, each inside `check`
 
 # What a field that names another preset refers to: a section of the library.
 GPUS, INTER, INTRA, MODELS = "gpus", "inter", "intra", "models"
+OPTIMIZERS, PASSES = "optimizers", "passes"
+# The two ways a model's kernels run, as keys of a model's per-mode tables: "amp" (autocast to fp16/bf16,
+# GradScaler) for the fp16/bf16 precisions, "full" (no autocast) for fp32/tf32.
+MODES = ("amp", "full")
+AMP_PRECISIONS = ("fp16", "bf16")
 
 
 def _toml(kind: str, check: Interval | None = None, *, ref: str | None = None, default=MISSING):
@@ -51,22 +58,31 @@ class UnknownPreset(ScenarioError):
 
 @dataclass(frozen=True, kw_only=True)
 class GpuPreset:
-    """One accelerator (gpus.toml): dense peak throughput, memory and the MFU assumed on presets."""
+    """One accelerator and its usual host (gpus.toml): dense peak throughput, memory bandwidth, the
+    efficiencies large-batch training reaches on them, and the host's cost per eager op."""
 
     name: str
     tflops: Mapping[str, float] = _toml(NUMBER_TABLE, POSITIVE)  # dense peak TFLOP/s per precision
     memory_bandwidth_GBps: float = _toml(NUMBER, POSITIVE)  # 10^9 bytes per second
     memory_GiB: float = _toml(NUMBER, POSITIVE)
     default_precision: str = _toml(TEXT)
-    mfu: float = _toml(NUMBER, MFU)  # model-FLOPs utilisation assumed for training
+    mfu: Mapping[str, float] = _toml(NUMBER_TABLE, MFU)  # per precision: fraction of peak at large batch
+    memory_efficiency: float = _toml(NUMBER, POSITIVE_FRACTION)  # fraction of memory bandwidth streamed
+    dispatch_us: float = _toml(NUMBER, POSITIVE)  # host time per kernel-launching op of eager PyTorch
     default_intra: str | None = _toml(TEXT, ref=INTRA, default=None)  # None: the library's default
     source: str = _toml(TEXT)
     mfu_source: str = _toml(TEXT, default="")
+    memory_efficiency_source: str = _toml(TEXT, default="")
+    dispatch_source: str = _toml(TEXT, default="")
 
     def __post_init__(self):
         if self.default_precision not in self.tflops:
             raise InvalidValue(
                 "default_precision", f"a key of tflops ({', '.join(self.tflops)})", self.default_precision
+            )
+        if set(self.mfu) != set(self.tflops):
+            raise InvalidValue(
+                "mfu", f"a table with the keys of tflops ({', '.join(self.tflops)})", dict(self.mfu)
             )
 
 
@@ -85,22 +101,68 @@ class LinkPreset:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelPreset:
-    """One model (models.toml): what it costs to train per batch unit and what it communicates."""
+    """One model (models.toml): what one training iteration costs per batch unit, as the kernels of
+    eager PyTorch see it (counted by `python -m profiler.opcount`), and what it communicates."""
 
     name: str
     description: str = _toml(TEXT)
     params: int = _toml(INTEGER, AT_LEAST_ONE)
-    train_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # forward + backward FLOPs per batch unit
+    train_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # forward + backward matmul FLOPs per batch unit
+    forward_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # the forward's share of them
     unit: str = _toml(TEXT)  # the batch unit: "image", "token"
     default_global_batch: float = _toml(NUMBER, POSITIVE)  # in units
     embedding_params: int = _toml(INTEGER, NON_NEGATIVE_INTEGER)  # gradients ready at the end of backward
     compute_cv: float = _toml(NUMBER, COMPUTE_CV)  # coefficient of variation of forward + backward time
+    # Per mode (MODES): kernel-launching ops per iteration, and bytes the memory-bound (non-matmul)
+    # kernels move per batch unit and per iteration regardless of batch (AMP's weight casts).
+    forward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    forward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    forward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_numels: tuple[int, ...] = _toml(INTEGER_LIST, AT_LEAST_ONE)  # parameters in gradient-ready order
+    optimizer: str = _toml(TEXT, ref=OPTIMIZERS)  # its memory traffic: a [optimizer.NAME] of traffic.toml
     source: str = _toml(TEXT)
+    counts_source: str = _toml(TEXT)  # the command that measured the per-mode tables and backward_numels
     compute_cv_source: str = _toml(TEXT, default="")
 
     def __post_init__(self):
         if self.embedding_params > self.params:
             raise InvalidValue("embedding_params", f"<= params ({self.params})", self.embedding_params)
+        if self.forward_flops_per_unit >= self.train_flops_per_unit:
+            raise InvalidValue(
+                "forward_flops_per_unit",
+                f"< train_flops_per_unit ({self.train_flops_per_unit:g})",
+                self.forward_flops_per_unit,
+            )
+        if sum(self.backward_numels) != self.params:
+            raise InvalidValue(
+                "backward_numels", f"numbers summing to params ({self.params})", sum(self.backward_numels)
+            )
+        for key in (
+            "forward_ops",
+            "backward_ops",
+            "forward_bytes_per_unit",
+            "backward_bytes_per_unit",
+            "forward_fixed_bytes",
+            "backward_fixed_bytes",
+        ):
+            table = getattr(self, key)
+            if set(table) != set(MODES):
+                raise InvalidValue(key, f"a table with the keys {' and '.join(MODES)}", dict(table))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPass:
+    """One memory-bound pass over the parameters per iteration (traffic.toml): an optimizer step
+    ([optimizer.NAME]) or a library's own pass ([pass.NAME]: GradScaler unscale, Decent-DP mixing,
+    DDP's bucket copies). Bytes per parameter as its implementation reads and writes them."""
+
+    name: str
+    bytes_per_param: float = _toml(NUMBER, NON_NEGATIVE)
+    host_ops: float = _toml(NUMBER, NON_NEGATIVE)  # kernel-launching ops per call (foreach: per tensor list)
+    source: str = _toml(TEXT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +174,7 @@ class ClusterPreset:
     gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)
     intra: str = _toml(TEXT, ref=INTRA)
     network: str = _toml(TEXT, ref=INTER)
+    precision: str | None = _toml(TEXT, default=None)  # what this cluster trains in; None: the GPU's default
     source: str = _toml(TEXT)
 
 
@@ -119,6 +182,7 @@ class ClusterPreset:
 class PresetDefaults:
     """What a preset run uses for a choice the user leaves out (defaults.toml)."""
 
+    machine: str = _toml(TEXT)  # the real machine the default choices describe together
     gpu: str = _toml(TEXT, ref=GPUS)
     network: str = _toml(TEXT, ref=INTER)
     intra: str = _toml(TEXT, ref=INTRA)  # for a GPU whose entry names no default_intra
@@ -141,6 +205,8 @@ class PresetLibrary:
     models: Mapping[str, ModelPreset]
     clusters: Mapping[str, ClusterPreset]
     defaults: PresetDefaults
+    optimizers: Mapping[str, MemoryPass]
+    passes: Mapping[str, MemoryPass]
     files: tuple[str, ...] = ()
 
     def gpu(self, name: str) -> GpuPreset:
@@ -157,6 +223,9 @@ class PresetLibrary:
 
     def cluster(self, name: str) -> ClusterPreset:
         return _pick(self.clusters, name, "cluster", "cluster")
+
+    def memory_pass(self, name: str) -> MemoryPass:
+        return _pick(self.passes, name, "memory pass", "pass")
 
     def default_intra(self, gpu: str) -> str:
         """The intra-node link of `gpu`'s usual node: its own default_intra, else the library's default."""

@@ -10,16 +10,17 @@ built-in one); pass the same library to `resolve` and to `scenario_from_choice`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from runtime_model.constraints import AT_LEAST_ONE, COMPUTE_CV, MFU, POSITIVE, Interval
-from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB, MIB
+from runtime_model.bucketing import preset_bucket_layout
+from runtime_model.constraints import AT_LEAST_ONE, COMPUTE_CV, MFU, NON_NEGATIVE, POSITIVE, Interval
+from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
 from runtime_model.distributions import NormalCompute
 from runtime_model.errors import InvalidValue
+from runtime_model.gpu_compute import IterationWork, Work, ddp_compute, decent_dp_compute
 from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
-from runtime_model.preset_types import LinkPreset, PresetLibrary, UnknownPreset
+from runtime_model.preset_types import AMP_PRECISIONS, LinkPreset, PresetLibrary, UnknownPreset
 from runtime_model.scenario import (
-    Bucket,
     BucketLayout,
     ClusterShape,
     Compute,
@@ -35,9 +36,9 @@ __all__ = [
     "PresetFileError",
     "PresetLibrary",
     "UnknownPreset",
-    "bucket_layout",
     "builtin_library",
-    "compute_from_preset",
+    "computes_from_preset",
+    "iteration_work",
     "link_from_preset",
     "link_names",
     "load_library",
@@ -47,8 +48,10 @@ __all__ = [
     "scenario_from_choice",
 ]
 
-BYTES_PER_PARAM = 4  # gradients/parameters communicated in fp32, even under mixed precision
-ADAM_BYTES_PER_PARAM = 28  # read p, g, m, v (16 B) + write p, m, v (12 B), fp32
+# Bytes per communicated element. DDP all-reduces the gradients and Decent-DP the parameters in their
+# own dtype: fp32 under autocast too (AMP keeps fp32 master parameters); bf16/fp16 parameters or a
+# compression hook halve it.
+MESSAGE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 # A bucket cap of a million MiB or more is a bytes-for-MiB mix-up, not a bucket.
 BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
 
@@ -69,34 +72,6 @@ def network_preset(inter: str, intra: str, library: PresetLibrary | None = None)
     return Network(intra=intra_link, inter=inter_link, name=f"{intra}+{inter}")
 
 
-def bucket_layout(
-    total_params: int, tail_params: int, cap_mb: float, first_cap_mb: float | None
-) -> tuple[Bucket, ...]:
-    """Buckets in backward order from a parameter count (caps in MiB, as torch's bucket_cap_mb).
-
-    Non-embedding gradients appear uniformly during backward; `tail_params` (input embeddings)
-    appear at its very end. DDP closes a bucket when adding more would pass the cap (first bucket
-    1 MiB); Decent-DP closes it once it reaches the cap (`first_cap_mb=None`).
-    """
-    POSITIVE.check("bucket_cap_mb", cap_mb)
-    body = (total_params - tail_params) * BYTES_PER_PARAM
-    tail = tail_params * BYTES_PER_PARAM
-    cap = cap_mb * MIB
-    buckets: list[Bucket] = []
-    done = 0.0
-    first = True
-    while done < body - 0.5:
-        size = min((first_cap_mb * MIB) if (first and first_cap_mb) else cap, body - done)
-        done += size
-        first = False
-        buckets.append(Bucket(int(size), min(1.0, done / body)))
-    while tail > 0.5:
-        size = min(cap, tail)
-        tail -= size
-        buckets.append(Bucket(int(size), 1.0))
-    return tuple(buckets)
-
-
 @dataclass(frozen=True)
 class PresetChoice:
     """What the user asked for, with defaults filled in (echoed in the output)."""
@@ -111,7 +86,10 @@ class PresetChoice:
     precision: str
     mfu: float
     compute_cv: float
-    bucket_cap_mb: float
+    bucket_cap_mb: float | None  # None: DDP's and Decent-DP's defaults (25 MiB; DDP's first bucket 1 MiB)
+    message_dtype: str = "fp32"
+    compute_ms: float | None = None  # the user's measured forward + backward per iteration
+    optimizer_ms: float | None = None  # the user's measured optimizer step per iteration
 
 
 def resolve(
@@ -125,8 +103,11 @@ def resolve(
     precision: str | None = None,
     mfu: float | None = None,
     compute_cv: float | None = None,
-    bucket_cap_mb: float | None = BUCKET_CAP_MIB,
+    bucket_cap_mb: float | None = None,
     cluster: str | None = None,
+    compute_ms: float | None = None,
+    optimizer_ms: float | None = None,
+    message_dtype: str | None = None,
     *,
     library: PresetLibrary | None = None,
 ) -> PresetChoice:
@@ -134,7 +115,8 @@ def resolve(
     and number. Only None means "not given": an empty name is looked up (and is unknown), a 0 is
     checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
     InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
-    bucket_cap_mb)."""
+    bucket_cap_mb, compute_ms, optimizer_ms). `mfu` is the large-batch efficiency of the chosen
+    precision (default: the GPU's figure for it)."""
     lib = library or builtin_library()
     check_gpus("gpus", gpus)
     if gpus_per_node is not None:
@@ -145,6 +127,7 @@ def resolve(
         gpus_per_node = c.gpus_per_node if gpus_per_node is None else gpus_per_node
         intra = c.intra if intra is None else intra
         network = c.network if network is None else network
+        precision = c.precision if precision is None else precision
     gpu = lib.defaults.gpu if gpu is None else gpu
     g = lib.gpu(gpu)
     model = lib.defaults.model if model is None else model
@@ -162,10 +145,19 @@ def resolve(
         model=model,
         global_batch=float(global_batch if global_batch is not None else m.default_global_batch),
         precision=precision,
-        mfu=float(mfu if mfu is not None else g.mfu),
+        mfu=float(mfu if mfu is not None else g.mfu[precision]),
         compute_cv=float(compute_cv if compute_cv is not None else m.compute_cv),
-        bucket_cap_mb=BUCKET_CAP_MIB if bucket_cap_mb is None else bucket_cap_mb,
+        bucket_cap_mb=bucket_cap_mb,
+        message_dtype="fp32" if message_dtype is None else message_dtype,
+        compute_ms=compute_ms,
+        optimizer_ms=optimizer_ms,
     )
+    if choice.message_dtype not in MESSAGE_DTYPE_BYTES:
+        raise UnknownPreset("message dtype", choice.message_dtype, list(MESSAGE_DTYPE_BYTES), "message_dtype")
+    if compute_ms is not None:
+        POSITIVE.check("compute_ms", compute_ms)
+    if optimizer_ms is not None:
+        NON_NEGATIVE.check("optimizer_ms", optimizer_ms)
     MFU.check("mfu", choice.mfu)
     COMPUTE_CV.check("compute_cv", choice.compute_cv)
     POSITIVE.check("global_batch", choice.global_batch)
@@ -178,7 +170,8 @@ def resolve(
             f">= the number of GPUs ({gpus}): at least one {m.unit} per GPU",
             choice.global_batch,
         )
-    BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)
+    if choice.bucket_cap_mb is not None:
+        BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)
     return choice
 
 
@@ -195,44 +188,112 @@ def link_names(
     return network, intra
 
 
-def compute_from_preset(choice: PresetChoice, library: PresetLibrary | None = None) -> Compute:
-    """Forward:backward = 1:2 of FLOPs / (peak x MFU); Adam as a memory-bound pass over 28 B/param."""
+def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -> IterationWork:
+    """One GPU's host and device work per iteration from the GPU's and the model's presets.
+
+    Device: matmul FLOPs at peak x large-batch efficiency (mfu), memory-bound kernels' bytes at
+    bandwidth x streaming efficiency; host: kernel-launching ops x the host's dispatch cost. The
+    optimizer, GradScaler, DDP's bucket copies and Decent-DP's mixing are passes over the parameters
+    (traffic.toml)."""
     lib = library or builtin_library()
-    g = lib.gpu(choice.gpu)
-    m = lib.model(choice.model)
+    g, m = lib.gpu(choice.gpu), lib.model(choice.model)
+    mode = "amp" if choice.precision in AMP_PRECISIONS else "full"
     units = choice.global_batch / choice.gpus
-    seconds = units * m.train_flops_per_unit / (g.tflops[choice.precision] * 1e12 * choice.mfu)
-    fwd, bwd = seconds / 3, 2 * seconds / 3
-    opt = m.params * ADAM_BYTES_PER_PARAM / (g.memory_bandwidth_GBps * 1e9)
-    src = f"preset {choice.model} on {choice.gpu} {choice.precision} at MFU {choice.mfu:g}"
-    return Compute(
-        forward_s=fwd,
-        backward_s=bwd,
-        optimizer_s=opt,
+    flops_per_s = g.tflops[choice.precision] * 1e12 * choice.mfu
+    stream_Bps = g.memory_bandwidth_GBps * 1e9 * g.memory_efficiency
+    dispatch_s = g.dispatch_us * 1e-6
+    backward_flops = m.train_flops_per_unit - m.forward_flops_per_unit
+
+    def kernels(ops: float, flops: float, nbytes: float) -> Work:
+        return Work(ops * dispatch_s, flops / flops_per_s + nbytes / stream_Bps)
+
+    def passes(*names: str, calls: float = 1.0) -> Work:
+        found = [lib.optimizers[n] if n in lib.optimizers else lib.memory_pass(n) for n in names]
+        return Work(
+            sum(p.host_ops for p in found) * calls * dispatch_s,
+            sum(p.bytes_per_param for p in found) * m.params / stream_Bps,
+        )
+
+    forward = kernels(
+        m.forward_ops[mode],
+        m.forward_flops_per_unit * units,
+        m.forward_bytes_per_unit[mode] * units + m.forward_fixed_bytes[mode],
+    )
+    backward = kernels(
+        m.backward_ops[mode],
+        backward_flops * units,
+        m.backward_bytes_per_unit[mode] * units + m.backward_fixed_bytes[mode],
+    )
+    step = (m.optimizer, "grad-scaler-unscale") if mode == "amp" else (m.optimizer,)
+    return IterationWork(
+        forward=forward,
+        backward=backward,
+        optimizer=passes(*step),
+        ddp_copies=passes("ddp-bucket-copy", calls=len(m.backward_numels)),
+        mixing=passes("decent-dp-mixing"),
+        amp=mode == "amp",
+        step_syncs=m.optimizer == "accum-adam",
+    )
+
+
+def computes_from_preset(
+    choice: PresetChoice, buckets: BucketLayout, library: PresetLibrary | None = None
+) -> tuple[Compute, Compute]:
+    """(DDP's compute, Decent-DP's compute) per iteration; the user's own measured times
+    (compute_ms, optimizer_ms) replace the estimates where given, the same for both libraries."""
+    work = iteration_work(choice, library)
+    prec = f"{choice.gpu} {choice.precision}"
+    src = f"preset {choice.model} on {prec}: host {choice.model} ops x dispatch, device FLOPs at {choice.mfu:g} of peak + memory traffic"
+    ddp = ddp_compute(work, choice.compute_cv, src)
+    gossip = decent_dp_compute(work, buckets.gossip, choice.compute_cv, src)
+    if choice.compute_ms is None and choice.optimizer_ms is None:
+        return ddp, gossip
+    return _measured(ddp, choice), _measured(gossip, choice)
+
+
+def _measured(compute: Compute, choice: PresetChoice) -> Compute:
+    """`compute` with the user's measured forward+backward (split as estimated) and optimizer times."""
+    seconds = compute.compute_s if choice.compute_ms is None else choice.compute_ms * 1e-3
+    fwd_share = compute.forward_s / compute.compute_s if compute.compute_s > 0 else 1 / 3
+    optimizer_s = compute.optimizer_s if choice.optimizer_ms is None else choice.optimizer_ms * 1e-3
+    given = [
+        f"compute {choice.compute_ms:g} ms" if choice.compute_ms is not None else "",
+        f"optimizer {choice.optimizer_ms:g} ms" if choice.optimizer_ms is not None else "",
+    ]
+    return replace(
+        compute,
+        forward_s=seconds * fwd_share,
+        backward_s=seconds * (1 - fwd_share),
+        optimizer_s=optimizer_s,
         distribution=NormalCompute(seconds, seconds * choice.compute_cv),
-        source=src,
+        source="your measured " + " and ".join(x for x in given if x) + f" ({compute.source} for the rest)",
     )
 
 
 def buckets_from_preset(choice: PresetChoice, library: PresetLibrary | None = None) -> BucketLayout:
-    """DDP's and Decent-DP's buckets for the model at the chosen cap (DDP's first bucket 1 MiB)."""
+    """DDP's and Decent-DP's buckets of the model's parameter list, cut as the two libraries cut them:
+    Decent-DP at the cap (25 MiB); DDP's first bucket 1 MiB when no cap is given (torch applies a
+    given bucket_cap_mb to the first bucket too), the rest at the cap."""
     m = (library or builtin_library()).model(choice.model)
-    return BucketLayout(
-        ddp=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, DDP_FIRST_BUCKET_MIB),
-        gossip=bucket_layout(m.params, m.embedding_params, choice.bucket_cap_mb, None),
-    )
+    cap = BUCKET_CAP_MIB if choice.bucket_cap_mb is None else choice.bucket_cap_mb
+    first = DDP_FIRST_BUCKET_MIB if choice.bucket_cap_mb is None else choice.bucket_cap_mb
+    element_bytes = MESSAGE_DTYPE_BYTES[choice.message_dtype]
+    return preset_bucket_layout(list(m.backward_numels), element_bytes, cap, first, m.embedding_params)
 
 
 def scenario_from_choice(choice: PresetChoice, library: PresetLibrary | None = None) -> Scenario:
     """The Scenario of a resolved choice; `library` must be the one `resolve` used."""
     shape = ClusterShape(choice.gpus, choice.gpus_per_node)
     net = network_preset(choice.network, choice.intra, library)
+    buckets = buckets_from_preset(choice, library)
+    ddp, gossip = computes_from_preset(choice, buckets, library)
     return Scenario(
         shape=shape,
         network=net,
-        compute=compute_from_preset(choice, library),
-        buckets=buckets_from_preset(choice, library),
+        compute=ddp,
+        buckets=buckets,
         description=str(choice),
+        gossip_compute=gossip,
     )
 
 

@@ -212,3 +212,15 @@ class Scenario:
     compute: Compute
     buckets: BucketLayout
     description: str = ""
+    # Decent-DP's own compute when it differs from DDP's (per-bucket mixing, steps and host syncs on a
+    # GPU preset); None: the same as `compute` (a profile measures one).
+    gossip_compute: Compute | None = None
+
+    @property
+    def decent_dp_compute(self) -> Compute:
+        return self.gossip_compute if self.gossip_compute is not None else self.compute
+
+    def compute_scaled(self, factor: float) -> Scenario:
+        """What-if copy: every compute time multiplied by `factor`."""
+        gossip = None if self.gossip_compute is None else self.gossip_compute.scaled(factor)
+        return replace(self, compute=self.compute.scaled(factor), gossip_compute=gossip)

@@ -37,12 +37,14 @@ def case(names: str, *argv: str) -> Case:
 
 
 # Files each case may refer to, made in the working directory before it runs: a profile, a corrupt
-# profile, an existing result the failed command must not touch, and a directory.
+# profile, an existing result the failed command must not touch, a directory, and two bad scenario files.
 FIXTURES = {
     "profile.json": PROFILE.read_text(),
     "corrupt.json": '{"schema": "rtmodel-profile/1", "cluster": ',
     "params.json": '{"kept": true}\n',
     "notes.txt": "not a profile\n",
+    "unknown-key.toml": "gpu_count = 64\n",
+    "wrong-type.toml": 'gpus = "64"\n',
 }
 
 CASES = [
@@ -72,6 +74,17 @@ CASES = [
     case("--bucket", "advise", "--bucket-cap-mb", "0"),
     case("--bucket", "advise", "--bucket-cap-mb", "inf"),
     case("nosuch", "advise", "--topology", "nosuch"),
+    # advise: your own numbers
+    case("--compute-ms", "advise", "--compute-ms", "0"),
+    case("--compute-ms", "advise", "--compute-ms", "-1"),
+    case("--compute-ms", "advise", "--compute-ms", "nan"),
+    case("--optimizer-ms", "advise", "--optimizer-ms", "-1"),
+    case("--message-dtype", "advise", "--message-dtype", "fp8"),
+    case("--compute-ms", "advise", "--profile", "profile.json", "--compute-ms", "100"),
+    # advise: a scenario file
+    case("--scenario unknown-key.toml: unknown key 'gpu_count'", "advise", "--scenario", "unknown-key.toml"),
+    case("--scenario wrong-type.toml: 'gpus' must be an integer", "advise", "--scenario", "wrong-type.toml"),
+    case("--scenario nosuch.toml", "advise", "--scenario", "nosuch.toml"),
     case("yaml", "advise", "--format", "yaml"),
     case("--no-such-flag", "advise", "--no-such-flag"),
     case("--gpus", "advise", "--gpus", "many"),
@@ -125,6 +138,8 @@ CASES = [
     case("--gpus", "plot", "speedup", "--out", "f.png", "--gpus", "8:99999999999"),
     case("nosuch-dir", "plot", "speedup", "--out", "nosuch-dir/f.png"),
     case("--gpus", "plot", "factors", "--out", "f.png", "--gpus", "abc"),
+    case("--compute-ms", "plot", "speedup", "--out", "f.png", "--compute-ms", "0"),
+    case("--scenario", "plot", "what-if", "--out", "f.png", "--scenario", "unknown-key.toml"),
     case("--gpus", "plot", "what-if", "--out", "f.png", "--gpus", "0:4"),
     case("paper.pdf", "plot", "paper", "--out", "paper.pdf"),
     case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
