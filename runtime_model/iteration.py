@@ -30,31 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape, serial_allreduces_s
+from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
 from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Network, Scenario
 from runtime_model.schedule import Schedule
 
 SIM_SEED = 20241015  # fixed: predictions are deterministic; common random numbers across topologies
 SIM_BUDGET = 60_000  # rank-iterations per simulation: bounds advisor latency at large n
 SIM_MIN_ITERS, SIM_MAX_ITERS, SIM_WARMUP = 12, 240, 8
-
-
-@dataclass(frozen=True)
-class FactorBreakdown:
-    """How much of T_AR - T_topology each factor explains; the three parts sum to `total_s`.
-
-    Computed as a telescoping chain of counterfactuals, so the sum is exact:
-      variance = T_AR - T_AR(with the topology's compute wait instead of max-of-n)
-      overlap  = that - max(wait + t_O, global all-reduce volume)   (whole-iteration window, no tail)
-      links    = that - T_topology                                  (group sizes, link classes, NIC sharing)
-    """
-
-    overlap_s: float
-    links_s: float
-    variance_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.overlap_s + self.links_s + self.variance_s
+SIM_MAX_REACH = 4096  # iterations of warm-up at most for a persistent slowdown to reach every rank
+STRAGGLER_BUDGET = 50 * SIM_BUDGET  # rank-iterations that warm-up may cost
+DDP_SIM_BUDGET, DDP_SIM_MIN_ITERS, DDP_SIM_MAX_ITERS = 2_000_000, 50, 4000  # max over n per iteration
 
 
 @dataclass(frozen=True)
@@ -98,19 +83,35 @@ def allreduce_prediction(scenario: Scenario) -> IterationPrediction:
     costs = [f + b for f, b in parts]
     overlapped = [f for f, _ in parts] if net.concurrent_collectives > 1 else None
     tail = ddp_exposed_tail_s(comp, scenario.buckets.ddp, costs, overlapped)
-    dist, n = comp.distribution, shape.gpus
-    wait = dist.expected_max(n)
+    wait, p50, p99 = compute_wait_of_all(comp, shape)
     fixed = tail + comp.optimizer_s
     return IterationPrediction(
         name="allreduce",
         mean_s=wait + fixed,
-        p50_s=dist.quantile_of_max(0.50, n) + fixed,
-        p99_s=dist.quantile_of_max(0.99, n) + fixed,
+        p50_s=p50 + fixed,
+        p99_s=p99 + fixed,
         compute_wait_s=wait,
         comm_s=float(sum(costs)),
         exposed_comm_s=tail,
         optimizer_s=comp.optimizer_s,
     )
+
+
+def compute_wait_of_all(
+    comp: Compute, shape: ClusterShape, seed: int = SIM_SEED
+) -> tuple[float, float, float]:
+    """(mean, p50, p99) of max over all n ranks of C: exact order statistics when every rank draws from
+    one distribution (F(x)^n); with stragglers, a rank spread or node-correlated terms a seeded
+    Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance)."""
+    dist, n = comp.distribution, shape.gpus
+    if comp.variation.is_iid:
+        return dist.expected_max(n), dist.quantile_of_max(0.50, n), dist.quantile_of_max(0.99, n)
+    draw = comp.sampler(n, shape.gpus_per_node)
+    rng = np.random.default_rng(seed)
+    iters = int(np.clip(DDP_SIM_BUDGET // max(n, 1), DDP_SIM_MIN_ITERS, DDP_SIM_MAX_ITERS))
+    maxima = np.array([draw(rng).max() for _ in range(iters)])
+    p50, p99 = np.quantile(maxima, [0.5, 0.99])
+    return float(maxima.mean()), float(p50), float(p99)
 
 
 def round_comm_per_rank_s(
@@ -183,7 +184,11 @@ class _PeerMax:
 
 
 def simulate_growth(
-    schedule: Schedule, compute: Compute, comm_per_round: Sequence[np.ndarray], seed: int = SIM_SEED
+    schedule: Schedule,
+    compute: Compute,
+    comm_per_round: Sequence[np.ndarray],
+    seed: int = SIM_SEED,
+    gpus_per_node: int = 1,
 ) -> tuple[float, float, np.ndarray]:
     """Run the max-plus recurrence (seeded Monte-Carlo of the compute draws; exact when sd = 0).
 
@@ -198,13 +203,16 @@ def simulate_growth(
     wanted = int(np.clip(SIM_BUDGET // max(n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
     measured = period * max(1, -(-wanted // period))
     warmup = max(SIM_WARMUP, 2 * period)
+    if not compute.variation.is_iid:
+        warmup = max(warmup, period + _straggler_transient(peers, compute, n))
     rng = np.random.default_rng(seed)
+    draw = compute.sampler(n, gpus_per_node)
     comm = [np.stack([np.broadcast_to(c, (n,)), np.zeros(n)], axis=1) for c in comm_per_round]
     x = np.zeros((n, 2))
     start = None
     samples = []
     for t in range(warmup + measured):
-        c = compute.distribution.sample(rng, n) + compute.optimizer_s
+        c = draw(rng) + compute.optimizer_s
         new = np.maximum(x + c[:, None], peers(x, t) + comm[t % period])
         if t >= warmup:
             if start is None:
@@ -213,6 +221,35 @@ def simulate_growth(
         x = new
     growth = (x - start).mean(axis=0) / measured
     return float(growth[0]), float(growth[1]), np.concatenate(samples)
+
+
+def _straggler_transient(peers: _PeerMax, compute: Compute, n: int) -> int:
+    """Iterations before every rank runs at the slowest rank's pace. A delay reaches rank j after d_j
+    iterations (the schedule's distance), and rank j, free at its own pace, is caught once the slowest
+    rank's lag d_j x rate_slow exceeds what it gained: after ~ d_j x rate_slow / (rate_slow - rate_typical)
+    iterations. Bounded by SIM_MAX_REACH and by the work budget (at very large n the transient is cut
+    short and the growth slightly underestimated)."""
+    s = compute.variation.factors(n)
+    slowest = int(np.argmax(s))
+    c, o = compute.compute_s, compute.optimizer_s
+    slow, typical = s[slowest] * c + o, float(np.median(s)) * c + o
+    cap = int(min(SIM_MAX_REACH, max(SIM_WARMUP, STRAGGLER_BUDGET // max(n, 1))))
+    if slow <= typical:
+        return 0
+    distance = _reach_iterations(peers, n, slowest, cap)
+    return int(min(cap, np.ceil(1.5 * distance * slow / (slow - typical))))
+
+
+def _reach_iterations(peers: _PeerMax, n: int, source: int, cap: int) -> int:
+    """Iterations until a delay at rank `source` has reached every rank through the schedule (at most
+    `cap`): the transient before every rank runs at a persistent straggler's pace."""
+    reached = np.zeros(n)
+    reached[source] = 1.0
+    for t in range(cap):
+        if reached.min() > 0:
+            return t
+        reached = peers(reached, t)
+    return cap
 
 
 def last_bucket_optimizer_s(compute: Compute, buckets: BucketLayout) -> float:
@@ -230,20 +267,16 @@ def gossip_prediction(
     per_rank = [round_comm_per_rank_s(schedule, i, shape, scenario.buckets, net) for i in range(period)]
     comm_rounds = [float(c.max()) for c in per_rank]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    mean, free, samples = simulate_growth(schedule, comp, [c + opt_last for c in per_rank])
+    mean, free, samples = simulate_growth(
+        schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node
+    )
     p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
     wait = free - comp.optimizer_s
     comm_mean = float(np.mean([c.mean() for c in per_rank]))
     exposed = max(0.0, mean - wait - comp.optimizer_s)  # time waiting on gossip beyond compute
 
     ar = allreduce if allreduce is not None else allreduce_prediction(scenario)
-    b_variance = ar.mean_s - ar.compute_wait_s + wait
-    c_overlap = max(wait + comp.optimizer_s, ar.comm_s + opt_last)
-    factors = FactorBreakdown(
-        variance_s=ar.mean_s - b_variance,
-        overlap_s=b_variance - c_overlap,
-        links_s=c_overlap - mean,
-    )
+    factors = shapley_factors(_worlds(scenario, ar, mean, wait, opt_last, comm_rounds))
     return IterationPrediction(
         name=schedule.name,
         mean_s=mean,
@@ -255,4 +288,29 @@ def gossip_prediction(
         optimizer_s=comp.optimizer_s,
         factors=factors,
         per_round_comm_s=tuple(comm_rounds),
+    )
+
+
+def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_last_s, comm_rounds) -> Worlds:
+    """The ingredients of the factor breakdown's mixed worlds (factors.Worlds)."""
+    ddp, dp, shape = scenario.compute, scenario.decent_dp_compute, scenario.shape
+    # Decent-DP's compute is a scaled copy of DDP's on presets (same distribution family and variation),
+    # so waiting only for the group scales the same way.
+    ratio = ddp.compute_s / dp.compute_s if dp.compute_s > 0 else 1.0
+    total = scenario.buckets.message_bytes
+    per_bucket = [float(np.mean(comm_rounds)) * b.nbytes / total for b in scenario.buckets.ddp]
+    return Worlds(
+        allreduce_s=ar.mean_s,
+        topology_s=mean_s,
+        ddp_wait_all_s=ar.compute_wait_s,
+        ddp_wait_group_s=wait_s * ratio,
+        ddp_optimizer_s=ddp.optimizer_s,
+        ddp_tail_allreduce_s=ar.exposed_comm_s,
+        ddp_tail_topology_s=ddp_exposed_tail_s(ddp, scenario.buckets.ddp, per_bucket),
+        dp_wait_all_s=compute_wait_of_all(dp, shape)[0] if dp is not ddp else ar.compute_wait_s,
+        dp_wait_group_s=wait_s,
+        dp_optimizer_s=dp.optimizer_s,
+        dp_last_step_s=opt_last_s,
+        allreduce_comm_s=ar.comm_s,
+        round_comm_s=tuple(comm_rounds),
     )

@@ -29,6 +29,7 @@ from runtime_model.scenario import (
     Scenario,
     check_gpus,
 )
+from runtime_model.variation import STRAGGLER_FACTOR, Variation
 
 __all__ = [
     "LinkPreset",
@@ -90,6 +91,10 @@ class PresetChoice:
     message_dtype: str = "fp32"
     compute_ms: float | None = None  # the user's measured forward + backward per iteration
     optimizer_ms: float | None = None  # the user's measured optimizer step per iteration
+    straggler_factor: float = 1.0  # the first straggler_count ranks are this many times slower
+    straggler_count: int = 0
+    rank_cv: float = 0.0  # persistent spread of speed across ranks
+    node_cv: float = 0.0  # node-correlated per-iteration variation
 
 
 def resolve(
@@ -108,6 +113,9 @@ def resolve(
     compute_ms: float | None = None,
     optimizer_ms: float | None = None,
     message_dtype: str | None = None,
+    straggler: tuple[float, int] | None = None,
+    rank_cv: float | None = None,
+    node_cv: float | None = None,
     *,
     library: PresetLibrary | None = None,
 ) -> PresetChoice:
@@ -115,8 +123,9 @@ def resolve(
     and number. Only None means "not given": an empty name is looked up (and is unknown), a 0 is
     checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
     InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
-    bucket_cap_mb, compute_ms, optimizer_ms). `mfu` is the large-batch efficiency of the chosen
-    precision (default: the GPU's figure for it)."""
+    bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv). `mfu`
+    is the large-batch efficiency of the chosen precision (default: the GPU's figure for it).
+    `straggler` = (factor, count): the first `count` ranks run `factor` times slower."""
     lib = library or builtin_library()
     check_gpus("gpus", gpus)
     if gpus_per_node is not None:
@@ -151,7 +160,12 @@ def resolve(
         message_dtype="fp32" if message_dtype is None else message_dtype,
         compute_ms=compute_ms,
         optimizer_ms=optimizer_ms,
+        straggler_factor=1.0 if straggler is None else straggler[0],
+        straggler_count=0 if straggler is None else straggler[1],
+        rank_cv=0.0 if rank_cv is None else rank_cv,
+        node_cv=0.0 if node_cv is None else node_cv,
     )
+    check_variation(choice.straggler_factor, choice.straggler_count, choice.rank_cv, choice.node_cv, gpus)
     if choice.message_dtype not in MESSAGE_DTYPE_BYTES:
         raise UnknownPreset("message dtype", choice.message_dtype, list(MESSAGE_DTYPE_BYTES), "message_dtype")
     if compute_ms is not None:
@@ -173,6 +187,22 @@ def resolve(
     if choice.bucket_cap_mb is not None:
         BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)
     return choice
+
+
+def check_variation(straggler_factor: float, straggler_count: int, rank_cv: float, node_cv: float, gpus: int):
+    """The variation inputs as the model takes them: a straggler is slower (factor in [1, 100]), at
+    least one and at most n ranks; the CVs in [0, 1]. InvalidValue names the input."""
+    STRAGGLER_FACTOR.check("straggler_factor", straggler_factor)
+    if straggler_factor != 1.0 or straggler_count:
+        AT_LEAST_ONE.check("straggler_count", straggler_count)
+        if straggler_count > gpus:
+            raise InvalidValue("straggler_count", f"at most the number of GPUs ({gpus})", straggler_count)
+    COMPUTE_CV.check("rank_cv", rank_cv)
+    COMPUTE_CV.check("node_cv", node_cv)
+
+
+def variation_of(choice: PresetChoice) -> Variation:
+    return Variation(choice.straggler_factor, choice.straggler_count, choice.rank_cv, choice.node_cv)
 
 
 def link_names(
@@ -244,8 +274,9 @@ def computes_from_preset(
     work = iteration_work(choice, library)
     prec = f"{choice.gpu} {choice.precision}"
     src = f"preset {choice.model} on {prec}: host {choice.model} ops x dispatch, device FLOPs at {choice.mfu:g} of peak + memory traffic"
-    ddp = ddp_compute(work, choice.compute_cv, src)
-    gossip = decent_dp_compute(work, buckets.gossip, choice.compute_cv, src)
+    variation = variation_of(choice)
+    ddp = replace(ddp_compute(work, choice.compute_cv, src), variation=variation)
+    gossip = replace(decent_dp_compute(work, buckets.gossip, choice.compute_cv, src), variation=variation)
     if choice.compute_ms is None and choice.optimizer_ms is None:
         return ddp, gossip
     return _measured(ddp, choice), _measured(gossip, choice)

@@ -13,6 +13,7 @@ from runtime_model.constraints import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSI
 from runtime_model.defaults import MAX_GPUS
 from runtime_model.distributions import ComputeDistribution, NormalCompute
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
+from runtime_model.variation import Variation
 
 
 class ScenarioError(UserError):
@@ -154,8 +155,9 @@ class Compute:
     forward_s: float
     backward_s: float
     optimizer_s: float
-    distribution: ComputeDistribution | None = None
+    distribution: ComputeDistribution | None = None  # the i.i.d. part of C (its mean is the mean of C)
     source: str = "preset"
+    variation: Variation = Variation()  # persistent (stragglers, rank spread) and node-correlated parts
 
     def __post_init__(self):
         for name in ("forward_s", "backward_s", "optimizer_s"):
@@ -166,6 +168,15 @@ class Compute:
     @property
     def compute_s(self) -> float:
         return self.forward_s + self.backward_s
+
+    def sampler(self, gpus: int, gpus_per_node: int):
+        """draw(rng) -> C_i for all ranks in one iteration (variation.Variation applied to the i.i.d.
+        draws); with i.i.d. variation exactly the distribution's own draws."""
+        dist, var = self.distribution, self.variation
+        if var.is_iid:
+            return lambda rng: dist.sample(rng, gpus)
+        s = var.factors(gpus)
+        return lambda rng: var.sample(dist.sample(rng, gpus), dist.mean_s, rng, gpus_per_node, s)
 
     def scaled(self, factor: float) -> Compute:
         """What-if copy: forward, backward and optimizer times multiplied by `factor`."""

@@ -1,0 +1,77 @@
+"""The three factors (overlap window, heterogeneous links, variance) as Shapley values over three switches.
+
+Each switch moves one aspect of an iteration from All-Reduce's world to the topology's:
+- overlap: DDP's execution (its compute, buckets hidden only behind backward, the step after the last
+  bucket) -> Decent-DP's (its compute with per-bucket steps and mixing; every exchange hidden behind a
+  whole iteration);
+- links: the global all-reduce of every bucket -> the topology's group exchanges (group sizes, link
+  classes, NIC sharing);
+- variance: waiting for the slowest of all n every iteration -> for the own group one iteration earlier
+  (the recurrence's growth with free communication).
+v(S) is the iteration time with the switches in S flipped; v(none) is All-Reduce's prediction and
+v(all) the topology's, so the Shapley parts sum exactly to the gap, whatever order one might flip them in.
+The mixed worlds are first-order models of the same quantities (see `_iteration_s`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+OVERLAP, LINKS, VARIANCE = "overlap", "links", "variance"
+SWITCHES = (OVERLAP, LINKS, VARIANCE)
+
+
+@dataclass(frozen=True)
+class FactorBreakdown:
+    """How much of T_AR - T_topology each factor explains (seconds; positive = the topology gains); the
+    three parts are Shapley values and sum to `total_s`."""
+
+    overlap_s: float
+    links_s: float
+    variance_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.overlap_s + self.links_s + self.variance_s
+
+
+@dataclass(frozen=True)
+class Worlds:
+    """What the eight mixed worlds are built from (seconds)."""
+
+    allreduce_s: float  # v(none)
+    topology_s: float  # v(all)
+    ddp_wait_all_s: float  # E[max over n] of DDP's compute
+    ddp_wait_group_s: float  # DDP's compute, waiting only for the group
+    ddp_optimizer_s: float
+    ddp_tail_allreduce_s: float  # exposed tail of the global all-reduce behind backward
+    ddp_tail_topology_s: float  # exposed tail of the topology's exchanges behind backward
+    dp_wait_all_s: float  # E[max over n] of Decent-DP's compute
+    dp_wait_group_s: float  # the recurrence's growth with free communication, minus the step
+    dp_optimizer_s: float
+    dp_last_step_s: float  # the last bucket's step, after the last wait
+    allreduce_comm_s: float  # the global all-reduce volume, serial over buckets
+    round_comm_s: tuple[float, ...]  # the topology's slowest group per round
+
+
+def _iteration_s(w: Worlds, on: frozenset) -> float:
+    if on == frozenset(SWITCHES):
+        return w.topology_s
+    if OVERLAP not in on:  # DDP's execution: wait + exposed tail behind backward + the step
+        wait = w.ddp_wait_group_s if VARIANCE in on else w.ddp_wait_all_s
+        tail = w.ddp_tail_topology_s if LINKS in on else w.ddp_tail_allreduce_s
+        return wait + tail + w.ddp_optimizer_s
+    wait = w.dp_wait_group_s if VARIANCE in on else w.dp_wait_all_s
+    compute = wait + w.dp_optimizer_s
+    if LINKS in on:  # everyone meets every iteration, so a slow round cannot borrow slack
+        return float(np.mean([max(compute, c + w.dp_last_step_s) for c in w.round_comm_s]))
+    return max(compute, w.allreduce_comm_s + w.dp_last_step_s)
+
+
+def shapley_factors(worlds: Worlds) -> FactorBreakdown:
+    from runtime_model.attribution import shapley
+
+    phi = shapley(SWITCHES, lambda on: _iteration_s(worlds, on))
+    return FactorBreakdown(overlap_s=-phi[OVERLAP], links_s=-phi[LINKS], variance_s=-phi[VARIANCE])
