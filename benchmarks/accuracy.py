@@ -7,10 +7,15 @@ then prints and writes predicted vs measured per-iteration time (p50), the error
 predicted speedup, and whether the advisor picked the measured fastest. Times are mean per-iteration
 time (= throughput): time-varying topologies alternate fast and slow rounds, so their p50 is not telling.
 
-    python -m benchmarks.accuracy              # the full benchmark (needs root; ~20 min on 2 cores)
+    python -m benchmarks.accuracy              # the full benchmark (needs root; ~25 min on 2 cores)
     python -m benchmarks.accuracy --subset ci  # the few configurations CI runs
+    python -m benchmarks.accuracy --only straggler --keep DIR --out-dir OUT   # only clusters named *straggler*
+    python -m benchmarks.accuracy --skip straggler --keep benchmarks/results/runs --out-dir OUT  # re-score
+    python -m benchmarks.accuracy --only straggler --keep DIR --merge-into benchmarks/results
+        # reuse DIR's runs (or run what is missing), replace those clusters' rows in the results there,
+        # recompute the summary over all rows, and copy the clusters' raw runs into benchmarks/results/runs
 
-Results go to benchmarks/results/accuracy-<subset>.csv and .md (the README quotes the full one).
+Results go to benchmarks/results/accuracy-<subset>.csv, .md and .json (the README quotes the full one).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import math
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -41,17 +46,27 @@ class ClusterConfig:
     delay_ms: float
     topologies: tuple[str, ...]
     jitter_cv: float = 0.0
+    slow_ranks: str = ""  # ranks whose compute is `slowdown` x slower every iteration ("0", "0-1")
+    slowdown: float = 1.0
 
     @property
     def name(self) -> str:
         jitter = f"-jitter{self.jitter_cv:g}" if self.jitter_cv else ""
-        return f"{self.nodes}x{self.ranks_per_node}-{self.bandwidth_mbit:g}mbit-{self.delay_ms:g}ms{jitter}"
+        straggler = f"-straggler{self.slowdown:g}-r{self.slow_ranks}" if self.slow_ranks else ""
+        return f"{self.nodes}x{self.ranks_per_node}-{self.bandwidth_mbit:g}mbit-{self.delay_ms:g}ms{jitter}{straggler}"
 
     def model_args(self) -> list[str]:
         args = dict(WORKLOAD, jitter="none")
         if self.jitter_cv:
             args.update(jitter="normal", jitter_cv=self.jitter_cv)
-        return [x for k, v in args.items() for x in ("--model-arg", f"{k}={v}")]
+        return [x for k, v in args.items() for x in ("--model-arg", f"{k}={v}")] + self.straggler_args()
+
+    def straggler_args(self) -> list[str]:
+        """The workload's persistent slowdown (profiler/workloads.py slow_ranks, slowdown), for profile and
+        validate alike."""
+        if not self.slow_ranks:
+            return []
+        return ["--model-arg", f"slow_ranks={self.slow_ranks}", "--model-arg", f"slowdown={self.slowdown:g}"]
 
 
 ALL4 = ("ring", "one-peer-exp", "complete", "base-2")
@@ -65,6 +80,11 @@ FULL = (
     ClusterConfig(4, 2, 100, 1.0, ALL4 + ("alternating-exp-ring",)),
     ClusterConfig(2, 2, 1000, 0.2, ("ring", "alternating-exp-ring", "complete"), jitter_cv=0.3),
     ClusterConfig(4, 1, 200, 0.2, ("ring", "one-peer-exp"), jitter_cv=0.3),
+    # Persistent stragglers (calibration measures per-rank speed factors): one GPU 1.5x slower, a whole
+    # node 1.3x slower, and a 1.5x GPU hidden in i.i.d. jitter of cv 0.3.
+    ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0", slowdown=1.5),
+    ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0-1", slowdown=1.3),
+    ClusterConfig(2, 2, 1000, 0.2, ("ring", "alternating-exp-ring"), jitter_cv=0.3, slow_ranks="0", slowdown=1.5),
 )
 CI = (ClusterConfig(2, 2, 200, 0.5, ("ring", "alternating-exp-ring")),)
 SUBSETS = {"full": FULL, "ci": CI}
@@ -132,7 +152,7 @@ def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float)
                 cluster, port,
                 ["-m", "rtmodel_cli", "validate", "--profile", str(profile), "--topology", topo,
                  "--iterations", str(ITERATIONS), "--warmup", str(WARMUP), "--results", str(results),
-                 "--format", "json", "--timeout-s", "300"],
+                 "--format", "json", "--timeout-s", "300", *cfg.straggler_args()],
                 timeout_s,
             )
 
@@ -243,31 +263,115 @@ def write_results(rows: list[Row], subset: str, out_dir: Path) -> dict:
     return summary
 
 
-def run(subset: str = "full", out_dir: Path = RESULTS_DIR, keep: Path | None = None) -> tuple[list[Row], dict]:
+def read_rows(path: Path) -> list[Row]:
+    """The rows of a results CSV written by write_results (types restored from Row's fields)."""
+    import csv
+
+    def number(v: str) -> float:  # a config's 100 stays 100 (as written), so a rewrite changes no text
+        return int(v) if v.lstrip("-").isdigit() else float(v)
+
+    cast = {"int": int, "float": number, "str": str, "bool": lambda v: v == "True"}
+    types = {f.name: cast[str(f.type)] for f in fields(Row)}
+    with open(path, newline="") as fh:
+        return [Row(**{k: types[k](v) for k, v in rec.items()}) for rec in csv.DictReader(fh)]
+
+
+def merge_rows(old: list[Row], new: list[Row]) -> list[Row]:
+    """old with every cluster that `new` has replaced by new's rows (in place; new clusters at the end)."""
+    fresh = {r.cluster for r in new}
+    merged, placed = [], set()
+    for r in old:
+        if r.cluster not in fresh:
+            merged.append(r)
+        elif r.cluster not in placed:
+            placed.add(r.cluster)
+            merged.extend(x for x in new if x.cluster == r.cluster)
+    return merged + [x for x in new if x.cluster not in placed]
+
+
+def merge_into(rows: list[Row], subset: str, target: Path, workdir: Path) -> dict:
+    """Replace the re-run clusters' rows in target/accuracy-<subset>.*, recompute the summary over all
+    rows, and copy those clusters' profiles and validation logs into target/runs."""
+    import shutil
+
+    csv_path = target / f"accuracy-{subset}.csv"
+    merged = merge_rows(read_rows(csv_path) if csv_path.exists() else [], rows)
+    (target / "runs").mkdir(parents=True, exist_ok=True)
+    for cluster in sorted({r.cluster for r in rows}):
+        for suffix in (".profile.json", ".validations.jsonl"):
+            src = workdir / f"{cluster}{suffix}"
+            if src.exists() and src.resolve() != (target / "runs" / src.name).resolve():
+                shutil.copy2(src, target / "runs" / src.name)
+    _progress(f"merged {len(rows)} rows into {csv_path} ({len(merged)} rows in all)")
+    return write_results(merged, subset, target)
+
+
+def select(subset: str, only: list[str] | None = None, skip: list[str] | None = None) -> tuple[ClusterConfig, ...]:
+    """The subset's clusters whose names contain any of `only` (all when empty) and none of `skip`."""
+    chosen = tuple(
+        c for c in SUBSETS[subset]
+        if (not only or any(o in c.name for o in only)) and not any(x in c.name for x in skip or ())
+    )
+    if not chosen:
+        names = ", ".join(c.name for c in SUBSETS[subset])
+        raise SystemExit(f"error: no cluster of subset {subset!r} is left by --only/--skip ({names})")
+    return chosen
+
+
+def run(
+    subset: str = "full",
+    out_dir: Path = RESULTS_DIR,
+    keep: Path | None = None,
+    only: list[str] | None = None,
+    merge_dir: Path | None = None,
+    skip: list[str] | None = None,
+) -> tuple[list[Row], dict]:
     from emulation import available
 
-    ok, why = available()
-    if not ok:
-        raise SystemExit(f"error: the emulated cluster is not available here: {why}")
+    configs = select(subset, only, skip)
+    if merge_dir is not None and out_dir.resolve() == merge_dir.resolve():
+        raise SystemExit("error: --out-dir must differ from --merge-into (it holds only the clusters run now)")
+    rescore_only = keep is not None and all(_done(keep / f"{c.name}.validations.jsonl", c) for c in configs)
+    if not rescore_only:  # re-scoring kept runs needs no emulated cluster
+        ok, why = available()
+        if not ok:
+            raise SystemExit(f"error: the emulated cluster is not available here: {why}")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="rtmodel-accuracy-") as tmp:
         workdir = keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        for cfg in SUBSETS[subset]:
+        for cfg in configs:
             rows.extend(run_cluster(cfg, workdir))
             write_results(rows, subset, out_dir)  # nothing lost if a later cluster fails
-    summary = write_results(rows, subset, out_dir)
-    print(to_markdown(rows, summary))
+        summary = write_results(rows, subset, out_dir)
+        print(to_markdown(rows, summary))
+        if merge_dir is not None:
+            merged = merge_into(rows, subset, merge_dir, workdir)
+            print(f"merged into {merge_dir}: {merged['configurations']} configurations, mean |error| "
+                  f"{merged['mean_abs_error']:.1%}, max |error| {merged['max_abs_error']:.1%}")
     return rows, summary
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subset", choices=sorted(SUBSETS), default="full")
-    ap.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--out-dir", type=Path, default=None,
+                    help="where accuracy-<subset>.{csv,md,json} of the clusters run go (default: benchmarks/results; "
+                         "with --only or --merge-into: the --keep folder, else a temporary one)")
     ap.add_argument("--keep", type=Path, default=None, help="keep profiles and validation logs in this folder")
+    ap.add_argument("--only", action="append", metavar="SUBSTRING",
+                    help="run only the clusters whose name contains SUBSTRING (repeatable: any of them)")
+    ap.add_argument("--skip", action="append", metavar="SUBSTRING",
+                    help="leave out the clusters whose name contains SUBSTRING (repeatable)")
+    ap.add_argument("--merge-into", type=Path, default=None, metavar="DIR",
+                    help="also replace these clusters' rows in DIR/accuracy-<subset>.{csv,md,json} (summary "
+                         "recomputed over all rows) and copy their raw runs into DIR/runs")
     args = ap.parse_args(argv)
-    run(args.subset, args.out_dir, args.keep)
+    out_dir = args.out_dir
+    if out_dir is None:  # never overwrite the full results with some clusters' rows
+        partial = args.only or args.skip or args.merge_into
+        out_dir = (args.keep or Path(tempfile.mkdtemp(prefix="rtmodel-accuracy-"))) if partial else RESULTS_DIR
+    run(args.subset, out_dir, args.keep, args.only, args.merge_into, args.skip)
 
 
 if __name__ == "__main__":

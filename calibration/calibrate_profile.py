@@ -110,7 +110,9 @@ def calibrate(
     src = cf.compute.source.removeprefix("measured: ")
     for name in ("forward_s", "backward_s", "optimizer_s"):
         provenance[f"compute.{name}"] = f"measured (mean of {src})"
-    provenance["compute.distribution"] = f"measured ({distribution}, {len(cf.empirical.samples_s)} samples)"
+    part = "" if cf.compute.variation.is_iid else ", within ranks"
+    provenance["compute.distribution"] = f"measured ({distribution}, {len(cf.empirical.samples_s)} samples{part})"
+    provenance["compute.variation"] = next(n for n in cf.notes if n.startswith("compute variation:"))
     for layout in ("ddp", "gossip"):
         provenance[f"compute.{layout}_buckets"] = (
             f"sizes from workload ({len(getattr(cf.buckets, layout))} buckets); "

@@ -3,8 +3,9 @@
 Why both distributions: the model needs E[max of g draws] of C. The empirical distribution of all
 samples (ranks x iterations) carries the real tail; a Normal fit is smoother for extrapolating to many
 more workers than were measured. The spread between ranks (a persistently slow GPU) and across
-iterations (jitter) are reported apart, because the model treats draws as independent: a large
-between-rank part means the i.i.d. assumption is optimistic for the same slow rank every iteration.
+iterations (jitter) are reported apart; when the ranks differ persistently (or nodes vary together)
+calibration.variation_fit measures that structure, the Compute carries it as its Variation, and the
+distribution is then the within-rank (i.i.d.) part.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from calibration.profile import BucketReadyTimes, Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import FitReport
+from calibration.variation_fit import fit_variation
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.scenario import Bucket, BucketLayout, Compute
 
@@ -36,7 +37,8 @@ class ComputeFit:
 
 
 def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit:
-    """Means, the C distribution (empirical or normal, as chosen) and bucket ready fractions."""
+    """Means, the C distribution (empirical or normal, as chosen), its variation structure (per-rank
+    factors, node term: see calibration.variation_fit) and bucket ready fractions."""
     if distribution not in DISTRIBUTIONS:
         raise CalibrationError(
             f"unknown compute distribution {distribution!r}; choose one of {DISTRIBUTIONS}"
@@ -52,8 +54,10 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         c_rows.append(f + b)
     fwd, bwd, c = np.concatenate(fwd_rows), np.concatenate(bwd_rows), np.concatenate(c_rows)
 
-    empirical = EmpiricalCompute(tuple(c.tolist()))
-    normal = NormalCompute(float(c.mean()), float(c.std(ddof=1)) if c.size > 1 else 0.0)
+    vf = fit_variation(c_rows, profile.shape.gpus_per_node)
+    iid = vf.iid_samples_s  # c itself unless a persistent or node component was measured
+    empirical = EmpiricalCompute(tuple(iid.tolist()))
+    normal = NormalCompute(float(iid.mean()), float(iid.std(ddof=1)) if iid.size > 1 else 0.0)
     rank_means = np.array([row.mean() for row in c_rows])
     between = float(rank_means.std(ddof=1)) if rank_means.size > 1 else 0.0
     within_var = [row.var(ddof=1) for row in c_rows if row.size > 1]
@@ -72,22 +76,19 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         optimizer_s=float(opt.mean()),
         distribution=chosen,
         source=f"measured: {n_ranks} ranks x {n_iter} iterations ({model})",
+        variation=vf.variation,
     )
+    within_ranks = "" if vf.variation.is_iid else " of the within-rank part"
     notes = [
-        f"compute C = forward + backward: the model uses the {distribution} distribution "
+        f"compute C = forward + backward: the model uses the {distribution} distribution{within_ranks} "
         f"({chosen.describe()}); alternative: "
         + (normal.describe() if distribution == "empirical" else empirical.describe()),
         f"compute spread: between ranks sd {between * 1e3:.3g} ms, across iterations (within a rank) "
         f"sd {within * 1e3:.3g} ms",
+        vf.note,
+        *([vf.modelled] if vf.modelled else []),
     ]
-    warnings = ddp_warn + gossip_warn
-    share = _persistent_rank_share(c_rows, between, within)
-    if share > 0.25:
-        warnings.append(
-            f"ranks differ persistently ({share:.0%} of the variance of C is between ranks: sd {between * 1e3:.3g} ms "
-            f"vs {within * 1e3:.3g} ms within a rank): the model draws C independently per rank and iteration, "
-            "which underestimates a fixed slow rank"
-        )
+    warnings = ddp_warn + gossip_warn + list(vf.warnings)
     if c.size < 30:
         warnings.append(
             f"only {c.size} compute samples: the tail of C (E(max) over many workers) is uncertain"
@@ -107,6 +108,8 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
             "C_sd_s": (normal.sd_s, float(normal.sd_s / np.sqrt(2 * max(n - 1, 1)))),
             "C_between_rank_sd_s": (between, 0.0),
             "C_within_rank_sd_s": (within, 0.0),
+            "rank_cv": (vf.variation.rank_cv, 0.0),
+            "node_cv": (vf.variation.node_cv, 0.0),
         },
         n_points=n,
         n_samples=n,
@@ -115,18 +118,6 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
     return ComputeFit(
         compute, BucketLayout(ddp, gossip), empirical, normal, between, within, report, tuple(notes)
     )
-
-
-def _persistent_rank_share(rows: list[np.ndarray], between: float, within: float) -> float:
-    """Share of Var(C) that is a persistent per-rank offset (one-way random-effects ANOVA), or 0 when
-    the ranks do not differ significantly (F test, p >= 0.01)."""
-    if len(rows) < 2 or min(r.size for r in rows) < 2 or within == 0:
-        return 0.0
-    if stats.f_oneway(*rows).pvalue >= 0.01:
-        return 0.0
-    per_rank = float(np.mean([r.size for r in rows]))
-    component = max(between**2 - within**2 / per_rank, 0.0)
-    return component / (component + within**2)
 
 
 def _buckets(

@@ -59,11 +59,30 @@ def extrapolation_notes(
             f"compute: E(max of {target.gpus} workers) from {len(dist.samples_s)} empirical samples saturates near "
             "the largest sample; the tail beyond it is not measured (a Normal fit extrapolates it instead)"
         )
-    if target.gpus > ms.gpus:
-        notes.append(
-            f"compute: workers assumed independent draws of the measured C distribution ({ms.gpus} ranks measured)"
-        )
+    notes.extend(_variation_notes(calibration, target))
     return notes
+
+
+def _variation_notes(cal: Calibration, target: ClusterShape) -> list[str]:
+    """How the measured compute variation (runtime_model.variation) is taken to the target shape."""
+    ms, var = cal.measured_shape, cal.compute.variation
+    out = []
+    if var.rank_factors is not None:
+        if len(var.rank_factors) == target.gpus:
+            out.append(f"compute: the {target.gpus} measured per-rank speed factors used as measured (rank i = rank i)")
+        else:
+            out.append(
+                f"compute: the {len(var.rank_factors)} measured per-rank speed factors do not fit {target.gpus} ranks: "
+                f"a persistent rank spread of the measured cv {var.rank_cv:.3g} is drawn instead (fixed seed)"
+            )
+    if var.node_cv > 0:
+        out.append(f"compute: node-correlated variation cv {var.node_cv:.3g} per node of {target.gpus_per_node} ranks")
+    if target.gpus > ms.gpus:
+        part = "C distribution" if var.is_iid else "within-rank (i.i.d.) part of C"
+        out.append(
+            f"compute: workers assumed independent draws of the measured {part} ({ms.gpus} ranks measured)"
+        )
+    return out
 
 
 def _target_groups(target: ClusterShape) -> list[tuple[str, GroupShape]]:

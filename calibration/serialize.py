@@ -9,7 +9,9 @@ Format "rtmodel-calibration", version 1 - one JSON object:
                  "group_costs": {"p2-s2-q2": {"fixed_s", "per_byte_s", "source", "fixed_sd_s", "per_byte_rel_sd"}}},
      "compute": {"forward_s", "backward_s", "optimizer_s", "source",
                  "ddp_buckets": [{"nbytes", "ready_fraction"}], "gossip_buckets": [...],
-                 "distribution": {"kind": "empirical", "samples_s": [...]} | {"kind": "normal", "mean_s", "sd_s"}},
+                 "distribution": {"kind": "empirical", "samples_s": [...]} | {"kind": "normal", "mean_s", "sd_s"},
+                 "variation": {"straggler_factor", "straggler_count", "rank_cv", "node_cv",
+                               "rank_factors": [...] | null, "source"}   (only when not i.i.d.)},
      "fits": [{"name", "kind", "params": {NAME: {"value", "sd"}}, "r2", "worst_rel_residual",
                "n_points", "n_samples", "size_range_bytes": [lo, hi] | null, "warnings": [...]}],
      "provenance": {PARAMETER: str}, "notes": [str], "profile_info": {str: str | null}}
@@ -30,6 +32,7 @@ from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
+from runtime_model.variation import Variation
 
 FORMAT = "rtmodel-calibration"
 VERSION = 1
@@ -69,6 +72,7 @@ def calibration_to_json(cal: Calibration) -> dict:
             "ddp_buckets": [{"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.ddp],
             "gossip_buckets": [{"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.gossip],
             "distribution": _dist_out(comp.distribution),
+            **({} if comp.variation.is_iid else {"variation": _variation_out(comp.variation)}),
         },
         "fits": [
             {
@@ -128,6 +132,7 @@ def calibration_from_json(doc: dict) -> Calibration:
             optimizer_s=float(comp["optimizer_s"]),
             distribution=_dist_in(comp["distribution"]),
             source=comp["source"],
+            variation=_variation_in(comp["variation"]) if "variation" in comp else Variation(),
         )
         fits = [
             FitReport(
@@ -210,6 +215,29 @@ def _dist_in(d: dict):
     if d["kind"] == "normal":
         return NormalCompute(float(d["mean_s"]), float(d["sd_s"]))
     raise CalibrationError(f"unknown compute distribution kind {d['kind']!r} in calibration file")
+
+
+def _variation_out(v: Variation) -> dict:
+    return {
+        "straggler_factor": v.straggler_factor,
+        "straggler_count": v.straggler_count,
+        "rank_cv": v.rank_cv,
+        "node_cv": v.node_cv,
+        "rank_factors": None if v.rank_factors is None else list(v.rank_factors),
+        "source": v.source,
+    }
+
+
+def _variation_in(d: dict) -> Variation:
+    factors = d.get("rank_factors")
+    return Variation(
+        straggler_factor=float(d.get("straggler_factor", 1.0)),
+        straggler_count=int(d.get("straggler_count", 0)),
+        rank_cv=float(d.get("rank_cv", 0.0)),
+        node_cv=float(d.get("node_cv", 0.0)),
+        rank_factors=None if factors is None else tuple(float(x) for x in factors),
+        source=str(d.get("source", "")),
+    )
 
 
 def save_calibration(cal: Calibration, path) -> None:

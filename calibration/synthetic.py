@@ -48,6 +48,8 @@ class SyntheticTruth:
     forward_sd_s: float = 0.0015
     backward_sd_s: float = 0.003
     rank_offset_rel_sd: float = 0.0  # persistent per-rank slowness (centred: the true mean is unchanged)
+    rank_slowdown: tuple[float, ...] = ()  # persistent multipliers of ranks 0, 1, ... (not centred): stragglers
+    node_rel_sd: float = 0.0  # per node and iteration, a relative deviation shared by the node's ranks
     iterations: int = 50
     ddp_buckets_bytes: tuple[int, ...] = (1 * MIB, 25 * MIB, 25 * MIB, 25 * MIB, 24 * MIB)
     gossip_buckets_bytes: tuple[int, ...] = (25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB)
@@ -136,8 +138,14 @@ def _compute_section(t: SyntheticTruth, rng: np.random.Generator) -> dict:
         rng.normal(0.0, t.rank_offset_rel_sd, size=(n, 1)) if t.rank_offset_rel_sd > 0 else np.zeros((n, 1))
     )
     offsets -= offsets.mean()
-    fwd = t.forward_s * (1 + offsets) + rng.normal(0.0, t.forward_sd_s, size=(n, iters))
-    bwd = t.backward_s * (1 + offsets) + rng.normal(0.0, t.backward_sd_s, size=(n, iters))
+    slow = np.ones((n, 1))
+    slow[: len(t.rank_slowdown), 0] = t.rank_slowdown[:n]
+    node = np.zeros((n, iters))
+    if t.node_rel_sd > 0:
+        node = np.repeat(rng.normal(0.0, t.node_rel_sd, size=(t.nodes, iters)), t.ranks_per_node, axis=0)
+    scale = slow * (1 + offsets + node)
+    fwd = scale * t.forward_s + slow * rng.normal(0.0, t.forward_sd_s, size=(n, iters))
+    bwd = scale * t.backward_s + slow * rng.normal(0.0, t.backward_sd_s, size=(n, iters))
     opt = np.abs(t.optimizer_s * (1 + rng.normal(0.0, 0.02, size=(n, iters))))
 
     def ready(fractions: tuple[float, ...]) -> list:

@@ -28,6 +28,8 @@ BUILTIN_DEFAULTS: dict[str, dict] = {
         "optimizer": "adam",  # adam: real torch Adam on the CPU/GPU | sleep: a GPU stand-in that sleeps optimizer_ms
         "optimizer_ms": 5.0,  # with optimizer=sleep: the whole step's time, shared by buckets in proportion to size
         "seed": 0,
+        "slow_ranks": [],  # ranks whose forward/backward are persistently slower: "0", "0,2", "0-3" or a list
+        "slowdown": 1.0,  # their compute multiplier (>= 1): a straggler GPU, every iteration
     },
     "mlp": {"d_in": 512, "hidden": 1024, "depth": 4, "classes": 10, "seed": 0},
     "transformer-tiny": {
@@ -92,6 +94,12 @@ def resolve_model_args(name: str, model_args: dict | None) -> dict:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise WorkloadError(f"model argument param_mb must be a number > 0, got {value!r}")
             args[key] = float(value)
+        elif key == "slow_ranks":
+            args[key] = parse_rank_list(value)
+        elif key == "slowdown":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+                raise WorkloadError(f"model argument slowdown must be a number >= 1, got {value!r}")
+            args[key] = float(value)
         elif key in _NONNEG_FLOAT:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise WorkloadError(f"model argument {key} must be a number >= 0, got {value!r}")
@@ -99,6 +107,24 @@ def resolve_model_args(name: str, model_args: dict | None) -> dict:
     if name == "transformer-tiny" and args["d_model"] % args["heads"]:
         raise WorkloadError(f"transformer-tiny: d_model {args['d_model']} is not divisible by heads {args['heads']}")
     return args
+
+
+def parse_rank_list(value) -> list[int]:
+    """slow_ranks as given (3, "0,2", "0-3", "0-1,6", [0, 2] or "" for none) -> sorted distinct ranks."""
+    bad = WorkloadError(f"model argument slow_ranks: expected ranks such as 0,2 or 0-3, got {value!r}")
+    items = value if isinstance(value, list | tuple) else [value]
+    ranks: set[int] = set()
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise bad
+        for part in str(item).replace(" ", "").split(","):
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-")
+            if not lo.isdigit() or (sep and not hi.isdigit()) or (sep and int(hi) < int(lo)):
+                raise bad
+            ranks.update(range(int(lo), int(hi if sep else lo) + 1))
+    return sorted(ranks)
 
 
 def load_factory(spec: str) -> Callable:

@@ -11,6 +11,7 @@ Public API (stable; validation/ imports it too):
     Workload.bucket_layout(cap_mb=25.0, first_bucket_mb=1.0) -> BucketLayout   (traces one backward)
     bucket_layout(model, cap_mb=25.0, first_bucket_mb=1.0, run_backward=None) -> BucketLayout
     jitter_multiplier(kind, cv, seed, rank, step) -> float
+    slowdown_multiplier(slow_ranks, slowdown, rank) -> float     (the synthetic model's stragglers)
     parse_model_args(["k=v", ...]) -> dict;  check_model_choice(name, model_args) -> resolved args
 
 Built-in models (defaults in model_choice.BUILTIN_DEFAULTS):
@@ -31,6 +32,8 @@ Built-in models (defaults in model_choice.BUILTIN_DEFAULTS):
   So C_i = (forward_ms + backward_ms) * m has mean ~(forward_ms + backward_ms) and sd ~cv times it,
   independent across ranks and iterations. The batch carries m (inputs = m repeated), so the model
   needs no step counter and any wrapper passes it through.
+  Stragglers: m is further multiplied by `slowdown` on the ranks in `slow_ranks` (every iteration:
+  slow_ranks=0 slowdown=1.5 is a GPU 1.5x slower than the others; slow_ranks=0-1 a slow node of 2).
 - mlp: Linear/ReLU stack (d_in -> hidden x depth -> classes), random Gaussian inputs, cross-entropy.
 - transformer-tiny: token + learned position embedding, nn.TransformerEncoder (causal), LM head (not
   tied: Decent-DP needs every parameter used once), next-token cross-entropy on random tokens.
@@ -75,6 +78,7 @@ __all__ = [
     "check_model_choice",
     "jitter_multiplier",
     "parse_model_args",
+    "slowdown_multiplier",
 ]
 
 
@@ -149,6 +153,11 @@ def jitter_multiplier(kind: str, cv: float, seed: int, rank: int, step: int) -> 
     raise WorkloadError(f"unknown jitter kind {kind!r}")
 
 
+def slowdown_multiplier(slow_ranks, slowdown: float, rank: int) -> float:
+    """The synthetic model's persistent per-rank compute multiplier: `slowdown` on slow_ranks, else 1."""
+    return float(slowdown) if rank in slow_ranks else 1.0
+
+
 # ----------------------------------------------------------------------------- synthetic
 
 
@@ -220,9 +229,10 @@ class SyntheticModel(nn.Module):
 
 def _synthetic(args: dict, batch: int, device: torch.device, rank: int):
     model = SyntheticModel(args["param_mb"], args["layers"], args["forward_ms"], args["backward_ms"])
+    slow = slowdown_multiplier(args["slow_ranks"], args["slowdown"], rank)
 
     def make_batch(step: int):
-        m = jitter_multiplier(args["jitter"], args["jitter_cv"], args["seed"], rank, step)
+        m = slow * jitter_multiplier(args["jitter"], args["jitter_cv"], args["seed"], rank, step)
         return torch.full((batch, 1), m, device=device), torch.zeros((batch, 1), device=device)
 
     return model, make_batch, lambda out, tgt: (out - tgt).mean()

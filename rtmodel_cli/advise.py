@@ -14,6 +14,7 @@ import typer
 from rtmodel_cli.options import (
     BucketMibOpt,
     ClusterOpt,
+    ComputeCvOpt,
     ComputeMsOpt,
     Format,
     FormatOpt,
@@ -25,21 +26,26 @@ from rtmodel_cli.options import (
     MessageDtypeOpt,
     ModelOpt,
     NetworkOpt,
+    NodeCvOpt,
     OptimizerMsOpt,
     PresetsOpt,
     ProfileOpt,
+    RankCvOpt,
     ScenarioOpt,
+    StragglerOpt,
     TopologiesOpt,
     own_numbers,
+    variation_kw,
 )
-from runtime_model.constraints import COMPUTE_CV, MFU
+from runtime_model.constraints import MFU
 
 
 def register(app: typer.Typer) -> None:
     app.command("advise")(advise)
 
 
-# What a profile measured on the user's cluster (compute time and its variance, the gradient buckets):
+# What a profile measured on the user's cluster (compute time, its variance and each rank's speed, the
+# gradient buckets):
 # the preset options that would set these have no effect with --profile, so giving one is refused
 # rather than silently ignored. --gpus, --gpus-per-node (the target shape) and --network/--intra
 # (links the profile could not measure) still apply.
@@ -50,6 +56,9 @@ PROFILE_REPLACES = (
     "model",
     "global_batch",
     "compute_cv",
+    "straggler",
+    "rank_cv",
+    "node_cv",
     "bucket_cap_mb",
     "cluster",
     "compute_ms",
@@ -83,8 +92,8 @@ def refuse_options_a_profile_replaces(given: dict) -> None:
     if flags:
         which, them = (flags[0], "it") if len(flags) == 1 else (", ".join(flags), "them")
         raise UserError(
-            f"{which} cannot be used with --profile: the profile measured compute and gradient buckets "
-            f"on your cluster; drop {them} (--network and --intra may still name links it could not measure)"
+            f"{which} cannot be used with --profile: the profile measured compute (each rank's too) and "
+            f"gradient buckets on your cluster; drop {them} (--network and --intra may still name links it could not measure)"
         )
 
 
@@ -149,13 +158,10 @@ def advise(
             help=f"Model-FLOPs utilisation assumed for compute time, {MFU.describe()} (default: the GPU's)."
         ),
     ] = None,
-    compute_cv: Annotated[
-        float | None,
-        typer.Option(
-            help="Coefficient of variation of per-iteration compute, "
-            f"{COMPUTE_CV.describe()} (0 = no variance; default: the model's)."
-        ),
-    ] = None,
+    compute_cv: ComputeCvOpt = None,
+    straggler: StragglerOpt = None,
+    rank_cv: RankCvOpt = None,
+    node_cv: NodeCvOpt = None,
     bucket_cap_mb: BucketMibOpt = None,
     cluster: ClusterOpt = None,
     compute_ms: ComputeMsOpt = None,
@@ -188,7 +194,8 @@ def _advise(opts: dict, format: Format) -> None:
     own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"])
     request = {name: opts[name] for name in REQUEST_KEYS}
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
-    sc, prov, notes, inputs = scenario_for({**request, **own}, opts["profile"], opts["presets"])
+    varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
+    sc, prov, notes, inputs = scenario_for({**request, **own, **varied}, opts["profile"], opts["presets"])
     prov["margin"] = margin_why
     adv = run_advice(sc, margin=margin, topologies=opts["topology"] or None, provenance=prov)
     adv.notes.extend(notes)

@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from runtime_model import defaults
-from runtime_model.constraints import NON_NEGATIVE, POSITIVE
+from runtime_model.constraints import COMPUTE_CV, NON_NEGATIVE, POSITIVE
+from runtime_model.errors import InvalidValue
 
 
 class Format(StrEnum):
@@ -121,4 +122,80 @@ def own_numbers(compute_ms: float | None, optimizer_ms: float | None, message_dt
         kw["optimizer_ms"] = OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
     if message_dtype is not None:
         kw["message_dtype"] = str(MessageDtype(message_dtype))
+    return kw
+
+
+# Compute variation, C_i(t) = mu x s_i x (1 + node term + iid term) (runtime_model/variation.py).
+ComputeCvOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="The i.i.d. part of compute variation: coefficient of variation of each rank's per-iteration "
+        f"compute, drawn afresh every iteration, {COMPUTE_CV.describe()} (0 = none; default: the model's)."
+    ),
+]
+StragglerOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="FACTOR[:COUNT]",
+        help="COUNT ranks (default 1; the first ranks, node 0 first) persistently FACTOR times slower than "
+        "the rest, e.g. 1.5 or 1.3:8 for a whole 8-GPU node.",
+    ),
+]
+RankCvOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Persistent spread of speed across ranks, coefficient of variation in [0, 1] (default 0)."
+    ),
+]
+NodeCvOpt = Annotated[
+    float | None,
+    typer.Option(help="Node-correlated variation per iteration, in [0, 1] (default 0)."),
+]
+
+
+class BadStraggler(InvalidValue):
+    """A --straggler text that is not FACTOR[:COUNT] with a slowdown in [1, 100] and 1..n ranks; the
+    message shows the text as given: "--straggler '0.5': a straggler is slower than the rest: ..."."""
+
+    def __init__(self, text: str, problem: str):
+        self.problem = problem
+        super().__init__("straggler", problem, text)
+
+    def message_for(self, show_name) -> str:
+        return f"{show_name(self.name)} {self.value!r}: {self.problem}"
+
+
+def parse_straggler(text: str, gpus: int | None) -> tuple[float, int]:
+    """'FACTOR[:COUNT]' -> (factor, count), checked: FACTOR in [1, 100], 1 <= COUNT <= gpus (when gpus
+    is a valid count; a bad one is the model's to name). BadStraggler names the flag."""
+    from runtime_model.variation import STRAGGLER_FACTOR
+    from runtime_model.variation import parse_straggler as parse
+
+    try:
+        factor, count = parse(text.strip())
+    except ValueError as exc:
+        raise BadStraggler(text, str(exc).split(", got")[0]) from None
+    if not STRAGGLER_FACTOR.contains(factor):
+        raise BadStraggler(
+            text, f"a straggler is slower than the rest: FACTOR must be {STRAGGLER_FACTOR.describe()}"
+        )
+    if count < 1:
+        raise BadStraggler(text, "COUNT (the number of slow ranks) must be an integer >= 1")
+    if gpus is not None and gpus >= 1 and count > gpus:
+        raise BadStraggler(text, f"COUNT ({count}) must be at most the number of GPUs ({gpus})")
+    return factor, count
+
+
+def variation_kw(
+    straggler: str | None, rank_cv: float | None, node_cv: float | None, gpus: int | None
+) -> dict:
+    """The keyword arguments of `presets.resolve` for the persistent and node-correlated variation:
+    checked here, so that a bad value names its flag, and only those given."""
+    kw = {}
+    if straggler is not None:
+        kw["straggler"] = parse_straggler(straggler, gpus)
+    if rank_cv is not None:
+        kw["rank_cv"] = COMPUTE_CV.check("rank_cv", rank_cv)
+    if node_cv is not None:
+        kw["node_cv"] = COMPUTE_CV.check("node_cv", node_cv)
     return kw

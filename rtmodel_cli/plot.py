@@ -23,11 +23,15 @@ from rtmodel_cli.options import (
     MessageDtypeOpt,
     ModelOpt,
     NetworkOpt,
+    NodeCvOpt,
     OptimizerMsOpt,
     PresetsOpt,
+    RankCvOpt,
     ScenarioOpt,
+    StragglerOpt,
     TopologiesOpt,
     own_numbers,
+    variation_kw,
 )
 from rtmodel_cli.paths import check_output_path
 from runtime_model.errors import InvalidValue, UserError
@@ -130,10 +134,11 @@ def _merged(options: dict) -> tuple[dict, frozenset[str]]:
     return {**options, **opts}, taken
 
 
-def _preset_kw(o: dict) -> dict:
-    """The preset keywords of a sweep from a plot command's merged options. --batch-per-gpu is checked
-    here, before any work: the sweep turns it into a global batch that must hold at least one unit per
-    GPU (presets.resolve checks the rest)."""
+def _preset_kw(o: dict, min_gpus: int) -> dict:
+    """The preset keywords of a sweep from a plot command's merged options. --batch-per-gpu and the
+    variation (--straggler's COUNT against the smallest n swept) are checked here, before any work: the
+    sweep turns --batch-per-gpu into a global batch that must hold at least one unit per GPU
+    (presets.resolve checks the rest)."""
     from runtime_model.constraints import Interval
     from runtime_model.presets import load_library
 
@@ -148,6 +153,7 @@ def _preset_kw(o: dict) -> dict:
         "library": load_library(o["presets"] or ()),
         **{name: o[name] for name in FROM_FILE_ONLY if o[name] is not None},
         **own_numbers(o["compute_ms"], o["optimizer_ms"], o["message_dtype"]),
+        **variation_kw(o["straggler"], o["rank_cv"], o["node_cv"], min_gpus),
     }
     if o["batch_per_gpu"] is not None:
         kw["batch_per_gpu"] = o["batch_per_gpu"]
@@ -192,6 +198,9 @@ def register(app: typer.Typer) -> None:
         compute_ms: ComputeMsOpt = None,
         optimizer_ms: OptimizerMsOpt = None,
         message_dtype: MessageDtypeOpt = None,
+        straggler: StragglerOpt = None,
+        rank_cv: RankCvOpt = None,
+        node_cv: NodeCvOpt = None,
         scenario: ScenarioOpt = None,
     ):
         """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
@@ -204,7 +213,7 @@ def register(app: typer.Typer) -> None:
             if not {"network", "cluster"} & taken or len(networks) > 1:
                 raise UserError("give --network or --cluster, not both")
         with scenario_file.blamed(scenario, taken):
-            kw = _preset_kw(o)
+            kw = _preset_kw(o, min(gl))
             if networks and clusters:  # a file's network replaces the cluster's, as in advise
                 kw["network"], networks = networks[0], None
             _render(
@@ -245,6 +254,9 @@ def register(app: typer.Typer) -> None:
         compute_ms: ComputeMsOpt = None,
         optimizer_ms: OptimizerMsOpt = None,
         message_dtype: MessageDtypeOpt = None,
+        straggler: StragglerOpt = None,
+        rank_cv: RankCvOpt = None,
+        node_cv: NodeCvOpt = None,
         scenario: ScenarioOpt = None,
     ):
         """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
@@ -256,7 +268,7 @@ def register(app: typer.Typer) -> None:
         what = gl[0] if len(gl) == 1 else gl
         model_name = o["model"] or "transformer-base"
         with scenario_file.blamed(scenario, taken):
-            kw = _preset_kw(o)
+            kw = _preset_kw(o, min(gl))
             _render(
                 lambda: plots.factor_breakdown_bars(
                     what, o["network"], model_name, topology=topology, cluster=o["cluster"], **kw
@@ -284,6 +296,9 @@ def register(app: typer.Typer) -> None:
         compute_ms: ComputeMsOpt = None,
         optimizer_ms: OptimizerMsOpt = None,
         message_dtype: MessageDtypeOpt = None,
+        straggler: StragglerOpt = None,
+        rank_cv: RankCvOpt = None,
+        node_cv: NodeCvOpt = None,
         scenario: ScenarioOpt = None,
     ):
         """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
@@ -294,7 +309,7 @@ def register(app: typer.Typer) -> None:
         o, taken = _merged(locals())
         model_name = o["model"] or "transformer-base"
         with scenario_file.blamed(scenario, taken):
-            kw = _preset_kw(o)
+            kw = _preset_kw(o, min(gl))
             _render(
                 lambda: plots.what_if(
                     gl, o["network"], model_name, topology=topology, cluster=o["cluster"], **kw
@@ -334,4 +349,7 @@ def register(app: typer.Typer) -> None:
 
         _render(make, out)
 
+    from rtmodel_cli.plot_variance import register_variance
+
+    register_variance(plot)
     app.add_typer(plot, name="plot")

@@ -22,6 +22,7 @@ from pathlib import Path
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 
 INT, FLOAT, TEXT, TEXTS = "an integer", "a number", "a string", "a list of strings"
+NUMBER_TEXT = 'a number or a string (such as "1.5:4")'
 # Every key a scenario file may hold and the type of its value (the option's type).
 KEYS = {
     "gpus": INT,
@@ -34,6 +35,9 @@ KEYS = {
     "precision": TEXT,
     "mfu": FLOAT,
     "compute_cv": FLOAT,
+    "straggler": NUMBER_TEXT,  # FACTOR[:COUNT], as --straggler takes it: 1.5 or "1.3:8"
+    "rank_cv": FLOAT,
+    "node_cv": FLOAT,
     "bucket_cap_mb": FLOAT,
     "cluster": TEXT,
     "compute_ms": FLOAT,
@@ -99,11 +103,14 @@ def _checked(path: Path, key: str, value):
         FLOAT: isinstance(value, int | float) and not isinstance(value, bool),
         TEXT: isinstance(value, str),
         TEXTS: isinstance(value, list) and all(isinstance(v, str) for v in value),
+        NUMBER_TEXT: isinstance(value, int | float | str) and not isinstance(value, bool),
     }[kind]
     if not ok:
         raise ScenarioFileError(path, f"'{key}' must be {kind}, got {_shown(value)}")
     if kind == FLOAT:
         return float(value)
+    if kind == NUMBER_TEXT:
+        return str(value)  # the flag's text: 2 -> "2", 1.5 -> "1.5"
     if key in PATH_KEYS:  # relative to the file, so the file works from any working directory
         base = path.parent
         return [base / p for p in value] if kind == TEXTS else base / value

@@ -159,10 +159,11 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     _reason_lines(console, entries)
     print_dropped(console, dropped, "--format json or csv")
     comp = sc.compute
+    where = "" if comp.variation.is_iid else f"; {comp.variation.describe()}"  # where the stragglers sit
     _plain(
         console,
         f"compute per worker: forward {comp.forward_s * 1e3:.2f} ms, backward {comp.backward_s * 1e3:.2f} ms, "
-        f"optimizer {comp.optimizer_s * 1e3:.2f} ms, {comp.distribution.describe()}; "
+        f"optimizer {comp.optimizer_s * 1e3:.2f} ms, {comp.distribution.describe()}{where}; "
         f"message {sc.buckets.message_bytes / MIB:.1f} MiB in {len(sc.buckets.gossip)} buckets",
     )
     if any(label not in dropped for label in FACTOR_LABELS):

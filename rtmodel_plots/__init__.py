@@ -1,9 +1,10 @@
-"""Figures of the runtime model: speedup curves, the three-factor breakdown, what-ifs, the paper check, parity.
+"""Figures of the runtime model: speedup curves, the three-factor breakdown, what-ifs, variance, the paper
+check, parity.
 
 Why a package of its own: `runtime_model` stays numpy/scipy only (the advisor never loads pandas or
 matplotlib); the figures, their pandas data layer and the results reader live here, one concern per
 module. Two layers: `sweeps` turns presets into tidy DataFrames; the figure modules (speedup,
-factors, whatif, paper, parity_plot) draw such frames; `style` holds the looks and `save`.
+factors, whatif, variance, paper, parity_plot) draw such frames; `style` holds the looks and `save`.
 
 `import rtmodel_plots as plots` gives every public name below; importing it never loads matplotlib.
 No module is named like a function it exports (`plots.sweep`, `plots.parity` are the functions).
@@ -24,6 +25,7 @@ from rtmodel_plots.style import (
     topology_style,
 )
 from rtmodel_plots.sweeps import DEFAULT_WHAT_IFS, WhatIf, best_per_gpus, pays_from, preset_scenario, sweep
+from rtmodel_plots.variance import variance_panels, variance_sweeps
 from rtmodel_plots.whatif import what_if
 
 __all__ = [
@@ -46,5 +48,7 @@ __all__ = [
     "speedup_vs_gpus",
     "sweep",
     "topology_style",
+    "variance_panels",
+    "variance_sweeps",
     "what_if",
 ]

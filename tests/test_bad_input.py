@@ -70,6 +70,18 @@ CASES = [
     case("--global-batch", "advise", "--gpus", "64", "--global-batch", "10"),
     case("--compute-cv", "advise", "--compute-cv", "-0.1"),
     case("--compute-cv", "advise", "--compute-cv", "nan"),
+    # advise: stragglers and structured variation
+    case("--straggler", "advise", "--straggler", "0.5"),
+    case("--straggler", "advise", "--straggler", "2:0"),
+    case("--straggler", "advise", "--gpus", "64", "--straggler", "2:65"),
+    case("--straggler", "advise", "--straggler", "abc"),
+    case("--straggler", "advise", "--straggler", "nan"),
+    case("--straggler", "advise", "--straggler", "101"),
+    case("--rank-cv", "advise", "--rank-cv", "-0.1"),
+    case("--rank-cv", "advise", "--rank-cv", "1.5"),
+    case("--node-cv", "advise", "--node-cv", "nan"),
+    case("--straggler", "advise", "--profile", "profile.json", "--straggler", "2"),
+    case("--node-cv", "advise", "--profile", "profile.json", "--node-cv", "0.1"),
     case("--margin", "advise", "--margin", "1.5"),
     case("--bucket", "advise", "--bucket-cap-mb", "0"),
     case("--bucket", "advise", "--bucket-cap-mb", "inf"),
@@ -141,6 +153,12 @@ CASES = [
     case("--compute-ms", "plot", "speedup", "--out", "f.png", "--compute-ms", "0"),
     case("--scenario", "plot", "what-if", "--out", "f.png", "--scenario", "unknown-key.toml"),
     case("--gpus", "plot", "what-if", "--out", "f.png", "--gpus", "0:4"),
+    case("--straggler", "plot", "speedup", "--out", "f.png", "--gpus", "4:64", "--straggler", "1.3:8"),
+    case("--rank-cv", "plot", "factors", "--out", "f.png", "--rank-cv", "2"),
+    case("--straggler", "plot", "variance", "--out", "f.png", "--straggler", "0.5"),
+    case("--straggler-max", "plot", "variance", "--out", "f.png", "--straggler-max", "0.5"),
+    case("--cv-max", "plot", "variance", "--out", "f.png", "--cv-max", "nan"),
+    case("--out", "plot", "variance", "--out", "."),
     case("paper.pdf", "plot", "paper", "--out", "paper.pdf"),
     case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
 ]
@@ -148,7 +166,8 @@ CASES = [
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
     return {
-        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(folder.rglob("*"))
     }
 
 

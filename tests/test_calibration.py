@@ -195,6 +195,55 @@ def test_rank_spread_reported_apart_from_iteration_spread():
     assert c.compute.forward_s == pytest.approx(truth.forward_s, rel=0.01)  # centred offsets
 
 
+def test_a_slow_rank_calibrates_to_rank_factors_and_a_within_rank_distribution(tmp_path):
+    truth = SyntheticTruth(**{**TRUTH.__dict__, "nodes": 2, "ranks_per_node": 2, "rank_slowdown": (1.5,)})
+    c = calibrate(synthetic_profile(truth))
+    var, dist = c.compute.variation, c.compute.distribution
+    s = np.asarray(var.rank_factors)
+    assert s.size == 4 and s.mean() == pytest.approx(1.0)
+    assert s[0] == pytest.approx(1.5 / 1.125, rel=0.01) and s[0] / np.median(s[1:]) == pytest.approx(1.5, rel=0.01)
+    assert var.rank_cv == pytest.approx(float(np.std(s, ddof=1)), rel=0.05) and var.node_cv == 0
+    # the i.i.d. part is the within-rank spread around the overall mean, not the between-rank spread again
+    assert dist.mean_s == pytest.approx(c.compute.compute_s, rel=1e-9)
+    within = math.hypot(truth.forward_sd_s, truth.backward_sd_s) / (truth.forward_s + truth.backward_s)
+    assert dist.sd_s / dist.mean_s == pytest.approx(within, rel=0.15)
+    assert var.source.startswith("measured: rank factors measured (slowest rank 0 1.3") and "1.50x the median" in var.source
+    line = c.provenance["compute.variation"]
+    assert "rank factors measured" in line and "node cv 0 (below noise" in line and "within ranks" in line
+    assert any("ranks differ persistently" in n and "modelled as the measured per-rank" in n for n in c.notes)
+    assert not any("persistently" in w for w in c.fit("compute").warnings)
+    normal = calibrate(synthetic_profile(truth), distribution="normal").compute.distribution
+    assert normal.sd_s / normal.mean_s == pytest.approx(within, rel=0.15)
+    save_calibration(c, tmp_path / "params.json")
+    assert load_calibration(tmp_path / "params.json") == c
+    assert any("speed factors used as measured" in n for n in extrapolation_notes(c, c.measured_shape))
+    assert any("do not fit 16 ranks" in n for n in extrapolation_notes(c, ClusterShape(16, 2)))
+
+
+def test_iid_profile_keeps_iid_variation_and_the_pooled_samples():
+    doc = synthetic_profile(TRUTH)
+    c = calibrate(doc)
+    assert c.compute.variation.is_iid
+    pooled = [f + b for fr, br in zip(doc["compute"]["forward_s"], doc["compute"]["backward_s"], strict=True)
+              for f, b in zip(fr, br, strict=True)]
+    assert c.compute.distribution == EmpiricalCompute(tuple(pooled))
+    assert "rank factors 1 (not measured: below noise)" in c.provenance["compute.variation"]
+    assert "variation" not in calibration_to_json(c)["compute"]
+
+
+def test_node_correlated_variation_is_measured_apart_from_iid():
+    truth = SyntheticTruth(**{**TRUTH.__dict__, "nodes": 4, "ranks_per_node": 2, "node_rel_sd": 0.05,
+                              "iterations": 200})
+    c = calibrate(synthetic_profile(truth))
+    var = c.compute.variation
+    assert var.node_cv == pytest.approx(0.05, rel=0.25) and var.rank_factors is None
+    total = math.hypot(truth.forward_sd_s, truth.backward_sd_s) / (truth.forward_s + truth.backward_s)
+    rel = c.compute.distribution.sd_s / c.compute.distribution.mean_s
+    assert math.hypot(rel, var.node_cv) == pytest.approx(math.hypot(total, 0.05), rel=0.1)  # not counted twice
+    one_per_node = calibrate(synthetic_profile(truth, ranks_per_node=1, nodes=8), fallback_network=PRESET)
+    assert "node cv 0 (not measured: one rank per node)" in one_per_node.provenance["compute.variation"]
+
+
 def test_bucket_ready_fractions(cal):
     for layout, sizes, fractions in (
         ("ddp", TRUTH.ddp_buckets_bytes, TRUTH.ddp_ready_fractions),

@@ -54,6 +54,7 @@ BAD_INPUT = {
     ("plot", "speedup"): ["--out", "figure.txt"],
     ("plot", "factors"): ["--out", "f.png", "--gpus", "abc"],
     ("plot", "what-if"): ["--out", "f.png", "--gpus", "0:4"],
+    ("plot", "variance"): ["--out", "f.png", "--straggler", "0.5"],
     ("plot", "paper"): ["--out", "paper.pdf"],
     ("plot", "parity"): ["--out", "p.png", "--results", "/nonexistent/v.jsonl"],
 }

@@ -24,7 +24,7 @@ from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: 
 from profiler.launch import run_profile  # noqa: E402
 from profiler.model_choice import parse_model_args, resolve_model_args  # noqa: E402
 from profiler.patterns import message_sizes, patterns_for  # noqa: E402
-from profiler.workloads import build_workload, jitter_multiplier  # noqa: E402
+from profiler.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 SYNTH = {"param_mb": 4, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.2}
@@ -135,6 +135,30 @@ def test_jitter_is_seeded_by_rank_and_step_with_the_stated_spread():
     b = [jitter_multiplier("lognormal", 0.3, 0, 0, s) for s in range(4000)]
     assert min(b) > 0 and abs(statistics.fmean(b) - 1) < 0.03 and abs(statistics.stdev(b) - 0.3) < 0.04
     assert jitter_multiplier("none", 0.5, 0, 3, 7) == 1.0
+
+
+def test_slow_ranks_multiply_their_compute_every_iteration():
+    slow = resolve_model_args("synthetic", {"slow_ranks": "0", "slowdown": 1.5})
+    assert slow["slow_ranks"] == [0] and slow["slowdown"] == 1.5
+    assert [slowdown_multiplier(slow["slow_ranks"], 1.5, r) for r in range(4)] == [1.5, 1.0, 1.0, 1.0]
+    node = resolve_model_args("synthetic", parse_model_args(["slow_ranks=0-1", "slowdown=1.3"]))
+    assert node["slow_ranks"] == [0, 1] and resolve_model_args("synthetic", node) == node  # idempotent
+    assert [slowdown_multiplier(node["slow_ranks"], 1.3, r) for r in range(4)] == [1.3, 1.3, 1.0, 1.0]
+    assert resolve_model_args("synthetic", {"slow_ranks": "0-1,5, 3"})["slow_ranks"] == [0, 1, 3, 5]
+    assert resolve_model_args("synthetic", {"slow_ranks": [2, 0]})["slow_ranks"] == [0, 2]
+    assert resolve_model_args("synthetic", {})["slow_ranks"] == []
+    for bad in ("a", "3-1", "-1", 1.5, True):
+        with pytest.raises(WorkloadError, match="slow_ranks"):
+            resolve_model_args("synthetic", {"slow_ranks": bad})
+    with pytest.raises(WorkloadError, match="slowdown must be a number >= 1"):
+        resolve_model_args("synthetic", {"slowdown": 0.5})
+    # the batch carries slowdown x jitter to the sleeping layers: rank 0 slow, rank 1 not
+    args = {**SYNTH, "jitter": "none", "slow_ranks": "0", "slowdown": 1.5}
+    m = [float(build_workload("synthetic", args, 2, "cpu", rank=r).make_batch(3)[0][0, 0]) for r in (0, 1)]
+    assert m == [1.5, 1.0]
+    jittered = {**args, "jitter": "normal", "jitter_cv": 0.2}
+    got = float(build_workload("synthetic", jittered, 2, "cpu", rank=0).make_batch(3)[0][0, 0])
+    assert got == pytest.approx(1.5 * jitter_multiplier("normal", 0.2, 0, 0, 3))
 
 
 def test_bucket_layout_matches_ddp_and_decent_dp():
