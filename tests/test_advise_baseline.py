@@ -6,9 +6,10 @@ Re-record only when a model change is intended, or when keys/columns are added, 
         < tests/data/advise_baseline/scenarios.txt
     rtmodel advise --gpus 64 --format csv > tests/data/advise_baseline/default.csv
 Then diff old against new: for an addition, every old key keeps its value and every old CSV column its
-position and text. (Last re-recorded for consensus.worst_round_contraction / tau_over_p, vs_best,
-recommendation.equivalent and the CSV columns after `reason`: all predictions identical; verdicts that
-have equivalent options gained one sentence at their end.)
+position and text. (Last re-recorded for the GPU compute model (max(host, device) per segment, measured
+op/FLOP/byte counts, exact bucket layouts, 4-GPU default nodes), Shapley factors and the margin from the
+inputs' measured error: preset predictions moved as intended; the two profile scenarios' predictions are
+identical, their factors, margin, verdict and provenance changed.)
 """
 
 import json

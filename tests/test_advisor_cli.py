@@ -44,7 +44,7 @@ def test_json_schema_and_consistency():
                    key=lambda p: p["speedup_vs_allreduce"])
         assert rec["topology"] == best["topology"]
         assert f'topology="{rec["topology"]}"' in rec["code"]
-    assert "--nnodes 8 --nproc-per-node 8" in rec["torchrun"]
+    assert "--nnodes 16 --nproc-per-node 4" in rec["torchrun"]  # the defaults: 4-GPU nodes
 
 
 def test_inapplicable_topology_listed_with_reason():

@@ -20,8 +20,31 @@ tflops = { fp32 = 19.5, tf32 = 156.0 }
 memory_bandwidth_GBps = 1555
 memory_GiB = 40
 default_precision = "tf32"
-mfu = 0.40
+mfu = { fp32 = 0.40, tf32 = 0.40 }
+memory_efficiency = 0.9
+dispatch_us = 10
 source = "test"
+"""
+MODEL_LINES = """
+[m]
+description = "m"
+params = 10
+train_flops_per_unit = 1e9
+forward_flops_per_unit = 3e8
+unit = "token"
+default_global_batch = 8
+embedding_params = 0
+compute_cv = 0
+forward_ops = { amp = 10, full = 8 }
+backward_ops = { amp = 20, full = 16 }
+forward_bytes_per_unit = { amp = 1e6, full = 2e6 }
+backward_bytes_per_unit = { amp = 2e6, full = 4e6 }
+forward_fixed_bytes = { amp = 0, full = 0 }
+backward_fixed_bytes = { amp = 0, full = 0 }
+backward_numels = [4, 6]
+optimizer = "adam"
+source = "s"
+counts_source = "test"
 """
 
 
@@ -97,7 +120,7 @@ def test_defaults_come_from_the_toml_files():
         "nvlink3",
         4,
     )
-    assert presets.resolve(64, gpu="T4").intra == "pcie3" and presets.resolve(64).gpus_per_node == 8
+    assert presets.resolve(64, gpu="T4").intra == "pcie3" and presets.resolve(64).gpus_per_node == 4
 
 
 def test_defaults_follow_a_users_defaults_file(tmp_path):
@@ -126,13 +149,26 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
             A100_LINES.replace("tflops =", "tflop ="),
             ["gpus.toml [A100]", "unknown key 'tflop'", "expected: tflops, memory_bandwidth_GBps"],
         ),
-        ("gpus.toml", A100_LINES.replace("mfu = 0.40\n", ""), ["gpus.toml [A100]", "missing key 'mfu'"]),
         (
             "gpus.toml",
-            A100_LINES.replace("mfu = 0.40", "mfu = 1.5"),
-            ["gpus.toml [A100]", "mfu must be in [0.01, 1]"],
+            A100_LINES.replace("mfu = { fp32 = 0.40, tf32 = 0.40 }\n", ""),
+            ["gpus.toml [A100]", "missing key 'mfu'"],
         ),
-        ("gpus.toml", A100_LINES.replace("mfu = 0.40", 'mfu = "high"'), ["gpus.toml [A100]", "mfu must be"]),
+        (
+            "gpus.toml",
+            A100_LINES.replace("fp32 = 0.40", "fp32 = 1.5"),
+            ["gpus.toml [A100]", "mfu.fp32 must be in [0.01, 1]"],
+        ),
+        (
+            "gpus.toml",
+            A100_LINES.replace("mfu = { fp32 = 0.40, tf32 = 0.40 }", 'mfu = "high"'),
+            ["gpus.toml [A100]", "mfu must be"],
+        ),
+        (
+            "gpus.toml",
+            A100_LINES.replace("mfu = { fp32 = 0.40, tf32 = 0.40 }", "mfu = { fp32 = 0.4 }"),
+            ["gpus.toml [A100]", "mfu must be a table with the keys of tflops"],
+        ),
         (
             "gpus.toml",
             A100_LINES.replace("fp32 = 19.5", "fp32 = -1"),
@@ -162,9 +198,23 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
         ("networks.toml", '[wan.x]\ndescription = "x"\n', ["networks.toml", "unknown table 'wan'"]),
         (
             "models.toml",
-            '[m]\ndescription = "m"\nparams = 10.5\ntrain_flops_per_unit = 1e9\nunit = "token"\n'
-            'default_global_batch = 8\nembedding_params = 0\ncompute_cv = 0\nsource = "s"\n',
+            MODEL_LINES.replace("params = 10\n", "params = 10.5\n"),
             ["models.toml [m]", "params must be an integer >= 1"],
+        ),
+        (
+            "models.toml",
+            MODEL_LINES.replace("backward_numels = [4, 6]", "backward_numels = [4, 5]"),
+            ["models.toml [m]", "backward_numels must be numbers summing to params (10)"],
+        ),
+        (
+            "models.toml",
+            MODEL_LINES.replace('optimizer = "adam"', 'optimizer = "sgd9"'),
+            ["models.toml [m]", "optimizer names unknown optimizer 'sgd9'"],
+        ),
+        (
+            "models.toml",
+            MODEL_LINES.replace("forward_ops = { amp = 10, full = 8 }", "forward_ops = { amp = 10 }"),
+            ["models.toml [m]", "forward_ops must be a table with the keys amp and full"],
         ),
         (
             "clusters.toml",
@@ -206,7 +256,7 @@ def test_missing_or_empty_dir_and_unknown_file_name_are_user_errors(tmp_path):
 
 
 def test_user_entry_replaces_a_builtin_whole_and_new_entries_are_added(tmp_path):
-    write(tmp_path, "gpus.toml", A100_LINES.replace("mfu = 0.40", "mfu = 0.5"))
+    write(tmp_path, "gpus.toml", A100_LINES.replace("= 0.40", "= 0.5"))
     write(
         tmp_path,
         "networks.toml",
@@ -214,7 +264,7 @@ def test_user_entry_replaces_a_builtin_whole_and_new_entries_are_added(tmp_path)
     )
     lib = load_library(tmp_path)
     a100 = lib.gpus["A100"]
-    assert a100.mfu == 0.5 and set(a100.tflops) == {"fp32", "tf32"}  # whole entry: no fp16 from the built-in
+    assert a100.mfu == {"fp32": 0.5, "tf32": 0.5} and set(a100.tflops) == {"fp32", "tf32"}  # whole entry: no fp16 from the built-in
     assert a100.default_intra is None and a100.mfu_source == ""
     assert lib.gpus["H100"] == presets.builtin_library().gpus["H100"]
     assert "roce-800" in presets.names(lib)["network"] and "ib-100" in lib.inter_networks
@@ -232,9 +282,9 @@ def test_user_entry_replaces_a_builtin_whole_and_new_entries_are_added(tmp_path)
 def test_later_directories_win(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir(), second.mkdir()
-    write(first, "gpus.toml", A100_LINES.replace("mfu = 0.40", "mfu = 0.5"))
-    write(second, "gpus.toml", A100_LINES.replace("mfu = 0.40", "mfu = 0.6"))
-    assert load_library([first, second]).gpus["A100"].mfu == 0.6
+    write(first, "gpus.toml", A100_LINES.replace("= 0.40", "= 0.5"))
+    write(second, "gpus.toml", A100_LINES.replace("= 0.40", "= 0.6"))
+    assert load_library([first, second]).gpus["A100"].mfu["tf32"] == 0.6
     assert load_library([]) is presets.builtin_library()
 
 
@@ -329,7 +379,8 @@ def test_unset_choices_still_take_the_defaults_and_a_cluster_fills_only_what_is_
     c = presets.resolve(8)
     lib = presets.builtin_library()
     d = lib.defaults
-    assert (c.gpu, c.network, c.model, c.bucket_cap_mb) == (d.gpu, d.network, d.model, 25.0)
-    assert presets.resolve(8, bucket_cap_mb=None).bucket_cap_mb == 25.0
+    # no bucket cap given: None, so DDP keeps its 1 MiB first bucket (torch applies a given cap to it too)
+    assert (c.gpu, c.network, c.model, c.bucket_cap_mb) == (d.gpu, d.network, d.model, None)
+    assert presets.resolve(8, bucket_cap_mb=25.0).bucket_cap_mb == 25.0
     c = presets.resolve(16, cluster="t4-ib100", gpus_per_node=4, network="eth-25g")
     assert (c.gpu, c.gpus_per_node, c.network) == ("T4", 4, "eth-25g")
