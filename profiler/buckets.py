@@ -1,19 +1,9 @@
-"""Gradient bucket layouts exactly as PyTorch DDP and Decent-DP form them.
+"""Gradient bucket layouts of a real model: trace its backward order, then cut it as DDP and Decent-DP do.
 
-Why both: the runtime model overlaps communication bucket by bucket, and the two libraries cut the
-same gradients differently.
-- DDP (from its second iteration on, after `Reducer.rebuild_buckets`) walks parameters in the order
-  their gradients became ready in the first backward and closes a bucket as soon as its size
-  reaches the cap: the first bucket's cap is `first_bucket_mb` (1 MiB when DDP's bucket_cap_mb is
-  left at its default), later ones `cap_mb`. Sizes are numel * element_size, unpadded. For a model
-  whose layers run in registration order this is the reverse registration order.
-- Decent-DP (decent_dp/ddp.py `_initialize_params`) walks the traced backward order too, adds each
-  parameter's numel rounded up to 32 elements times its element size, and closes a bucket when the
-  size reaches `bucket_size_in_mb` MiB or at the last parameter. Its communication buffer is the
-  aligned element count, bumped by 32 elements while it equals an earlier bucket's (it keeps sizes
-  unique); those buffer sizes are what it all-reduces and what we report.
-Parameter indices below index `[p for p in model.parameters() if p.requires_grad]`, the list both
-libraries bucket. One dtype is assumed (DDP would bucket each dtype/device separately).
+The cutting rules (DDP's first-bucket cap and close-at-cap, Decent-DP's 32-element alignment and unique
+buffer sizes) live in `runtime_model.bucketing`, shared with the presets, so a profiled model and a
+preset are bucketed by the same code. Parameter indices index `[p for p in model.parameters() if
+p.requires_grad]`, the list both libraries bucket.
 """
 
 from __future__ import annotations

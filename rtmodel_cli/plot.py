@@ -162,6 +162,16 @@ def _preset_kw(o: dict, min_gpus: int) -> dict:
     return kw
 
 
+def _draw_sweep(options: dict, gpus: list[int], draw) -> None:
+    """A sweep plot's one path: check the topology, merge the --scenario file under the options, check the
+    preset keywords before any work, then `draw(merged_options, preset_keywords)` into --out."""
+    _check_topology(options.get("topology"))
+    o, taken = _merged(options)
+    with scenario_file.blamed(options["scenario"], taken):
+        kw = _preset_kw(o, min(gpus))
+        _render(lambda: draw(o, kw), options["out"])
+
+
 def _as_list(value: str | list[str] | None) -> list[str] | None:
     """A scenario file names one network, model or cluster; `plot speedup` takes a list of them."""
     return [value] if isinstance(value, str) else value
@@ -263,18 +273,19 @@ def register(app: typer.Typer) -> None:
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
-        _check_topology(topology)
-        o, taken = _merged(locals())
         what = gl[0] if len(gl) == 1 else gl
-        model_name = o["model"] or "transformer-base"
-        with scenario_file.blamed(scenario, taken):
-            kw = _preset_kw(o, min(gl))
-            _render(
-                lambda: plots.factor_breakdown_bars(
-                    what, o["network"], model_name, topology=topology, cluster=o["cluster"], **kw
-                ),
-                out,
-            )
+        _draw_sweep(
+            locals(),
+            gl,
+            lambda o, kw: plots.factor_breakdown_bars(
+                what,
+                o["network"],
+                o["model"] or "transformer-base",
+                topology=topology,
+                cluster=o["cluster"],
+                **kw,
+            ),
+        )
 
     @plot.command("what-if")
     def what_if(
@@ -305,17 +316,18 @@ def register(app: typer.Typer) -> None:
         import rtmodel_plots as plots
 
         gl = parse_gpus(gpus)
-        _check_topology(topology)
-        o, taken = _merged(locals())
-        model_name = o["model"] or "transformer-base"
-        with scenario_file.blamed(scenario, taken):
-            kw = _preset_kw(o, min(gl))
-            _render(
-                lambda: plots.what_if(
-                    gl, o["network"], model_name, topology=topology, cluster=o["cluster"], **kw
-                ),
-                out,
-            )
+        _draw_sweep(
+            locals(),
+            gl,
+            lambda o, kw: plots.what_if(
+                gl,
+                o["network"],
+                o["model"] or "transformer-base",
+                topology=topology,
+                cluster=o["cluster"],
+                **kw,
+            ),
+        )
 
     @plot.command("paper")
     def paper(out: OutOpt):
