@@ -54,11 +54,6 @@ class Variation:
         no_straggler = self.straggler_factor == 1.0 or self.straggler_count == 0
         return no_straggler and self.rank_cv == 0 and self.node_cv == 0 and self.rank_factors is None
 
-    @property
-    def is_persistent_only(self) -> bool:
-        """Only fixed per-rank factors: without i.i.d. variance the model is deterministic."""
-        return self.node_cv == 0
-
     def factors(self, n: int) -> np.ndarray:
         """s_i for n ranks: measured factors when there are n of them, else the rank spread, times the
         stragglers' slowdown on the first straggler_count ranks."""
