@@ -25,13 +25,13 @@ upper bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape, serial_allreduces_s
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
-from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Network, Scenario
+from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, GroupShape, Network, Scenario
 from runtime_model.schedule import Schedule
 
 SIM_SEED = 20241015  # fixed: predictions are deterministic; common random numbers across topologies
@@ -78,7 +78,7 @@ def ddp_exposed_tail_s(
 def allreduce_prediction(scenario: Scenario) -> IterationPrediction:
     """DDP: E[max_n C] + exposed tail + t_O; quantiles from P(max_n C <= x) = F(x)^n."""
     shape, net, comp = scenario.shape, scenario.network, scenario.compute
-    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node)
+    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, net.nics_per_node)
     parts = [allreduce_parts_s(group, b.nbytes, net) for b in scenario.buckets.ddp]
     costs = [f + b for f, b in parts]
     overlapped = [f for f, _ in parts] if net.concurrent_collectives > 1 else None
@@ -114,42 +114,77 @@ def compute_wait_of_all(
     return float(maxima.mean()), float(p50), float(p99)
 
 
-def round_comm_per_rank_s(
+@dataclass(frozen=True)
+class RoundComm:
+    """One round's gossip, per rank (seconds, serial over buckets):
+
+    solo_s: the rank's own group's exchange with its flows alone on their NICs (what the rank waits for
+        when the flows sharing its NIC do not overlap in time);
+    shared_s: the same with the q flows that leave one NIC in this round sharing it throughout (what
+        the rank waits for when they all start together);
+    nic_busy_s: how long the NIC the rank sends through is busy with this round's flows (q x the
+        bytes at the NIC's bandwidth; 0 for a group inside one node).
+    """
+
+    solo_s: np.ndarray
+    shared_s: np.ndarray
+    nic_busy_s: np.ndarray
+
+
+def round_comm(
     schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
-) -> np.ndarray:
-    """Each rank's gossip time in this round: serial sum over buckets of its own group's all-reduce.
+) -> RoundComm:
+    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets.
 
     Per rank, not the round's slowest group: with a one-iteration slack a rank only waits for its
     own group, and which groups are slow changes from round to round (alternating-exp-ring).
     """
+    sizes = [b.nbytes for b in buckets.gossip]
     if schedule.static_graph is not None:
         cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, buckets.message_bytes, net)
-        return np.full(shape.gpus, cost)
-    return schedule.rounds[round_index].per_rank_cost(
-        shape, lambda g: serial_allreduces_s(g, [b.nbytes for b in buckets.gossip], net)
-    )
+        full = np.full(shape.gpus, cost)
+        return RoundComm(full, full, np.zeros(shape.gpus))
+
+    def costs(g: GroupShape) -> tuple[float, float, float]:
+        solo = replace(g, nic_sharing=1)
+        busy = g.nic_sharing * sum(allreduce_parts_s(solo, s, net)[1] for s in sizes) if g.nodes > 1 else 0.0
+        return serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), busy
+
+    per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
+    return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
 
 
-def round_comm_s(
-    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
-) -> float:
-    """The round's slowest group's gossip time (what the table shows as comm per round)."""
-    return float(round_comm_per_rank_s(schedule, round_index, shape, buckets, net).max())
+def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:
+    """The least mean iteration time the NICs allow: over one period every NIC must carry its flows'
+    bytes, wherever in the iteration they fall (the one-iteration slack lets flows drift apart, so a
+    NIC's flows need not overlap, but they cannot take less than their bytes at its bandwidth)."""
+    k = shape.gpus_per_node
+    nics = max(1, min(nics_per_node, k))
+    ranks = np.arange(shape.gpus)
+    nic = (ranks // k) * nics + (ranks % k) % nics
+    total = np.zeros(shape.nodes * nics)
+    for r in rounds:
+        busy = np.zeros_like(total)
+        np.maximum.at(busy, nic, r.nic_busy_s)
+        total += busy
+    return float(total.max()) / max(len(rounds), 1)
 
 
 def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: float, net: Network) -> float:
     """A static graph has no disjoint groups: each rank exchanges the whole message with every peer.
 
-    Peers inside the node cost an intra-node exchange; peers on other nodes share the NIC with the
-    node's other k ranks, which all send across at once (q = k). Exchanges of one rank are serial;
-    each sends the message one way and receives one the other way at once (full duplex): alpha + S*beta.
+    Peers inside the node cost an intra-node exchange; peers on other nodes share their rank's NIC with
+    the node's other ranks on the same rail, which all send across at once (q = k / NICs). Exchanges of
+    one rank are serial; each sends the message one way and receives one the other way at once (full
+    duplex): alpha + S*beta.
     """
     k = shape.gpus_per_node
+    share = -(-k // max(1, min(net.nics_per_node, k)))
     total = 0.0
     for off in offsets:
         crosses = any((r // k) != ((r + off) % shape.gpus) // k for r in range(min(k, shape.gpus)))
-        link, share = (net.inter, k) if crosses else (net.intra, 1)
-        total += link.latency_s + nbytes * share / link.bandwidth_Bps
+        link, q = (net.inter, share) if crosses else (net.intra, 1)
+        total += link.latency_s + nbytes * q / link.bandwidth_Bps
     return total
 
 
@@ -264,12 +299,20 @@ def gossip_prediction(
     (`allreduce`: the same scenario's All-Reduce prediction, when the caller already has it)."""
     shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
-    per_rank = [round_comm_per_rank_s(schedule, i, shape, scenario.buckets, net) for i in range(period)]
+    rounds = [round_comm(schedule, i, shape, scenario.buckets, net) for i in range(period)]
+    # Ranks in lockstep launch a round's exchanges together, so the q flows that leave one NIC overlap
+    # for the whole exchange (shared_s). Two bounds hold whatever the overlap: a rank never waits less
+    # than its flows' solo time, and the NICs must carry every flow's bytes each period (nic_bound_s).
+    per_rank = [np.maximum(r.shared_s, r.solo_s) for r in rounds]
     comm_rounds = [float(c.max()) for c in per_rank]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     mean, free, samples = simulate_growth(
         schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node
     )
+    floor = nic_bound_s(rounds, shape, net.nics_per_node)
+    if floor > mean:
+        samples = samples + (floor - mean)
+        mean = floor
     p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
     wait = free - comp.optimizer_s
     comm_mean = float(np.mean([c.mean() for c in per_rank]))

@@ -54,21 +54,31 @@ class Link:
 class GroupShape:
     """Where the ranks of one collective sit: what the collective's cost depends on.
 
-    size: ranks in the group; nodes: how many nodes they span; nic_sharing: how many
-    network flows leave the busiest NIC of those nodes at the same time (1 = NIC to itself).
+    size: ranks in the group; nodes: how many nodes they span; nic_sharing: how many network flows
+    leave the busiest NIC the group uses at the same time (1 = NIC to itself); rails: how many of a
+    node's NICs the group spreads its traffic over (NCCL runs channels across rails when a group has
+    several GPUs per node on a rail-optimised node; 1 on a one-NIC node).
     """
 
     size: int
     nodes: int
     nic_sharing: int = 1
+    rails: int = 1
 
     def __post_init__(self):
-        if self.size < 1 or self.nodes < 1 or self.nodes > self.size or self.nic_sharing < 1:
+        if self.size < 1 or self.nodes < 1 or self.nodes > self.size or self.nic_sharing < 1 or self.rails < 1:
             raise ScenarioError(f"invalid group shape {self}")
 
     @property
+    def ranks_per_node(self) -> int:
+        """Members per node (groups here are spread evenly: whole nodes, or one rank per node)."""
+        return max(1, self.size // self.nodes)
+
+    @property
     def key(self) -> str:
-        return f"p{self.size}-s{self.nodes}-q{self.nic_sharing}"
+        """p{size}-s{nodes}-q{sharing}, plus -r{rails} on multi-NIC nodes (profiles keep their keys)."""
+        rails = f"-r{self.rails}" if self.rails > 1 else ""
+        return f"p{self.size}-s{self.nodes}-q{self.nic_sharing}{rails}"
 
 
 @dataclass(frozen=True)
@@ -89,9 +99,19 @@ class AffineCost:
         return self.fixed_s + nbytes * self.per_byte_s
 
 
+NCCL_ALGORITHMS = ("auto", "ring", "tree")
+
+
 @dataclass(frozen=True)
 class Network:
-    """Two link classes (inside a node, across nodes) plus optional measured per-shape costs."""
+    """Two link classes (inside a node, across nodes) plus optional measured per-shape costs.
+
+    `inter` is one NIC (its achievable bandwidth); a node has `nics_per_node` of them, rail-optimised:
+    local rank i sends through NIC i mod nics_per_node. `nccl_algo` says how collectives that no
+    measurement covers are costed: None = one flat ring whose every step pays the slowest hop (gloo,
+    as the profiler measures it); "ring"/"tree" = NCCL's algorithm of that name; "auto" = the cheaper
+    of the two per message, as NCCL's tuner picks unless NCCL_ALGO fixes one (collectives.py).
+    """
 
     intra: Link
     inter: Link
@@ -101,6 +121,13 @@ class Network:
     # stream (1); gloo's ProcessGroupGloo has 2 worker threads, so a second bucket's latency hides
     # behind the first one's transfer.
     concurrent_collectives: int = 1
+    nics_per_node: int = 1
+    nccl_algo: str | None = None
+
+    def __post_init__(self):
+        AT_LEAST_ONE.check("nics_per_node", self.nics_per_node)
+        if self.nccl_algo is not None and self.nccl_algo not in NCCL_ALGORITHMS:
+            raise InvalidValue("nccl_algo", f"one of {', '.join(NCCL_ALGORITHMS)}", self.nccl_algo)
 
     def scaled(self, inter_bandwidth: float = 1.0, inter_latency: float = 1.0) -> Network:
         """What-if copy: inter-node bandwidth and latency multiplied (measured shape fits dropped)."""

@@ -107,54 +107,68 @@ class Round:
             raise ScheduleError("dense mixing matrices are only built for n <= 4096")
         return self.mix(np.eye(self.n))
 
-    def group_placement(self, shape: ClusterShape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per group (indexed by label): its size, the nodes it spans, and its NIC sharing q.
+    def group_placement(
+        self, shape: ClusterShape, nics_per_node: int = 1
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per group (indexed by label): its size, the nodes it spans, its NIC sharing q and its rails.
 
         A group all-reduces as a ring over its sorted ranks (gloo/NCCL ring order). Each ring hop
-        between different nodes is one flow leaving the source node's NIC; a node's NIC load is the
-        number of such flows over all groups running in this round, and a group is charged the
-        load of its busiest node.
+        between different nodes is one flow leaving the source rank's NIC: on a rail-optimised node
+        local rank i sends through NIC i mod nics_per_node. A NIC's load is the number of such flows
+        over all groups running in this round, and a group is charged the load of the busiest NIC its
+        members use. A group with several ranks on a node spreads over min(nics, ranks per node) rails.
         """
         self.validate()
         if shape.gpus != self.n:
             raise ScheduleError(f"round has {self.n} ranks but the cluster has {shape.gpus}")
         k = shape.gpus_per_node
+        nics = max(1, min(nics_per_node, k))
         order, starts = self.sorted_groups
         lab = self.labels[order]
         node = order // k
+        nic = node * nics + (order % k) % nics
         ends = np.r_[starts[1:], lab.size]
         # next member in ring order (cyclic within each group)
         nxt = np.arange(lab.size) + 1
         nxt[ends - 1] = starts
         crossing = node != node[nxt]
         single = (ends - starts) == 1
-        load = np.bincount(node[crossing], minlength=shape.nodes)
+        load = np.bincount(nic[crossing], minlength=shape.nodes * nics)
         sizes = ends - starts
         # nodes spanned per group: count node changes along the sorted ranks (node-major => contiguous)
         node_change = np.r_[True, (node[1:] != node[:-1]) | (lab[1:] != lab[:-1])]
         spans = np.add.reduceat(node_change.astype(np.int64), starts)
-        q = np.maximum.reduceat(load[node], starts)
+        q = np.maximum.reduceat(load[nic], starts)
         q = np.where(spans > 1, np.maximum(q, 1), 1)
         spans = np.where(single, 1, spans)
-        return sizes, spans, q
+        rails = np.where(spans > 1, np.minimum(nics, np.maximum(sizes // np.maximum(spans, 1), 1)), 1)
+        return sizes, spans, q, rails
 
-    def group_shapes(self, shape: ClusterShape) -> Counter:
+    def group_shapes(self, shape: ClusterShape, nics_per_node: int = 1) -> Counter:
         """How many groups of each GroupShape this round runs (see group_placement)."""
-        keys = Counter(zip(*(a.tolist() for a in self.group_placement(shape)), strict=True))
-        return Counter({GroupShape(s, sp, qq): c for (s, sp, qq), c in keys.items()})
+        keys = Counter(zip(*(a.tolist() for a in self.group_placement(shape, nics_per_node)), strict=True))
+        return Counter({GroupShape(s, sp, qq, r): c for (s, sp, qq, r), c in keys.items()})
 
-    def per_rank_cost(self, shape: ClusterShape, cost_of) -> np.ndarray:
+    def per_rank_cost(self, shape: ClusterShape, cost_of, nics_per_node: int = 1) -> np.ndarray:
         """cost_of(GroupShape) evaluated once per distinct shape, then given to every rank of such a group."""
-        sizes, spans, q = self.group_placement(shape)
+        sizes, spans, q, rails = self.group_placement(shape, nics_per_node)
         # One int64 key per group, unique'd in 1-D (fast). Each field gets its own base (spans <= nodes,
-        # q <= k), so a key is < (n + 1)(nodes + 1)(k + 1) <= 2 n (n + 1): exact far past MAX_GPUS.
-        # (One base n + 1 for all three fields overflowed int64 at n = 2^21, giving negative sizes.)
+        # q <= k, rails <= k), so a key is < (n + 1)(nodes + 1)(k + 1)^2: exact far past MAX_GPUS.
+        # (One base n + 1 for all fields overflowed int64 at n = 2^21, giving negative sizes.)
+        base_r = int(rails.max()) + 1
         base_q = int(q.max()) + 1
         base_s = int(spans.max()) + 1
-        keys = (sizes.astype(np.int64) * base_s + spans) * base_q + q
+        keys = ((sizes.astype(np.int64) * base_s + spans) * base_q + q) * base_r + rails
         uniq, inverse = np.unique(keys, return_inverse=True)
         costs = np.array([
-            cost_of(GroupShape(int(k // (base_s * base_q)), int(k // base_q % base_s), int(k % base_q)))
+            cost_of(
+                GroupShape(
+                    int(k // (base_s * base_q * base_r)),
+                    int(k // (base_q * base_r) % base_s),
+                    int(k // base_r % base_q),
+                    int(k % base_r),
+                )
+            )
             for k in uniq
         ])
         return costs[inverse.reshape(-1)][self.labels]
