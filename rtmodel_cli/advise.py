@@ -25,7 +25,9 @@ from rtmodel_cli.options import (
     MarginOpt,
     MessageDtypeOpt,
     ModelOpt,
+    NcclAlgoOpt,
     NetworkOpt,
+    NicsPerNodeOpt,
     NodeCvOpt,
     OptimizerMsOpt,
     PresetsOpt,
@@ -34,6 +36,7 @@ from rtmodel_cli.options import (
     ScenarioOpt,
     StragglerOpt,
     TopologiesOpt,
+    network_kw,
     own_numbers,
     variation_kw,
 )
@@ -80,6 +83,8 @@ REQUEST_KEYS = (
     "compute_cv",
     "bucket_cap_mb",
     "cluster",
+    "nics_per_node",
+    "nccl_algo",
 )
 
 
@@ -167,6 +172,8 @@ def advise(
     compute_ms: ComputeMsOpt = None,
     optimizer_ms: OptimizerMsOpt = None,
     message_dtype: MessageDtypeOpt = None,
+    nics_per_node: NicsPerNodeOpt = None,
+    nccl_algo: NcclAlgoOpt = None,
     profile: ProfileOpt = None,
     presets: PresetsOpt = None,
     margin: MarginOpt = None,
@@ -193,6 +200,7 @@ def _advise(opts: dict, format: Format) -> None:
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"])
     request = {name: opts[name] for name in REQUEST_KEYS}
+    request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
     varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
     sc, prov, notes, inputs = scenario_for({**request, **own, **varied}, opts["profile"], opts["presets"])

@@ -73,6 +73,38 @@ PresetsOpt = Annotated[
 ]
 
 
+class NcclAlgo(StrEnum):
+    auto = "auto"
+    ring = "ring"
+    tree = "tree"
+
+
+NicsPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Inter-node NICs per node, rail-optimised: local rank i sends through NIC i mod K "
+        "(default: the cluster's, else 1; an integer >= 1)."
+    ),
+]
+NcclAlgoOpt = Annotated[
+    NcclAlgo | None,
+    typer.Option(
+        help="NCCL's all-reduce algorithm across nodes, as NCCL_ALGO fixes it: ring, tree, or auto "
+        "(default: NCCL's choice, the cheaper of the two per message)."
+    ),
+]
+
+
+def network_kw(nics_per_node: int | None, nccl_algo: str | None) -> dict:
+    """The keyword arguments of `presets.resolve` for the node's NICs and NCCL's algorithm, given ones only."""
+    kw = {}
+    if nics_per_node is not None:
+        kw["nics_per_node"] = nics_per_node
+    if nccl_algo is not None:
+        kw["nccl_algo"] = str(NcclAlgo(nccl_algo))
+    return kw
+
+
 class MessageDtype(StrEnum):
     fp32 = "fp32"
     bf16 = "bf16"

@@ -43,12 +43,15 @@ KEYS = {
     "compute_ms": FLOAT,
     "optimizer_ms": FLOAT,
     "message_dtype": TEXT,
+    "nics_per_node": INT,
+    "nccl_algo": TEXT,
     "margin": FLOAT,
     "topology": TEXTS,
     "presets": TEXTS,  # directories, relative to the file's directory
     "profile": TEXT,  # a path, relative to the file's directory
 }
 PATH_KEYS = ("presets", "profile")
+CHOICE_KEYS = {"message_dtype": "MessageDtype", "nccl_algo": "NcclAlgo"}  # key -> its enum in options
 FLAG = "--scenario"
 
 
@@ -114,13 +117,12 @@ def _checked(path: Path, key: str, value):
     if key in PATH_KEYS:  # relative to the file, so the file works from any working directory
         base = path.parent
         return [base / p for p in value] if kind == TEXTS else base / value
-    if key == "message_dtype":
-        from rtmodel_cli.options import MessageDtype
+    if key in CHOICE_KEYS:
+        from rtmodel_cli import options
 
-        if value not in [d.value for d in MessageDtype]:
-            raise ScenarioFileError(
-                path, f"'{key}' must be one of {', '.join(MessageDtype)}, got {_shown(value)}"
-            )
+        choices = [c.value for c in getattr(options, CHOICE_KEYS[key])]
+        if value not in choices:
+            raise ScenarioFileError(path, f"'{key}' must be one of {', '.join(choices)}, got {_shown(value)}")
     return value
 
 

@@ -82,9 +82,7 @@ def modelled_parts_s(group: GroupShape, nbytes: float, network: Network) -> tupl
         return nccl_ring_parts_s(group, nbytes, network)
     if algo == "tree":
         return nccl_tree_parts_s(group, nbytes, network)
-    return min(
-        nccl_ring_parts_s(group, nbytes, network), nccl_tree_parts_s(group, nbytes, network), key=sum
-    )
+    return min(nccl_ring_parts_s(group, nbytes, network), nccl_tree_parts_s(group, nbytes, network), key=sum)
 
 
 def allreduce_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:

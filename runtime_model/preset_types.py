@@ -95,8 +95,15 @@ class LinkPreset:
     description: str = _toml(TEXT)
     bandwidth_Gbps: float = _toml(NUMBER, POSITIVE)  # 10^9 bits per second
     latency_us: float = _toml(NUMBER, NON_NEGATIVE)  # per ring step, software + wire
+    # achievable all-reduce bus bandwidth / line rate (published nccl-tests results for the fabric)
+    efficiency: float = _toml(NUMBER, POSITIVE_FRACTION, default=1.0)
     source: str = _toml(TEXT)
     latency_source: str = _toml(TEXT, default="")
+    efficiency_source: str = _toml(TEXT, default="")
+
+    @property
+    def achievable_Gbps(self) -> float:
+        return self.bandwidth_Gbps * self.efficiency
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +182,7 @@ class ClusterPreset:
     intra: str = _toml(TEXT, ref=INTRA)
     network: str = _toml(TEXT, ref=INTER)
     precision: str | None = _toml(TEXT, default=None)  # what this cluster trains in; None: the GPU's default
+    nics_per_node: int = _toml(INTEGER, AT_LEAST_ONE, default=1)  # inter-node NICs, rail-optimised
     source: str = _toml(TEXT)
 
 

@@ -21,6 +21,7 @@ from runtime_model.gpu_compute import IterationWork, Work, ddp_compute, decent_d
 from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
 from runtime_model.preset_types import AMP_PRECISIONS, LinkPreset, PresetLibrary, UnknownPreset
 from runtime_model.scenario import (
+    NCCL_ALGORITHMS,
     BucketLayout,
     ClusterShape,
     Compute,
@@ -53,24 +54,41 @@ __all__ = [
 # own dtype: fp32 under autocast too (AMP keeps fp32 master parameters); bf16/fp16 parameters or a
 # compression hook halve it.
 MESSAGE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+# NCCL's own choice per call (cheaper of ring and tree) unless NCCL_ALGO fixes one (--nccl-algo).
+DEFAULT_NCCL_ALGO = "auto"
 # A bucket cap of a million MiB or more is a bytes-for-MiB mix-up, not a bucket.
 BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
 
 
 def link_from_preset(preset: LinkPreset) -> Link:
+    """A preset's achievable link: line rate x its published all-reduce efficiency."""
     return Link(
         latency_s=preset.latency_us * 1e-6,
-        bandwidth_Bps=preset.bandwidth_Gbps * 1e9 / 8,
+        bandwidth_Bps=preset.achievable_Gbps * 1e9 / 8,
         source=f"preset {preset.name}",
     )
 
 
-def network_preset(inter: str, intra: str, library: PresetLibrary | None = None) -> Network:
-    """The Network of an inter-node network and an intra-node link, by preset name."""
+def network_preset(
+    inter: str,
+    intra: str,
+    library: PresetLibrary | None = None,
+    nics_per_node: int = 1,
+    nccl_algo: str | None = DEFAULT_NCCL_ALGO,
+) -> Network:
+    """The Network of an inter-node network (one NIC of it) and an intra-node link, by preset name;
+    GPU presets run NCCL, so its algorithms cost the collectives (`nccl_algo`, default: NCCL's choice)."""
     lib = library or builtin_library()
     inter_link = link_from_preset(lib.network(inter))
     intra_link = link_from_preset(lib.intra(intra))
-    return Network(intra=intra_link, inter=inter_link, name=f"{intra}+{inter}")
+    nics = f", {nics_per_node} NICs per node" if nics_per_node > 1 else ""
+    return Network(
+        intra=intra_link,
+        inter=inter_link,
+        name=f"{intra}+{inter}{nics}",
+        nics_per_node=nics_per_node,
+        nccl_algo=nccl_algo,
+    )
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,8 @@ class PresetChoice:
     straggler_count: int = 0
     rank_cv: float = 0.0  # persistent spread of speed across ranks
     node_cv: float = 0.0  # node-correlated per-iteration variation
+    nics_per_node: int = 1  # inter-node NICs per node, rail-optimised (local rank i -> NIC i mod nics)
+    nccl_algo: str = DEFAULT_NCCL_ALGO  # auto (NCCL's choice), ring or tree
 
 
 def resolve(
@@ -116,6 +136,8 @@ def resolve(
     straggler: tuple[float, int] | None = None,
     rank_cv: float | None = None,
     node_cv: float | None = None,
+    nics_per_node: int | None = None,
+    nccl_algo: str | None = None,
     *,
     library: PresetLibrary | None = None,
 ) -> PresetChoice:
@@ -123,13 +145,18 @@ def resolve(
     and number. Only None means "not given": an empty name is looked up (and is unknown), a 0 is
     checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
     InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
-    bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv). `mfu`
+    bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv,
+    nics_per_node, nccl_algo). `mfu`
     is the large-batch efficiency of the chosen precision (default: the GPU's figure for it).
     `straggler` = (factor, count): the first `count` ranks run `factor` times slower."""
     lib = library or builtin_library()
     check_gpus("gpus", gpus)
     if gpus_per_node is not None:
         AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
+    if nics_per_node is not None:
+        AT_LEAST_ONE.check("nics_per_node", nics_per_node)
+    if nccl_algo is not None and nccl_algo not in NCCL_ALGORITHMS:
+        raise UnknownPreset("NCCL algorithm", nccl_algo, list(NCCL_ALGORITHMS), "nccl_algo")
     if cluster is not None:
         c = lib.cluster(cluster)
         gpu = c.gpu if gpu is None else gpu
@@ -137,6 +164,7 @@ def resolve(
         intra = c.intra if intra is None else intra
         network = c.network if network is None else network
         precision = c.precision if precision is None else precision
+        nics_per_node = c.nics_per_node if nics_per_node is None else nics_per_node
     gpu = lib.defaults.gpu if gpu is None else gpu
     g = lib.gpu(gpu)
     model = lib.defaults.model if model is None else model
@@ -164,6 +192,8 @@ def resolve(
         straggler_count=0 if straggler is None else straggler[1],
         rank_cv=0.0 if rank_cv is None else rank_cv,
         node_cv=0.0 if node_cv is None else node_cv,
+        nics_per_node=1 if nics_per_node is None else nics_per_node,
+        nccl_algo=DEFAULT_NCCL_ALGO if nccl_algo is None else nccl_algo,
     )
     check_variation(choice.straggler_factor, choice.straggler_count, choice.rank_cv, choice.node_cv, gpus)
     if choice.message_dtype not in MESSAGE_DTYPE_BYTES:
@@ -315,7 +345,7 @@ def buckets_from_preset(choice: PresetChoice, library: PresetLibrary | None = No
 def scenario_from_choice(choice: PresetChoice, library: PresetLibrary | None = None) -> Scenario:
     """The Scenario of a resolved choice; `library` must be the one `resolve` used."""
     shape = ClusterShape(choice.gpus, choice.gpus_per_node)
-    net = network_preset(choice.network, choice.intra, library)
+    net = network_preset(choice.network, choice.intra, library, choice.nics_per_node, choice.nccl_algo)
     buckets = buckets_from_preset(choice, library)
     ddp, gossip = computes_from_preset(choice, buckets, library)
     return Scenario(

@@ -66,7 +66,13 @@ class GroupShape:
     rails: int = 1
 
     def __post_init__(self):
-        if self.size < 1 or self.nodes < 1 or self.nodes > self.size or self.nic_sharing < 1 or self.rails < 1:
+        if (
+            self.size < 1
+            or self.nodes < 1
+            or self.nodes > self.size
+            or self.nic_sharing < 1
+            or self.rails < 1
+        ):
             raise ScenarioError(f"invalid group shape {self}")
 
     @property

@@ -160,17 +160,19 @@ class Round:
         base_s = int(spans.max()) + 1
         keys = ((sizes.astype(np.int64) * base_s + spans) * base_q + q) * base_r + rails
         uniq, inverse = np.unique(keys, return_inverse=True)
-        costs = np.array([
-            cost_of(
-                GroupShape(
-                    int(k // (base_s * base_q * base_r)),
-                    int(k // (base_q * base_r) % base_s),
-                    int(k // base_r % base_q),
-                    int(k % base_r),
+        costs = np.array(
+            [
+                cost_of(
+                    GroupShape(
+                        int(k // (base_s * base_q * base_r)),
+                        int(k // (base_q * base_r) % base_s),
+                        int(k // base_r % base_q),
+                        int(k % base_r),
+                    )
                 )
-            )
-            for k in uniq
-        ])
+                for k in uniq
+            ]
+        )
         return costs[inverse.reshape(-1)][self.labels]
 
 
