@@ -9,7 +9,10 @@ Then diff old against new: for an addition, every old key keeps its value and ev
 position and text. (Last re-recorded for the GPU compute model (max(host, device) per segment, measured
 op/FLOP/byte counts, exact bucket layouts, 4-GPU default nodes), Shapley factors and the margin from the
 inputs' measured error: preset predictions moved as intended; the two profile scenarios' predictions are
-identical, their factors, margin, verdict and provenance changed.)
+identical, their factors, margin, verdict and provenance changed. Re-recorded again for networks as GPU
+clusters build them: achievable link bandwidth (line rate x published nccl-tests efficiency), NCCL's
+ring/tree costs on presets, nvlink3-x4 on the paper's A100 nodes: preset predictions moved as intended;
+the profile scenarios moved only through the preset links they fall back on for what was not measured.)
 """
 
 import json

@@ -177,6 +177,8 @@ BAD_FILES = [
     ("team.toml", "presets = [1]\n", "'presets' must be a list of strings"),
     ("team.toml", "[cluster]\ngpus = 8\n", "'cluster' must be a string, got a table"),
     ("team.toml", 'message_dtype = "fp8"\n', "'message_dtype' must be one of fp32, bf16, fp16"),
+    ("team.toml", 'nccl_algo = "collnet"\n', "'nccl_algo' must be one of auto, ring, tree"),
+    ("team.toml", 'nics_per_node = "8"\n', "'nics_per_node'"),
     ("team.toml", "gpus = \n", "not valid TOML"),
     ("team.json", '{"gpus": 64,', "not valid JSON"),
     ("team.json", "[64]", "must hold a JSON object"),
