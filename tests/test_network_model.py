@@ -68,7 +68,9 @@ def test_rails_multiply_node_bandwidth_up_to_the_intra_link():
     assert one == pytest.approx(2 * 15 / 16 * 1e8 / B_INTER)
     assert eight == pytest.approx(one / 8)
     slow_intra = replace(net, intra=Link(A_INTRA, 4e9))
-    assert allreduce_parts_s(GroupShape(16, 2, 1, 8), 1e8, slow_intra)[1] == pytest.approx(2 * 15 / 16 * 1e8 / 4e9)
+    assert allreduce_parts_s(GroupShape(16, 2, 1, 8), 1e8, slow_intra)[1] == pytest.approx(
+        2 * 15 / 16 * 1e8 / 4e9
+    )
 
 
 def test_global_shape_uses_one_rail_per_gpu_up_to_the_nics():
@@ -91,7 +93,9 @@ def test_rail_sharing_counts_flows_per_nic():
 
 def test_partial_overlap_bounds_hand_computed():
     # 4 ranks, 2 per node; round 1 crosses with 2 flows on each node's one NIC
-    sc = scenario(n=4, k=2, fwd=0.001, bwd=0.002, opt=0.0, nbytes=(1_000_000,), ready=(1.0,), inter_bw=1e8, inter_lat=0)
+    sc = scenario(
+        n=4, k=2, fwd=0.001, bwd=0.002, opt=0.0, nbytes=(1_000_000,), ready=(1.0,), inter_bw=1e8, inter_lat=0
+    )
     sch = Schedule("x", (Round.from_groups(4, [[0, 1], [2, 3]]), Round.from_groups(4, [[0, 2], [1, 3]])))
     cross = round_comm(sch, 1, sc.shape, sc.buckets, sc.network)
     assert cross.solo_s == pytest.approx(np.full(4, 1e6 / 1e8))  # alone: S / B
@@ -118,7 +122,12 @@ shapes = st.sampled_from([(8, 2), (16, 4), (16, 8), (32, 8), (12, 4)])
 
 
 @settings(max_examples=25, deadline=None)
-@given(shape=shapes, nics=st.sampled_from([1, 2, 4, 8]), bw=st.floats(1e8, 1e11), algo=st.sampled_from([None, "auto", "ring", "tree"]))
+@given(
+    shape=shapes,
+    nics=st.sampled_from([1, 2, 4, 8]),
+    bw=st.floats(1e8, 1e11),
+    algo=st.sampled_from([None, "auto", "ring", "tree"]),
+)
 def test_more_nics_or_bandwidth_is_never_slower(shape, nics, bw, algo):
     n, k = shape
     base = scenario(n=n, k=k, sd=0.0, inter_bw=bw)
