@@ -125,6 +125,8 @@ def calibrate(
         name=f"measured {measured.nodes}x{measured.gpus_per_node} {profile.backend or ''}".rstrip(),
         group_costs=group_costs,
         concurrent_collectives=GLOO_WORKER_THREADS if profile.backend == "gloo" else 1,
+        # shapes the profile did not measure: NCCL's own ring/tree on NCCL, the flat ring gloo runs
+        nccl_algo="auto" if profile.backend == "nccl" else None,
     )
     if network.concurrent_collectives > 1:
         provenance["concurrent_collectives"] = (

@@ -587,3 +587,14 @@ def test_real_cpu_profile_calibrates():
     assert comp.forward_s > 0 and comp.backward_s > 0
     assert all(0 <= b.ready_fraction <= 1 for b in c.buckets.ddp + c.buckets.gossip)
     assert calibration_from_json(json.loads(json.dumps(calibration_to_json(c)))) == c
+
+
+@pytest.mark.parametrize("backend, algo", [("nccl", "auto"), ("gloo", None), ("synthetic", None)])
+def test_unmeasured_shapes_are_costed_as_the_profiled_backend_runs_them(backend, algo):
+    """A profile taken on NCCL costs the shapes it did not measure with NCCL's ring/tree; gloo keeps the
+    flat ring it runs (and its two collectives in flight)."""
+    doc = synthetic_profile(TRUTH)
+    doc["shape"]["backend"] = backend
+    net = calibrate(doc).network
+    assert net.nccl_algo == algo
+    assert net.concurrent_collectives == (2 if backend == "gloo" else 1)
