@@ -31,8 +31,10 @@ import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape, serial_allreduces_s
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
+from runtime_model.order_stats import max_of_ranks
 from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Network, Scenario
 from runtime_model.schedule import Schedule
+from runtime_model.symmetry import FULL_MAX_N
 
 SIM_SEED = 20241015  # fixed: predictions are deterministic; common random numbers across topologies
 SIM_BUDGET = 60_000  # rank-iterations per simulation: bounds advisor latency at large n
@@ -102,10 +104,13 @@ def compute_wait_of_all(
 ) -> tuple[float, float, float]:
     """(mean, p50, p99) of max over all n ranks of C: exact order statistics when every rank draws from
     one distribution (F(x)^n); with stragglers, a rank spread or node-correlated terms a seeded
-    Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance)."""
+    Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance), and above
+    symmetry.FULL_MAX_N the rank classes of order_stats.max_of_ranks (no n-sized arrays)."""
     dist, n = comp.distribution, shape.gpus
     if comp.variation.is_iid:
         return dist.expected_max(n), dist.quantile_of_max(0.50, n), dist.quantile_of_max(0.99, n)
+    if n > FULL_MAX_N and comp.variation.rank_factors is None:  # rank classes, no n-sized draws
+        return max_of_ranks(dist, comp.variation, n, shape.gpus_per_node)
     draw = comp.sampler(n, shape.gpus_per_node)
     rng = np.random.default_rng(seed)
     iters = int(np.clip(DDP_SIM_BUDGET // max(n, 1), DDP_SIM_MIN_ITERS, DDP_SIM_MAX_ITERS))
@@ -197,10 +202,35 @@ def simulate_growth(
     X_i(t+1) - X_i(t) over ranks and measured iterations, for p50/p99). The measured window is a
     whole number of periods after a warm-up of at least two periods.
     """
+    g = simulate_growth_stats(schedule, compute, comm_per_round, seed, gpus_per_node)
+    return g.mean_s, g.free_s, g.samples_s
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What one run of the recurrence measured; se_s is the Monte-Carlo standard error of mean_s
+    (batch means over whole periods of the measured window; 0 without variance)."""
+
+    mean_s: float
+    free_s: float
+    samples_s: np.ndarray
+    se_s: float
+
+
+def simulate_growth_stats(
+    schedule: Schedule,
+    compute: Compute,
+    comm_per_round: Sequence[np.ndarray],
+    seed: int = SIM_SEED,
+    gpus_per_node: int = 1,
+    budget_n: int | None = None,
+) -> Growth:
+    """simulate_growth with its Monte-Carlo error; `budget_n` (default n) sets how many iterations the
+    work budget allows, so a reduced system can stand for a larger one without changing its length."""
     n = schedule.n
     peers = _PeerMax(schedule)
     period = len(comm_per_round)
-    wanted = int(np.clip(SIM_BUDGET // max(n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
+    wanted = int(np.clip(SIM_BUDGET // max(budget_n or n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
     measured = period * max(1, -(-wanted // period))
     warmup = max(SIM_WARMUP, 2 * period)
     if not compute.variation.is_iid:
@@ -210,17 +240,28 @@ def simulate_growth(
     comm = [np.stack([np.broadcast_to(c, (n,)), np.zeros(n)], axis=1) for c in comm_per_round]
     x = np.zeros((n, 2))
     start = None
-    samples = []
+    samples, marks = [], []
     for t in range(warmup + measured):
         c = draw(rng) + compute.optimizer_s
         new = np.maximum(x + c[:, None], peers(x, t) + comm[t % period])
         if t >= warmup:
             if start is None:
                 start = x.copy()
+            if (t - warmup) % period == 0:
+                marks.append(float(x[:, 0].mean()))
             samples.append(new[:, 0] - x[:, 0])
         x = new
+    marks.append(float(x[:, 0].mean()))
     growth = (x - start).mean(axis=0) / measured
-    return float(growth[0]), float(growth[1]), np.concatenate(samples)
+    return Growth(float(growth[0]), float(growth[1]), np.concatenate(samples), batch_se(marks, period))
+
+
+def batch_se(marks: Sequence[float], period: int) -> float:
+    """Standard error of the growth rate from the mean positions at period boundaries (batch means)."""
+    per_period = np.diff(np.asarray(marks)) / period
+    if per_period.size < 2:
+        return 0.0
+    return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
 
 
 def _straggler_transient(peers: _PeerMax, compute: Compute, n: int) -> int:
@@ -265,12 +306,27 @@ def gossip_prediction(
     shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
     per_rank = [round_comm_per_rank_s(schedule, i, shape, scenario.buckets, net) for i in range(period)]
-    comm_rounds = [float(c.max()) for c in per_rank]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     mean, free, samples = simulate_growth(
         schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node
     )
     p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
+    return prediction_from_growth(scenario, schedule.name, per_rank, (mean, free, p50, p99), allreduce)
+
+
+def prediction_from_growth(
+    scenario: Scenario,
+    name: str,
+    per_rank: Sequence[np.ndarray],
+    growth: tuple[float, float, float, float],
+    allreduce: IterationPrediction | None = None,
+) -> IterationPrediction:
+    """The prediction from each round's per-rank gossip time and the recurrence's (mean, free, p50, p99):
+    shared by the per-rank recurrence and the reduced system (runtime_model.reduced_system)."""
+    comp = scenario.decent_dp_compute
+    mean, free, p50, p99 = growth
+    comm_rounds = [float(c.max()) for c in per_rank]
+    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     wait = free - comp.optimizer_s
     comm_mean = float(np.mean([c.mean() for c in per_rank]))
     exposed = max(0.0, mean - wait - comp.optimizer_s)  # time waiting on gossip beyond compute
@@ -278,7 +334,7 @@ def gossip_prediction(
     ar = allreduce if allreduce is not None else allreduce_prediction(scenario)
     factors = shapley_factors(_worlds(scenario, ar, mean, wait, opt_last, comm_rounds))
     return IterationPrediction(
-        name=schedule.name,
+        name=name,
         mean_s=mean,
         p50_s=p50,
         p99_s=p99,
