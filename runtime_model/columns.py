@@ -129,4 +129,3 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
 )
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)
 TABLE_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.label is not None)
-

@@ -20,7 +20,6 @@ import math
 from statistics import NormalDist
 
 import numpy as np
-from scipy.special import ndtr
 
 from runtime_model.distributions import ComputeDistribution, NormalCompute
 from runtime_model.variation import MIN_FACTOR, Variation
@@ -34,6 +33,8 @@ _STD = NormalDist()
 def base_cdf(dist: ComputeDistribution, b: np.ndarray) -> np.ndarray:
     """F(b) of the i.i.d. part, vectorised (scipy's ndtr for a Normal: np.vectorize(erf) is too slow)."""
     if isinstance(dist, NormalCompute):
+        from scipy.special import ndtr  # lazily: scipy.special costs ~0.15 s of import, needed only here
+
         if dist.sd_s == 0:
             return (b >= dist.mean_s).astype(float)
         return ndtr((b - dist.mean_s) / dist.sd_s)

@@ -17,12 +17,14 @@ left out of that extreme, an approximation stated here).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from runtime_model.collectives import serial_allreduces_s
-from runtime_model.consensus import ConsensusMetrics, _largest_singular, _metrics, consensus_metrics
+from runtime_model.consensus import ConsensusMetrics, _metrics, consensus_metrics
+from runtime_model.distributions import NormalCompute
 from runtime_model.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -46,7 +48,8 @@ from runtime_model.topologies import TopologyNotApplicable, build_schedule
 from runtime_model.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 
 CHUNK = 1 << 20  # ranks per chunk when a persistent draw must be scanned over all n
-BISECTIONS = 48
+BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
+NEWTON_STEPS = 8  # the same for a Normal i.i.d. part (quadratic convergence)
 
 
 def has_variance(comp: Compute) -> bool:
@@ -63,9 +66,8 @@ def reduced_comm_per_round(red: Reduction, scenario: Scenario) -> list[np.ndarra
     by_small: dict[int, np.ndarray] = {}
     for j in sorted(set(red.round_map)):
         if red.group_scale:
-            sizes = [b.nbytes for b in buckets.gossip]
             by_small[j] = red.small.rounds[j].per_rank_cost(
-                red.shape, lambda g: serial_allreduces_s(red.lift(g), sizes, net)
+                red.shape, lambda g: serial_allreduces_s(red.lift(g), [b.nbytes for b in buckets.gossip], net)
             )
         else:
             by_small[j] = round_comm_per_rank_s(red.small, j, red.shape, buckets, net)
@@ -185,11 +187,21 @@ def _extreme(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: flo
     hi = (base + s[:, None] * q).max(axis=0)
     if dist.sd_s == 0:
         return hi
-    for _ in range(BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        below = base_cdf(dist, (mid[None, :] - base) / s[:, None]).mean(axis=0) < p
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return hi
+    newton = isinstance(dist, NormalCompute)
+    v = 0.5 * (lo + hi)
+    for _ in range(NEWTON_STEPS if newton else BISECTIONS):
+        z = (v[None, :] - base) / s[:, None]
+        gap = base_cdf(dist, z).mean(axis=0) - p
+        lo, hi = np.where(gap < 0, v, lo), np.where(gap < 0, hi, v)
+        if newton:  # safeguarded Newton: the step, or the bracket's midpoint when it leaves the bracket
+            u = (z - dist.mean_s) / dist.sd_s
+            slope = (np.exp(-0.5 * u * u) / (s[:, None] * dist.sd_s)).mean(axis=0) / math.sqrt(2 * math.pi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = v - gap / slope
+            v = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
+        else:
+            v = 0.5 * (lo + hi)
+    return v
 
 
 # ---------------------------------------------------------------- consensus from structure
@@ -228,20 +240,13 @@ def _static_consensus(n: int, offsets: tuple[int, ...]) -> ConsensusMetrics:
 
 
 def _ring_consensus(n: int) -> ConsensusMetrics:
-    """Ring (n even, pairs (2j, 2j+1) then (2j+1, 2j+2)): per mode f of M = n/2 the period product is
-    W1(f) W0 with W0 = [[.5, .5], [.5, .5]] and W1(f) = [[.5, .5 e^{i th}], [.5 e^{-i th}, .5]]."""
-    m = n // 2
-    rho = 0.0
-    for start in range(0, m, CHUNK):
-        f = np.arange(start, min(m, start + CHUNK))
-        e = np.exp(2j * np.pi * f / m)
-        a = 0.25 * (1 + e)  # row 0 of W1 W0: [.5*.5 + .5 e *.5, same]
-        c = 0.25 * (np.conj(e) + 1)  # row 1
-        sym = np.array([[a, a], [c, c]])
-        if start == 0:
-            sym[:, :, 0] -= 0.5
-        rho = max(rho, _largest_singular(sym))
-    return _metrics(n, 2, None, rho, "fft-block-circulant", 1.0)
+    """Ring (n even, pairs (2j, 2j+1) then (2j+1, 2j+2)), in closed form from its 2 x 2 Fourier symbols:
+    per mode f of M = n/2, W0 = [[.5, .5], [.5, .5]] and W1(f) = [[.5, .5 e], [.5 conj(e), .5]] with
+    e = exp(2 pi i f / M), so W1 W0 = [a; c] [1, 1] with |a| = |c| = |1 + e| / 4: rank one, singular value
+    |1 + e| / 2 = |cos(pi f / M)|; mode 0 is J's. rho = max over f != 0 = cos(pi / M) = cos(2 pi / n)."""
+    if n <= 2:
+        return _metrics(n, 2, 1, 0.0, "symmetry", 0.0)
+    return _metrics(n, 2, None, abs(math.cos(2.0 * math.pi / n)), "symmetry", 1.0)
 
 
 # ---------------------------------------------------------------- the advisor's entry point

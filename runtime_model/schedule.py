@@ -153,10 +153,12 @@ class Round:
         base_s = int(spans.max()) + 1
         keys = (sizes.astype(np.int64) * base_s + spans) * base_q + q
         uniq, inverse = np.unique(keys, return_inverse=True)
-        costs = np.array([
-            cost_of(GroupShape(int(k // (base_s * base_q)), int(k // base_q % base_s), int(k % base_q)))
-            for k in uniq
-        ])
+        costs = np.array(
+            [
+                cost_of(GroupShape(int(k // (base_s * base_q)), int(k // base_q % base_s), int(k % base_q)))
+                for k in uniq
+            ]
+        )
         return costs[inverse.reshape(-1)][self.labels]
 
 

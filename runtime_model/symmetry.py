@@ -187,7 +187,7 @@ def _reduce_base2(shape: ClusterShape, build, target: int) -> Reduction:
     q = n >> a
     if q > 1 and _simple_base2_len(n) < _simple_base2_len(q) + _hypercube_len(1 << a):
         raise NoReduction("base-2 on this n is one simple Base-2 graph (no repeated block)")
-    c = _log2((k & -k))  # k = 2^c d with d | q: 2^c blocks of q ranks hold whole nodes
+    c = _log2(k & -k)  # k = 2^c d with d | q: 2^c blocks of q ranks hold whole nodes
     unit, keep = q, c  # (q = 1: a power of 2, the simple graph is the hypercube on all ranks)
     bits = _bits_for(1 << a, unit, keep, a, target)
     if q > 1:
