@@ -41,7 +41,7 @@ from runtime_model.schedule import Round, Schedule, StaticGraph
 FULL_MAX_N = 4096
 # Ranks a reduced system holds at most (with variance); the Monte-Carlo error the simulation reports is
 # the one of this size. Without variance the smallest quotient is used (it is exact).
-REDUCED_RANKS = 4096
+REDUCED_RANKS = 1024
 
 
 class NoReduction(Exception):
