@@ -30,14 +30,40 @@ GRID_POINTS = 4001
 _STD = NormalDist()
 
 
-def base_cdf(dist: ComputeDistribution, b: np.ndarray) -> np.ndarray:
-    """F(b) of the i.i.d. part, vectorised (scipy's ndtr for a Normal: np.vectorize(erf) is too slow)."""
-    if isinstance(dist, NormalCompute):
-        from scipy.special import ndtr  # lazily: scipy.special costs ~0.15 s of import, needed only here
+def erfc(x: np.ndarray) -> np.ndarray:
+    """Complementary error function, vectorised in numpy, with relative error < 1.2e-7 everywhere
+    (Numerical Recipes' erfcc Chebyshev fit): the tail 1 - F that a max over millions needs stays
+    accurate, and scipy.special (~0.15 s of import) is not needed."""
+    x = np.asarray(x, dtype=float)
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -1.26551223 + t * (
+        1.00002368
+        + t
+        * (
+            0.37409196
+            + t
+            * (
+                0.09678418
+                + t
+                * (
+                    -0.18628806
+                    + t
+                    * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))
+                )
+            )
+        )
+    )
+    ans = t * np.exp(-z * z + poly)
+    return np.where(x >= 0, ans, 2.0 - ans)
 
+
+def base_cdf(dist: ComputeDistribution, b: np.ndarray) -> np.ndarray:
+    """F(b) of the i.i.d. part, vectorised (np.vectorize(erf) of distributions.py is too slow here)."""
+    if isinstance(dist, NormalCompute):
         if dist.sd_s == 0:
-            return (b >= dist.mean_s).astype(float)
-        return ndtr((b - dist.mean_s) / dist.sd_s)
+            return (np.asarray(b) >= dist.mean_s).astype(float)
+        return 0.5 * erfc(-(np.asarray(b) - dist.mean_s) / (dist.sd_s * math.sqrt(2.0)))
     return np.asarray(dist.cdf(b), dtype=float)
 
 
