@@ -1,8 +1,11 @@
-"""Speed benchmark of the advisor (goals from the issue: advise <= 0.3 s, sweep <= 1 s, consensus <= 0.1 s).
+"""Speed benchmark of the advisor (goals from the issues: advise <= 0.3 s, sweep <= 1 s, consensus <= 0.1 s;
+issue 14: `advise --gpus 1048576` <= 2x the wall time of `--gpus 64` and <= 300 MB, `--gpus 16777216`
+answers, `plot speedup --gpus 8:65536` <= 1.3x the time of `--gpus 8:16`).
 
     python -m benchmarks.speed      # prints a table and writes benchmarks/results/speed.json
 
-Timings are medians of several runs on this machine; they are for the README, not for tests.
+Timings are medians of several runs on this machine, and the scale goals are ratios measured in one run
+(interleaved, so a noisy machine slows both sides alike); they are for the README, not for tests.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +51,54 @@ def sweep_s(repeats: int = 3) -> tuple[float, int]:
     return _median_time(run, repeats), len(ns)
 
 
+def _process(args: list[str]) -> float:
+    """Wall time of one whole `rtmodel ...` process, interpreter start and imports included."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rtmodel_cli", *args], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def _peak_mib(args: list[str]) -> float:
+    """Peak RSS (MiB) of one `rtmodel ...` process alone: the only child of a fresh interpreter."""
+    code = (
+        "import resource, subprocess, sys; "
+        f"subprocess.run([sys.executable, '-m', 'rtmodel_cli', *{args!r}], check=True, capture_output=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return int(out.strip()) / 1024.0
+
+
+def scale(repeats: int = 5) -> dict:
+    """Issue 14's ratios, each side measured alternately in one run (median of `repeats`)."""
+    advise = ["advise", "--format", "json", "--gpus"]
+    walls: dict[str, list[float]] = {"64": [], "1048576": []}
+    for _ in range(repeats):
+        for n in walls:
+            walls[n].append(_process([*advise, n]))
+    with tempfile.TemporaryDirectory() as tmp:
+        sweeps: dict[str, list[float]] = {"8:16": [], "8:65536": []}
+        for _ in range(max(2, repeats // 2)):
+            for g in sweeps:
+                sweeps[g].append(_process(["plot", "speedup", "--gpus", g, "--out", f"{tmp}/s.png"]))
+    t0 = time.perf_counter()
+    _process([*advise, str(1 << 24)])
+    big_s = time.perf_counter() - t0
+    med = {k: statistics.median(v) for k, v in {**walls, **sweeps}.items()}
+    return {
+        "advise_64_s": med["64"],
+        "advise_1048576_s": med["1048576"],
+        "advise_ratio_1048576_vs_64": med["1048576"] / med["64"],
+        "advise_64_peak_mib": _peak_mib([*advise, "64"]),
+        "advise_1048576_peak_mib": _peak_mib([*advise, "1048576"]),
+        "advise_16777216_s": big_s,
+        "advise_16777216_peak_mib": _peak_mib([*advise, str(1 << 24)]),
+        "sweep_8_16_s": med["8:16"],
+        "sweep_8_65536_s": med["8:65536"],
+        "sweep_ratio_65536_vs_16": med["8:65536"] / med["8:16"],
+    }
+
+
 def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
     from runtime_model.consensus import consensus_metrics
     from runtime_model.scenario import ClusterShape
@@ -67,12 +119,27 @@ def main() -> None:
     res = {"advise_cli_s": advise_cli_s()}
     res["sweep_s"], res["sweep_points"] = sweep_s()
     res["consensus_65536_s"] = consensus_s()
+    res["scale"] = scale()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(res, indent=2) + "\n")
     print(f"rtmodel advise --gpus 64 (whole process): {res['advise_cli_s']:.3f} s (goal 0.3 s)")
-    print(f"sweep n = 1..65,536 ({res['sweep_points']} sizes) x all topologies: {res['sweep_s']:.3f} s (goal 1 s)")
+    print(
+        f"sweep n = 1..65,536 ({res['sweep_points']} sizes) x all topologies: {res['sweep_s']:.3f} s (goal 1 s)"
+    )
     for name, s in res["consensus_65536_s"].items():
         print(f"consensus metrics at n = 65,536, {name}: {s * 1e3:.1f} ms (goal 100 ms)")
+    sc = res["scale"]
+    print(
+        f"advise --gpus 1048576: {sc['advise_1048576_s']:.2f} s = {sc['advise_ratio_1048576_vs_64']:.2f}x "
+        f"--gpus 64 ({sc['advise_64_s']:.2f} s) (goal 2x); peak {sc['advise_1048576_peak_mib']:.0f} MiB (goal 300)"
+    )
+    print(
+        f"advise --gpus 16777216: {sc['advise_16777216_s']:.2f} s, peak {sc['advise_16777216_peak_mib']:.0f} MiB"
+    )
+    print(
+        f"plot speedup --gpus 8:65536: {sc['sweep_8_65536_s']:.2f} s = {sc['sweep_ratio_65536_vs_16']:.2f}x "
+        f"--gpus 8:16 ({sc['sweep_8_16_s']:.2f} s) (goal 1.3x)"
+    )
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from runtime_model.consensus import ConsensusMetrics, consensus_metrics
+from runtime_model.consensus import ConsensusMetrics
 from runtime_model.defaults import MARGIN
-from runtime_model.iteration import IterationPrediction, allreduce_prediction, gossip_prediction
+from runtime_model.iteration import IterationPrediction, allreduce_prediction
+from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
-from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_info, topology_names
+from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
 
 
 @dataclass(frozen=True)
@@ -155,23 +156,23 @@ def advise(
     for name in topologies or topology_names():
         builtin = topology_info(name).decent_dp_name is not None
         try:
-            schedule = build_schedule(name, scenario.shape)
+            model = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
         except TopologyNotApplicable as exc:
             rows.append(TopologyRow(name, False, str(exc), None, None, None, builtin))
             continue
-        pred = gossip_prediction(scenario, schedule, ar)
-        sd = _uncertainty_s(scenario, lambda s, sch=schedule: gossip_prediction(s, sch))
+        pred = model.predict(scenario, ar)
+        sd = _uncertainty_s(scenario, lambda s, m=model: m.predict(s))
         rows.append(
             TopologyRow(
                 name,
                 True,
-                reason=schedule.decent_dp_note,
+                reason=model.decent_dp_note,
                 prediction=pred,
                 speedup=ar.mean_s / pred.mean_s,
-                consensus=consensus_metrics(schedule),
+                consensus=model.consensus(),
                 decent_dp_builtin=builtin,
                 uncertainty_s=sd,
-                runnable=schedule.decent_dp_runnable,
+                runnable=model.decent_dp_runnable,
             )
         )
     rec = _with_equivalents(_recommend(scenario, ar, ar_sd, rows, margin), ar, rows, margin)

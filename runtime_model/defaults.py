@@ -8,9 +8,11 @@ BUCKET_CAP_MIB = 25.0
 DDP_FIRST_BUCKET_MIB = 1.0
 # A win smaller than this is "too close to call": the accuracy goal the emulated benchmark checks.
 MARGIN = 0.05
-# The largest n (GPUs) rtmodel answers for. The model simulates every rank (per-rank schedules, NIC loads
-# and compute samples), so cost grows with n: `advise --gpus 1048576` takes ~27 s and ~2.7 GB. 2^20 is
-# above any real data-parallel job and still answers in under a minute; beyond it a typo (an extra zero)
-# would run out of memory instead of saying so. Checked where the model takes n (scenario.ClusterShape,
-# presets.resolve) and by `plot --gpus`.
-MAX_GPUS = 1 << 20
+# The largest n (GPUs) rtmodel answers for: 2^24 = 16,777,216. Above symmetry.FULL_MAX_N ranks the model
+# no longer simulates every rank: it runs the same recurrence on a reduced system (runtime_model/symmetry.py,
+# reduced_system.py) and takes All-Reduce's max over n from rank classes (order_stats.py), so time and
+# memory do not grow with n; what still does is O(n) vectors for static-exp's consensus FFT (~0.4 GB at
+# 2^24). 2^24 is 16x above the largest data-parallel jobs reported; beyond it a typo (an extra zero) is
+# refused in one line. Checked where the model takes n (scenario.ClusterShape, presets.resolve) and by
+# `plot --gpus`.
+MAX_GPUS = 1 << 24

@@ -25,14 +25,20 @@ upper bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape, serial_allreduces_s
+from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
-from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, GroupShape, Network, Scenario
+from runtime_model.order_stats import max_of_ranks
+from runtime_model.round_comm import (
+    nic_bound_s,
+    round_comm,
+)
+from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
+from runtime_model.symmetry import FULL_MAX_N
 
 SIM_SEED = 20241015  # fixed: predictions are deterministic; common random numbers across topologies
 SIM_BUDGET = 60_000  # rank-iterations per simulation: bounds advisor latency at large n
@@ -102,90 +108,19 @@ def compute_wait_of_all(
 ) -> tuple[float, float, float]:
     """(mean, p50, p99) of max over all n ranks of C: exact order statistics when every rank draws from
     one distribution (F(x)^n); with stragglers, a rank spread or node-correlated terms a seeded
-    Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance)."""
+    Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance), and above
+    symmetry.FULL_MAX_N the rank classes of order_stats.max_of_ranks (no n-sized arrays)."""
     dist, n = comp.distribution, shape.gpus
     if comp.variation.is_iid:
         return dist.expected_max(n), dist.quantile_of_max(0.50, n), dist.quantile_of_max(0.99, n)
+    if n > FULL_MAX_N and comp.variation.rank_factors is None:  # rank classes, no n-sized draws
+        return max_of_ranks(dist, comp.variation, n, shape.gpus_per_node)
     draw = comp.sampler(n, shape.gpus_per_node)
     rng = np.random.default_rng(seed)
     iters = int(np.clip(DDP_SIM_BUDGET // max(n, 1), DDP_SIM_MIN_ITERS, DDP_SIM_MAX_ITERS))
     maxima = np.array([draw(rng).max() for _ in range(iters)])
     p50, p99 = np.quantile(maxima, [0.5, 0.99])
     return float(maxima.mean()), float(p50), float(p99)
-
-
-@dataclass(frozen=True)
-class RoundComm:
-    """One round's gossip, per rank (seconds, serial over buckets):
-
-    solo_s: the rank's own group's exchange with its flows alone on their NICs (what the rank waits for
-        when the flows sharing its NIC do not overlap in time);
-    shared_s: the same with the q flows that leave one NIC in this round sharing it throughout (what
-        the rank waits for when they all start together);
-    nic_busy_s: how long the NIC the rank sends through is busy with this round's flows (q x the
-        bytes at the NIC's bandwidth; 0 for a group inside one node).
-    """
-
-    solo_s: np.ndarray
-    shared_s: np.ndarray
-    nic_busy_s: np.ndarray
-
-
-def round_comm(
-    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
-) -> RoundComm:
-    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets.
-
-    Per rank, not the round's slowest group: with a one-iteration slack a rank only waits for its
-    own group, and which groups are slow changes from round to round (alternating-exp-ring).
-    """
-    sizes = [b.nbytes for b in buckets.gossip]
-    if schedule.static_graph is not None:
-        cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, buckets.message_bytes, net)
-        full = np.full(shape.gpus, cost)
-        return RoundComm(full, full, np.zeros(shape.gpus))
-
-    def costs(g: GroupShape) -> tuple[float, float, float]:
-        solo = replace(g, nic_sharing=1)
-        busy = g.nic_sharing * sum(allreduce_parts_s(solo, s, net)[1] for s in sizes) if g.nodes > 1 else 0.0
-        return serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), busy
-
-    per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
-    return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
-
-
-def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:
-    """The least mean iteration time the NICs allow: over one period every NIC must carry its flows'
-    bytes, wherever in the iteration they fall (the one-iteration slack lets flows drift apart, so a
-    NIC's flows need not overlap, but they cannot take less than their bytes at its bandwidth)."""
-    k = shape.gpus_per_node
-    nics = max(1, min(nics_per_node, k))
-    ranks = np.arange(shape.gpus)
-    nic = (ranks // k) * nics + (ranks % k) % nics
-    total = np.zeros(shape.nodes * nics)
-    for r in rounds:
-        busy = np.zeros_like(total)
-        np.maximum.at(busy, nic, r.nic_busy_s)
-        total += busy
-    return float(total.max()) / max(len(rounds), 1)
-
-
-def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: float, net: Network) -> float:
-    """A static graph has no disjoint groups: each rank exchanges the whole message with every peer.
-
-    Peers inside the node cost an intra-node exchange; peers on other nodes share their rank's NIC with
-    the node's other ranks on the same rail, which all send across at once (q = k / NICs). Exchanges of
-    one rank are serial; each sends the message one way and receives one the other way at once (full
-    duplex): alpha + S*beta.
-    """
-    k = shape.gpus_per_node
-    share = -(-k // max(1, min(net.nics_per_node, k)))
-    total = 0.0
-    for off in offsets:
-        crosses = any((r // k) != ((r + off) % shape.gpus) // k for r in range(min(k, shape.gpus)))
-        link, q = (net.inter, share) if crosses else (net.intra, 1)
-        total += link.latency_s + nbytes * q / link.bandwidth_Bps
-    return total
 
 
 class _PeerMax:
@@ -232,10 +167,35 @@ def simulate_growth(
     X_i(t+1) - X_i(t) over ranks and measured iterations, for p50/p99). The measured window is a
     whole number of periods after a warm-up of at least two periods.
     """
+    g = simulate_growth_stats(schedule, compute, comm_per_round, seed, gpus_per_node)
+    return g.mean_s, g.free_s, g.samples_s
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What one run of the recurrence measured; se_s is the Monte-Carlo standard error of mean_s
+    (batch means over whole periods of the measured window; 0 without variance)."""
+
+    mean_s: float
+    free_s: float
+    samples_s: np.ndarray
+    se_s: float
+
+
+def simulate_growth_stats(
+    schedule: Schedule,
+    compute: Compute,
+    comm_per_round: Sequence[np.ndarray],
+    seed: int = SIM_SEED,
+    gpus_per_node: int = 1,
+    budget_n: int | None = None,
+) -> Growth:
+    """simulate_growth with its Monte-Carlo error; `budget_n` (default n) sets how many iterations the
+    work budget allows, so a reduced system can stand for a larger one without changing its length."""
     n = schedule.n
     peers = _PeerMax(schedule)
     period = len(comm_per_round)
-    wanted = int(np.clip(SIM_BUDGET // max(n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
+    wanted = int(np.clip(SIM_BUDGET // max(budget_n or n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
     measured = period * max(1, -(-wanted // period))
     warmup = max(SIM_WARMUP, 2 * period)
     if not compute.variation.is_iid:
@@ -245,17 +205,28 @@ def simulate_growth(
     comm = [np.stack([np.broadcast_to(c, (n,)), np.zeros(n)], axis=1) for c in comm_per_round]
     x = np.zeros((n, 2))
     start = None
-    samples = []
+    samples, marks = [], []
     for t in range(warmup + measured):
         c = draw(rng) + compute.optimizer_s
         new = np.maximum(x + c[:, None], peers(x, t) + comm[t % period])
         if t >= warmup:
             if start is None:
                 start = x.copy()
+            if (t - warmup) % period == 0:
+                marks.append(float(x[:, 0].mean()))
             samples.append(new[:, 0] - x[:, 0])
         x = new
+    marks.append(float(x[:, 0].mean()))
     growth = (x - start).mean(axis=0) / measured
-    return float(growth[0]), float(growth[1]), np.concatenate(samples)
+    return Growth(float(growth[0]), float(growth[1]), np.concatenate(samples), batch_se(marks, period))
+
+
+def batch_se(marks: Sequence[float], period: int) -> float:
+    """Standard error of the growth rate from the mean positions at period boundaries (batch means)."""
+    per_period = np.diff(np.asarray(marks)) / period
+    if per_period.size < 2:
+        return 0.0
+    return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
 
 
 def _straggler_transient(peers: _PeerMax, compute: Compute, n: int) -> int:
@@ -304,7 +275,6 @@ def gossip_prediction(
     # for the whole exchange (shared_s). Two bounds hold whatever the overlap: a rank never waits less
     # than its flows' solo time, and the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank = [np.maximum(r.shared_s, r.solo_s) for r in rounds]
-    comm_rounds = [float(c.max()) for c in per_rank]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     mean, free, samples = simulate_growth(
         schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node
@@ -314,6 +284,22 @@ def gossip_prediction(
         samples = samples + (floor - mean)
         mean = floor
     p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
+    return prediction_from_growth(scenario, schedule.name, per_rank, (mean, free, p50, p99), allreduce)
+
+
+def prediction_from_growth(
+    scenario: Scenario,
+    name: str,
+    per_rank: Sequence[np.ndarray],
+    growth: tuple[float, float, float, float],
+    allreduce: IterationPrediction | None = None,
+) -> IterationPrediction:
+    """The prediction from each round's per-rank gossip time and the recurrence's (mean, free, p50, p99):
+    shared by the per-rank recurrence and the reduced system (runtime_model.reduced_system)."""
+    comp = scenario.decent_dp_compute
+    mean, free, p50, p99 = growth
+    comm_rounds = [float(c.max()) for c in per_rank]
+    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     wait = free - comp.optimizer_s
     comm_mean = float(np.mean([c.mean() for c in per_rank]))
     exposed = max(0.0, mean - wait - comp.optimizer_s)  # time waiting on gossip beyond compute
@@ -321,7 +307,7 @@ def gossip_prediction(
     ar = allreduce if allreduce is not None else allreduce_prediction(scenario)
     factors = shapley_factors(_worlds(scenario, ar, mean, wait, opt_last, comm_rounds))
     return IterationPrediction(
-        name=schedule.name,
+        name=name,
         mean_s=mean,
         p50_s=p50,
         p99_s=p99,

@@ -26,7 +26,9 @@ def check_gpus(name: str, value) -> int:
     AT_LEAST_ONE.check(name, value)
     if value > MAX_GPUS:
         raise InvalidValue(
-            name, f"at most {MAX_GPUS} (2^20, the largest n rtmodel answers: it simulates every rank)", value
+            name,
+            f"at most {MAX_GPUS} (2^24, the largest n rtmodel answers: see runtime_model/defaults.py MAX_GPUS)",
+            value,
         )
     return value
 

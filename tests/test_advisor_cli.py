@@ -177,9 +177,9 @@ def assert_refused(res, *fragments):
     "args, fragments",
     [
         # the largest n (runtime_model.defaults.MAX_GPUS), not a MemoryError or a negative group size
-        (["--gpus", "1000000000000"], ["--gpus must be at most 1048576"]),
-        (["--gpus", "2097152"], ["--gpus must be at most 1048576"]),
-        (["--gpus", "1048577", "--global-batch", "2e6"], ["--gpus must be at most 1048576"]),
+        (["--gpus", "1000000000000"], ["--gpus must be at most 16777216"]),
+        (["--gpus", "33554432"], ["--gpus must be at most 16777216"]),
+        (["--gpus", "16777217", "--global-batch", "2e7"], ["--gpus must be at most 16777216"]),
         # 0 is a value, not "not given"; "" is a name, not the default
         (["--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1, got 0"]),
         (["--gpu", ""], ["unknown GPU ''", "A100"]),
@@ -219,7 +219,7 @@ def assert_refused(res, *fragments):
             ["--gpu, --mfu cannot be used with --profile", "drop them"],
         ),
         (["--profile", PROFILE, "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
-        (["--profile", PROFILE, "--gpus", "2097152"], ["--gpus must be at most 1048576"]),
+        (["--profile", PROFILE, "--gpus", "33554432"], ["--gpus must be at most 16777216"]),
         (["--profile", PROFILE, "--network", ""], ["unknown network ''"]),
     ],
 )
@@ -252,7 +252,7 @@ def test_advise_help_states_the_ranges_it_checks():
 @pytest.mark.parametrize(
     "args, fragments",
     [
-        (["--gpus", "1000000000000"], ["--gpus must be at most 1048576"]),
+        (["--gpus", "1000000000000"], ["--gpus must be at most 16777216"]),
         (["--gpus", "0"], ["--gpus must be an integer >= 1"]),
         (["--gpus", "8", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
     ],
@@ -263,7 +263,7 @@ def test_topologies_refuses_bad_shapes_with_one_named_line(args, fragments):
 
 def test_calibrate_refuses_more_than_max_gpus(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert_refused(run("calibrate", PROFILE, "--gpus", "1000000000000"), "--gpus must be at most 1048576")
+    assert_refused(run("calibrate", PROFILE, "--gpus", "1000000000000"), "--gpus must be at most 16777216")
 
 
 @pytest.mark.parametrize(
@@ -272,8 +272,8 @@ def test_calibrate_refuses_more_than_max_gpus(monkeypatch):
         (["speedup", "--gpus", "8:16", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
         (["factors", "--gpus", "64", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
         (["what-if", "--gpus", "8:16", "--gpus-per-node", "0"], ["--gpus-per-node must be an integer >= 1"]),
-        (["speedup", "--gpus", "1000000000000"], ["--gpus must be at most 1048576"]),
-        (["factors", "--gpus", "2097152"], ["--gpus must be at most 1048576"]),
+        (["speedup", "--gpus", "1000000000000"], ["--gpus must be at most 16777216"]),
+        (["factors", "--gpus", "33554432"], ["--gpus must be at most 16777216"]),
         (["what-if", "--gpus", "8:16", "--gpu", ""], ["unknown GPU ''"]),
         (["factors", "--gpus", "64", "--network", ""], ["unknown network ''"]),
         (["speedup", "--gpus", "8:16", "--model", ""], ["unknown model ''"]),

@@ -52,7 +52,7 @@ CASES = [
     case("--gpus", "advise", "--gpus", "0"),
     case("--gpus", "advise", "--gpus", "-4"),
     case("--gpus", "advise", "--gpus", "1000000000000"),
-    case("--gpus", "advise", "--gpus", "2097152"),
+    case("--gpus", "advise", "--gpus", "33554432"),
     case("--gpus-per-node", "advise", "--gpus-per-node", "0"),
     case("--gpus-per-node", "advise", "--gpus", "12", "--gpus-per-node", "5"),
     case("gpu", "advise", "--gpu", ""),

@@ -19,7 +19,8 @@ from runtime_model.collectives import (
     nccl_tree_parts_s,
 )
 from runtime_model.errors import InvalidValue
-from runtime_model.iteration import allreduce_prediction, gossip_prediction, nic_bound_s, round_comm
+from runtime_model.iteration import allreduce_prediction, gossip_prediction
+from runtime_model.round_comm import nic_bound_s, round_comm
 from runtime_model.scenario import ClusterShape, GroupShape, Link, Network
 from runtime_model.schedule import Round, Schedule
 from runtime_model.topologies import build_schedule

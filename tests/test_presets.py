@@ -355,7 +355,7 @@ def test_global_batch_minimum_is_one_unit_per_gpu_and_says_so():
     assert presets.resolve(2048, model="resnet50").global_batch == 1024
 
 
-@pytest.mark.parametrize("gpus", [0, -1, MAX_GPUS + 1, 2**21, 10**12, 2.5])
+@pytest.mark.parametrize("gpus", [0, -1, MAX_GPUS + 1, 2**25, 10**12, 2.5])
 def test_gpu_count_outside_1_to_max_gpus_is_refused_before_any_work(gpus):
     with pytest.raises(InvalidValue) as err:
         presets.resolve(gpus)

@@ -1,0 +1,307 @@
+"""Decent-DP's prediction and consensus on a reduced system (symmetry.Reduction): cost independent of n.
+
+Why: above symmetry.FULL_MAX_N ranks the per-rank recurrence is replaced by the same recurrence on the
+quotient system. Communication costs are still those of the existing functions (Round.per_rank_cost,
+round_comm_per_rank_s, static_graph_comm_s), evaluated on the reduced rounds, so a change to the cost
+model flows through unchanged. Without compute variance the answer is exact (symmetry module doc); with
+variance it is a seeded Monte-Carlo of REDUCED_RANKS ranks whose standard error (batch means over
+periods) is reported as `se_s`.
+
+complete is the one schedule whose group is every rank: its recurrence X_i(t+1) = max(X_i(t) + C_i,
+M(t) + comm) couples each rank to M(t) = max over all n of X_j(t). The reduced system tracks M explicitly:
+M(t+1) = max(M(t) + comm, max over n of X_j(t) + C_j), where the max over the n - n' ranks not simulated is
+drawn from its exact law given the simulated ranks' empirical distribution, P(V <= v) =
+(mean_j F((v - X_j - t_O) / s_j))^(n - n') (order statistics of the empirical mixture; the node term is
+left out of that extreme, an approximation stated here).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from runtime_model.collectives import serial_allreduces_s
+from runtime_model.consensus import ConsensusMetrics, _metrics, consensus_metrics
+from runtime_model.distributions import NormalCompute
+from runtime_model.iteration import (
+    SIM_BUDGET,
+    SIM_MAX_ITERS,
+    SIM_MIN_ITERS,
+    SIM_SEED,
+    SIM_WARMUP,
+    IterationPrediction,
+    batch_se,
+    gossip_prediction,
+    last_bucket_optimizer_s,
+    prediction_from_growth,
+    simulate_growth_stats,
+)
+from runtime_model.order_stats import base_cdf, quantile_of_repeated
+from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
+from runtime_model.scenario import ClusterShape, Compute, Scenario
+from runtime_model.schedule import Schedule
+from runtime_model.symmetry import FULL_MAX_N, REDUCED_RANKS, NoReduction, Reduction, reduce
+from runtime_model.topologies import TopologyNotApplicable, build_schedule
+from runtime_model.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
+
+CHUNK = 1 << 20  # ranks per chunk when a persistent draw must be scanned over all n
+BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
+NEWTON_STEPS = 8  # the same for a Normal i.i.d. part (quadratic convergence)
+
+
+def has_variance(comp: Compute) -> bool:
+    """Does anything in C_i(t) vary from iteration to iteration (else the recurrence is deterministic)?"""
+    return comp.distribution.sd_s > 0 or comp.variation.node_cv > 0
+
+
+def reduced_comm_per_round(red: Reduction, scenario: Scenario) -> list[np.ndarray]:
+    """Each reduced rank's gossip time in every full round, from the existing cost functions."""
+    net, buckets = scenario.network, scenario.buckets
+    if red.static_offsets is not None:
+        cost = static_graph_comm_s(red.static_offsets, red.full, buckets.message_bytes, net)
+        return [np.full(red.n, cost)]
+    by_small: dict[int, np.ndarray] = {}
+    for j in sorted(set(red.round_map)):
+        if red.group_scale:
+            by_small[j] = red.small.rounds[j].per_rank_cost(
+                red.shape,
+                lambda g: serial_allreduces_s(red.lift(g), [b.nbytes for b in buckets.gossip], net),
+                net.nics_per_node,
+            )
+        else:
+            by_small[j] = round_comm_per_rank_s(red.small, j, red.shape, buckets, net)
+    return [by_small[j] for j in red.round_map]
+
+
+def reduced_compute(comp: Compute, red: Reduction) -> Compute:
+    """The compute of the reduced ranks: the first n' ranks' persistent factors (phi is the identity on
+    them), with the slowest rank of the whole system placed on its image, so a persistent straggler or the
+    tail of a rank spread is never lost; the stragglers beyond n' alias onto the reduced ranks."""
+    var = comp.variation
+    if var.is_iid:
+        return comp
+    n, n_red = red.full.gpus, red.n
+    spread = None
+    if var.rank_factors is not None and len(var.rank_factors) == n:
+        full = np.asarray(var.rank_factors, dtype=float)
+        spread = full[:n_red].copy()
+        slow = int(np.argmax(full))
+        image = int(red.rank_map(np.array([slow]))[0])
+        spread[image] = max(spread[image], float(full[slow]))
+    elif var.rank_cv > 0:
+        spread = Variation(rank_cv=var.rank_cv).factors(n_red)
+        slow, z_max = _largest_draw(n)
+        image = int(red.rank_map(np.array([slow]))[0])
+        spread[image] = max(spread[image], max(1.0 + var.rank_cv * z_max, MIN_FACTOR))
+    count = min(var.straggler_count, n_red) if var.straggler_count else 0
+    reduced = Variation(
+        straggler_factor=var.straggler_factor,
+        straggler_count=count,
+        node_cv=var.node_cv,
+        rank_factors=None if spread is None else tuple(spread.tolist()),
+        source=var.source,
+    )
+    return replace(comp, variation=reduced)
+
+
+def _largest_draw(n: int) -> tuple[int, float]:
+    """(index, value) of the largest of the n seeded persistent draws, scanned in chunks (same stream)."""
+    rng = np.random.default_rng(PERSISTENT_SEED)
+    best, where = -np.inf, 0
+    for start in range(0, n, CHUNK):
+        z = rng.standard_normal(min(CHUNK, n - start))
+        i = int(np.argmax(z))
+        if z[i] > best:
+            best, where = float(z[i]), start + i
+    return where, best
+
+
+@dataclass(frozen=True)
+class ReducedResult:
+    prediction: IterationPrediction
+    se_s: float  # Monte-Carlo standard error of the mean iteration time (0 without variance)
+    ranks: int  # ranks simulated
+
+
+def reduced_prediction(
+    scenario: Scenario, red: Reduction, allreduce: IterationPrediction | None = None
+) -> ReducedResult:
+    """Decent-DP's prediction for the full system from its reduced one (module doc)."""
+    comp = reduced_compute(scenario.decent_dp_compute, red)
+    per_rank = reduced_comm_per_round(red, scenario)
+    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
+    comm = [c + opt_last for c in per_rank]
+    k = red.shape.gpus_per_node
+    if red.group_scale and has_variance(comp) and red.orbit_size > 1:
+        growth = _simulate_complete(comp, comm[0], red.full.gpus, k)
+    else:
+        # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
+        budget_n = None if has_variance(comp) else red.full.gpus
+        growth = simulate_growth_stats(red.schedule(), comp, comm, gpus_per_node=k, budget_n=budget_n)
+    p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
+    pred = prediction_from_growth(
+        scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
+    )
+    return ReducedResult(pred, growth.se_s, red.n)
+
+
+def _simulate_complete(comp: Compute, comm: np.ndarray, n_full: int, k: int):
+    """complete's recurrence with the max over all n ranks tracked explicitly (module doc)."""
+    from runtime_model.iteration import Growth
+
+    n = comm.size
+    s = comp.variation.factors(n)
+    rng = np.random.default_rng(SIM_SEED)
+    draw = comp.sampler(n, k)
+    extreme_rng = np.random.default_rng(SIM_SEED + 1)
+    measured = int(np.clip(SIM_BUDGET // n, SIM_MIN_ITERS, SIM_MAX_ITERS))
+    warmup = SIM_WARMUP
+    cost = np.stack([comm, np.zeros(n)], axis=1)
+    x, top = np.zeros((n, 2)), np.zeros(2)
+    samples, marks, start = [], [], None
+    for t in range(warmup + measured):
+        c = draw(rng) + comp.optimizer_s
+        new = np.maximum(x + c[:, None], top + cost)
+        seen = (x + c[:, None]).max(axis=0)
+        unseen = _extreme(comp, x + comp.optimizer_s, s, n_full - n, extreme_rng.random())
+        top = np.maximum(np.maximum(top + cost.max(axis=0), seen), unseen)
+        if t >= warmup:
+            if start is None:
+                start = x.copy()
+            marks.append(float(x[:, 0].mean()))
+            samples.append(new[:, 0] - x[:, 0])
+        x = new
+    marks.append(float(x[:, 0].mean()))
+    growth = (x - start).mean(axis=0) / measured
+    return Growth(float(growth[0]), float(growth[1]), np.concatenate(samples), batch_se(marks, 1))
+
+
+def _extreme(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: float) -> np.ndarray:
+    """One draw, per column of `base` (n, 2), of max over `others` ranks of base_J + s_J B with J uniform
+    over the simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
+    dist = comp.distribution
+    p = u ** (1.0 / others)
+    q = float(dist.ppf(p))
+    lo = (base + s[:, None] * q).min(axis=0)
+    hi = (base + s[:, None] * q).max(axis=0)
+    if dist.sd_s == 0:
+        return hi
+    newton = isinstance(dist, NormalCompute)
+    v = 0.5 * (lo + hi)
+    for _ in range(NEWTON_STEPS if newton else BISECTIONS):
+        z = (v[None, :] - base) / s[:, None]
+        gap = base_cdf(dist, z).mean(axis=0) - p
+        lo, hi = np.where(gap < 0, v, lo), np.where(gap < 0, hi, v)
+        if newton:  # safeguarded Newton: the step, or the bracket's midpoint when it leaves the bracket
+            u = (z - dist.mean_s) / dist.sd_s
+            slope = (np.exp(-0.5 * u * u) / (s[:, None] * dist.sd_s)).mean(axis=0) / math.sqrt(2 * math.pi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = v - gap / slope
+            v = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
+        else:
+            v = 0.5 * (lo + hi)
+    return v
+
+
+# ---------------------------------------------------------------- consensus from structure
+
+
+def reduced_consensus(red: Reduction) -> ConsensusMetrics:
+    """The full schedule's consensus metrics without its n-sized rounds.
+
+    - exact schedules (one-peer-exp, alternating-exp-ring, base-2, complete): the full period ends with the
+      same rounds as the reduced schedule's, so the product reaches J as many rounds before the period's
+      end as it does there (tests check this against the per-rank computation up to n = 4,096);
+    - ring: its 2 x 2 Fourier symbols in closed form, mode by mode in chunks (no n-sized matrix);
+    - static-exp: the eigenvalues of the circulant row by one real FFT (O(n log n), vectors only).
+    """
+    n, period = red.full.gpus, red.period
+    if red.static_offsets is not None:
+        return _static_consensus(n, red.static_offsets)
+    if red.name == "ring":
+        return _ring_consensus(n)
+    small = consensus_metrics(red.small)
+    if small.exact_rounds is None or small.exact_rounds > red.small.period:
+        raise NoReduction(f"{red.name}: the reduced schedule is not exact within its period")
+    exact = period - (red.small.period - small.exact_rounds)
+    return _metrics(n, period, exact, 0.0, "symmetry", small.worst_round_contraction)
+
+
+def _static_consensus(n: int, offsets: tuple[int, ...]) -> ConsensusMetrics:
+    row = np.zeros(n)
+    w = 1.0 / (len(offsets) + 1)
+    row[0] = w
+    row[list(offsets)] = w
+    lam = np.abs(np.fft.rfft(row))
+    rho = float(lam[1:].max()) if lam.size > 1 else 0.0
+    exact = 1 if rho <= 1e-9 else None
+    return _metrics(n, 1, exact, rho, "fft-circulant", rho)
+
+
+def _ring_consensus(n: int) -> ConsensusMetrics:
+    """Ring (n even, pairs (2j, 2j+1) then (2j+1, 2j+2)), in closed form from its 2 x 2 Fourier symbols:
+    per mode f of M = n/2, W0 = [[.5, .5], [.5, .5]] and W1(f) = [[.5, .5 e], [.5 conj(e), .5]] with
+    e = exp(2 pi i f / M), so W1 W0 = [a; c] [1, 1] with |a| = |c| = |1 + e| / 4: rank one, singular value
+    |1 + e| / 2 = |cos(pi f / M)|; mode 0 is J's. rho = max over f != 0 = cos(pi / M) = cos(2 pi / n)."""
+    if n <= 2:
+        return _metrics(n, 2, 1, 0.0, "symmetry", 0.0)
+    return _metrics(n, 2, None, abs(math.cos(2.0 * math.pi / n)), "symmetry", 1.0)
+
+
+# ---------------------------------------------------------------- the advisor's entry point
+
+
+@dataclass(frozen=True)
+class TopologyModel:
+    """One topology at one shape, predicted per rank (n <= FULL_MAX_N) or on its reduced system."""
+
+    name: str
+    shape: ClusterShape
+    schedule: Schedule | None  # the full schedule (per-rank path)
+    reduction: Reduction | None
+
+    @property
+    def decent_dp_note(self) -> str | None:
+        return (self.schedule or self.reduction.small).decent_dp_note
+
+    @property
+    def decent_dp_runnable(self) -> bool:
+        return self.decent_dp_note is None
+
+    def predict(
+        self, scenario: Scenario, allreduce: IterationPrediction | None = None
+    ) -> IterationPrediction:
+        if self.schedule is not None:
+            return gossip_prediction(scenario, self.schedule, allreduce)
+        return self.predict_reduced(scenario, allreduce).prediction
+
+    def predict_reduced(self, scenario: Scenario, allreduce=None) -> ReducedResult:
+        red = self.reduction
+        if not has_variance(scenario.decent_dp_compute):  # exact on the smallest quotient
+            red = reduce(self.name, self.shape, build_schedule, target=1)
+        return reduced_prediction(scenario, red, allreduce)
+
+    def consensus(self) -> ConsensusMetrics:
+        if self.schedule is not None:
+            return consensus_metrics(self.schedule)
+        return reduced_consensus(self.reduction)
+
+
+def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) -> TopologyModel:
+    """Build `name` at `shape`: in full up to FULL_MAX_N ranks, else its reduced system. Raises
+    TopologyNotApplicable (the topology cannot run, or rtmodel has no reduced system for it here)."""
+    if shape.gpus <= FULL_MAX_N:
+        return TopologyModel(name, shape, build_schedule(name, shape), None)
+    from runtime_model.topologies import require_applicable, topology_info
+
+    require_applicable(topology_info(name).applicability, shape)
+    try:
+        red = reduce(name, shape, build_schedule, target)
+    except NoReduction as exc:
+        raise TopologyNotApplicable(
+            f"rtmodel predicts {name} above {FULL_MAX_N} GPUs only through its symmetry, and this n has none "
+            f"it can use ({exc})"
+        ) from None
+    return TopologyModel(name, shape, None, red)

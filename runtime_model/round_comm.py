@@ -1,0 +1,99 @@
+"""One gossip round's communication per rank: alone on the NICs, sharing them, and the NICs' busy time.
+
+Why a module of its own: the recurrence (iteration.py) and the reduced system (reduced_system.py) both
+charge these times; the NIC-sharing bounds live next to the costs they bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from runtime_model.collectives import allreduce_parts_s, serial_allreduces_s
+from runtime_model.scenario import BucketLayout, ClusterShape, GroupShape, Network
+from runtime_model.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class RoundComm:
+    """One round's gossip, per rank (seconds, serial over buckets):
+
+    solo_s: the rank's own group's exchange with its flows alone on their NICs (what the rank waits for
+        when the flows sharing its NIC do not overlap in time);
+    shared_s: the same with the q flows that leave one NIC in this round sharing it throughout (what
+        the rank waits for when they all start together);
+    nic_busy_s: how long the NIC the rank sends through is busy with this round's flows (q x the
+        bytes at the NIC's bandwidth; 0 for a group inside one node).
+    """
+
+    solo_s: np.ndarray
+    shared_s: np.ndarray
+    nic_busy_s: np.ndarray
+
+
+def round_comm(
+    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
+) -> RoundComm:
+    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets.
+
+    Per rank, not the round's slowest group: with a one-iteration slack a rank only waits for its
+    own group, and which groups are slow changes from round to round (alternating-exp-ring).
+    """
+    sizes = [b.nbytes for b in buckets.gossip]
+    if schedule.static_graph is not None:
+        cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, buckets.message_bytes, net)
+        full = np.full(shape.gpus, cost)
+        return RoundComm(full, full, np.zeros(shape.gpus))
+
+    def costs(g: GroupShape) -> tuple[float, float, float]:
+        solo = replace(g, nic_sharing=1)
+        busy = g.nic_sharing * sum(allreduce_parts_s(solo, s, net)[1] for s in sizes) if g.nodes > 1 else 0.0
+        return serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), busy
+
+    per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
+    return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+
+
+def round_comm_per_rank_s(
+    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
+) -> np.ndarray:
+    """Each rank's gossip time in this round as the recurrence charges it (flows of a NIC sharing it
+    throughout, never less than alone); the reduced system (runtime_model.reduced_system) reads it."""
+    r = round_comm(schedule, round_index, shape, buckets, net)
+    return np.maximum(r.shared_s, r.solo_s)
+
+
+def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:
+    """The least mean iteration time the NICs allow: over one period every NIC must carry its flows'
+    bytes, wherever in the iteration they fall (the one-iteration slack lets flows drift apart, so a
+    NIC's flows need not overlap, but they cannot take less than their bytes at its bandwidth)."""
+    k = shape.gpus_per_node
+    nics = max(1, min(nics_per_node, k))
+    ranks = np.arange(shape.gpus)
+    nic = (ranks // k) * nics + (ranks % k) % nics
+    total = np.zeros(shape.nodes * nics)
+    for r in rounds:
+        busy = np.zeros_like(total)
+        np.maximum.at(busy, nic, r.nic_busy_s)
+        total += busy
+    return float(total.max()) / max(len(rounds), 1)
+
+
+def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: float, net: Network) -> float:
+    """A static graph has no disjoint groups: each rank exchanges the whole message with every peer.
+
+    Peers inside the node cost an intra-node exchange; peers on other nodes share their rank's NIC with
+    the node's other ranks on the same rail, which all send across at once (q = k / NICs). Exchanges of
+    one rank are serial; each sends the message one way and receives one the other way at once (full
+    duplex): alpha + S*beta.
+    """
+    k = shape.gpus_per_node
+    share = -(-k // max(1, min(net.nics_per_node, k)))
+    total = 0.0
+    for off in offsets:
+        crosses = any((r // k) != ((r + off) % shape.gpus) // k for r in range(min(k, shape.gpus)))
+        link, q = (net.inter, share) if crosses else (net.intra, 1)
+        total += link.latency_s + nbytes * q / link.bandwidth_Bps
+    return total

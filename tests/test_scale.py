@@ -1,0 +1,179 @@
+"""The reduced system (runtime_model/symmetry.py, reduced_system.py) against the per-rank recurrence.
+
+Without variance it must equal the per-rank answer exactly on every topology; with variance it must agree
+within its stated Monte-Carlo error; All-Reduce's max over n from rank classes must agree with the
+Monte-Carlo of every rank; and the model must answer at 2^24 without n-sized work per round.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rtmodel_cli.app import app
+from runtime_model import presets
+from runtime_model.consensus import consensus_metrics
+from runtime_model.distributions import NormalCompute
+from runtime_model.iteration import (
+    allreduce_prediction,
+    compute_wait_of_all,
+    gossip_prediction,
+    last_bucket_optimizer_s,
+    simulate_growth_stats,
+)
+from runtime_model.order_stats import max_of_ranks, quantile_of_repeated
+from runtime_model.reduced_system import reduced_consensus, reduced_prediction, topology_model
+from runtime_model.round_comm import round_comm_per_rank_s
+from runtime_model.scenario import ClusterShape, Compute
+from runtime_model.symmetry import FULL_MAX_N, reduce
+from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
+from runtime_model.variation import Variation
+
+SHAPES = [(4096, 8), (1024, 4), (1024, 1), (768, 4), (96, 2), (512, 8), (2048, 2)]
+
+
+def _scenario(n, k, cv, **kw):
+    return presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k, compute_cv=cv, **kw))
+
+
+def _pairs(n, k):
+    for name in topology_names():
+        try:
+            yield name, build_schedule(name, ClusterShape(n, k))
+        except TopologyNotApplicable:
+            continue
+
+
+@pytest.mark.parametrize("n, k", SHAPES)
+@pytest.mark.parametrize("target", [1, 64])
+def test_without_variance_the_reduced_system_is_the_per_rank_recurrence(n, k, target):
+    sc = _scenario(n, k, 0.0)
+    ar = allreduce_prediction(sc)
+    for name, full in _pairs(n, k):
+        red = reduce(name, sc.shape, build_schedule, target)
+        assert red.n <= max(n // 2, 8 * k) or red.n == n, (name, red.n)
+        a, b = gossip_prediction(sc, full, ar), reduced_prediction(sc, red, ar).prediction
+        for field in ("mean_s", "p50_s", "p99_s", "compute_wait_s", "comm_s", "exposed_comm_s"):
+            assert getattr(b, field) == pytest.approx(getattr(a, field), rel=1e-12, abs=1e-15), (name, field)
+        assert b.per_round_comm_s == pytest.approx(a.per_round_comm_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("n, k", SHAPES)
+def test_reduced_costs_are_the_existing_functions_on_the_covering_ranks(n, k):
+    sc = _scenario(n, k, 0.0)
+    for name, full in _pairs(n, k):
+        if full.static_graph is not None:
+            continue
+        red = reduce(name, sc.shape, build_schedule, 64)
+        from runtime_model.reduced_system import reduced_comm_per_round
+
+        reduced = reduced_comm_per_round(red, sc)
+        ranks = np.arange(n)
+        image = red.rank_map(ranks)
+        for t in range(full.period):
+            per_rank = round_comm_per_rank_s(full, t, sc.shape, sc.buckets, sc.network)
+            np.testing.assert_allclose(reduced[t][image], per_rank, rtol=1e-12, err_msg=f"{name} round {t}")
+
+
+@pytest.mark.parametrize("n, k", SHAPES)
+def test_consensus_from_structure_equals_the_per_rank_computation(n, k):
+    for name, full in _pairs(n, k):
+        red = reduce(name, ClusterShape(n, k), build_schedule, 16)
+        a, b = consensus_metrics(full), reduced_consensus(red)
+        assert b.exact_rounds == a.exact_rounds, name
+        assert b.rho == pytest.approx(a.rho, abs=1e-9), name
+        assert b.worst_round_contraction == pytest.approx(a.worst_round_contraction, abs=1e-9), name
+        assert b.tau_over_p == pytest.approx(a.tau_over_p, rel=1e-6), name
+
+
+def _full_growth(sc, schedule):
+    comp = sc.decent_dp_compute
+    period = 1 if schedule.static_graph is not None else schedule.period
+    opt = last_bucket_optimizer_s(comp, sc.buckets)
+    comm = [round_comm_per_rank_s(schedule, i, sc.shape, sc.buckets, sc.network) + opt for i in range(period)]
+    return simulate_growth_stats(schedule, comp, comm, gpus_per_node=sc.shape.gpus_per_node)
+
+
+@pytest.mark.parametrize("n, k", [(1024, 4), (1024, 8), (512, 1), (768, 4)])
+def test_with_variance_the_reduced_system_agrees_within_its_monte_carlo_error(n, k):
+    """Stated error: 5 combined standard errors (batch means of both runs) plus 0.5% for the folding
+    (a reduced rank meets the same partner again after log2 n' rounds instead of log2 n)."""
+    sc = _scenario(n, k, 0.1)
+    for name, full in _pairs(n, k):
+        red = reduce(name, sc.shape, build_schedule, 256)
+        assert red.n <= 256
+        res = reduced_prediction(sc, red)
+        ref = _full_growth(sc, full)
+        tol = 5 * math.hypot(res.se_s, ref.se_s) + 0.005 * ref.mean_s
+        assert abs(res.prediction.mean_s - ref.mean_s) <= tol, (name, res.prediction.mean_s, ref.mean_s, tol)
+
+
+@pytest.mark.parametrize(
+    "var",
+    [
+        Variation(straggler_factor=1.5, straggler_count=3),
+        Variation(node_cv=0.05),
+        Variation(straggler_factor=1.3, straggler_count=8, node_cv=0.03),
+        Variation(rank_cv=0.05),
+    ],
+    ids=lambda v: v.describe(),
+)
+def test_max_over_n_from_rank_classes_agrees_with_the_per_rank_monte_carlo(var):
+    dist = NormalCompute(0.05, 0.005)
+    comp = Compute(0.02, 0.03, 0.005, dist, variation=var)
+    mc = compute_wait_of_all(comp, ClusterShape(1024, 4))  # n <= FULL_MAX_N: every rank drawn
+    exact = max_of_ranks(dist, var, 1024, 4)
+    # the Monte-Carlo's p99 from ~2,000 maxima is good to ~1%; a rank spread is a population in
+    # max_of_ranks and one seeded draw in the Monte-Carlo
+    assert exact == pytest.approx(mc, rel=0.01)
+
+
+def test_max_over_n_without_variation_classes_is_the_iid_order_statistic():
+    dist = NormalCompute(0.05, 0.005)
+    mean, p50, p99 = max_of_ranks(dist, Variation(), 1 << 20, 8)
+    assert mean == pytest.approx(dist.expected_max(1 << 20), rel=1e-5)
+    assert p99 == pytest.approx(dist.quantile_of_max(0.99, 1 << 20), rel=1e-6)
+
+
+def test_quantile_of_repeated_samples_is_numpys_on_the_repeated_multiset():
+    s = np.random.default_rng(3).standard_normal(37)
+    for r in (1, 2, 5, 64):
+        assert quantile_of_repeated(s, [0.5, 0.99, 0.0, 1.0], r) == pytest.approx(
+            np.quantile(np.repeat(s, r), [0.5, 0.99, 0.0, 1.0]).tolist(), rel=1e-12
+        )
+
+
+def test_a_persistent_straggler_sets_the_pace_at_any_n():
+    """Without i.i.d. variance every rank of a connected schedule runs at the slowest rank's pace."""
+    for n in (256, 1 << 16):
+        sc = _scenario(n, 4, 0.0, straggler=(2.0, 1))
+        comp = sc.decent_dp_compute
+        for name in ("ring", "one-peer-exp", "alternating-exp-ring"):
+            pred = topology_model(name, sc.shape).predict(sc)
+            assert pred.mean_s >= 2.0 * comp.compute_s + comp.optimizer_s - 1e-9, (n, name)
+
+
+def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
+    res = CliRunner().invoke(app, ["advise", "--gpus", str(1 << 24), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    rows = {p["topology"]: p for p in data["predictions"]}
+    assert all(rows[name]["applicable"] for name in topology_names()), rows
+    assert all(math.isfinite(rows[name]["iteration_s"]["mean"]) for name in topology_names())
+
+
+def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
+    import runtime_model.schedule as schedule_mod
+
+    built = []
+    original = schedule_mod.Schedule.validate
+    monkeypatch.setattr(
+        schedule_mod.Schedule, "validate", lambda self: built.append(self.n) or original(self)
+    )
+    for name in topology_names():
+        topology_model(name, ClusterShape(1 << 20, 8))
+    assert built and max(built) <= FULL_MAX_N
