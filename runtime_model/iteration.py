@@ -271,10 +271,9 @@ def gossip_prediction(
     shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
     rounds = [round_comm(schedule, i, shape, scenario.buckets, net) for i in range(period)]
-    # Ranks in lockstep launch a round's exchanges together, so the q flows that leave one NIC overlap
-    # for the whole exchange (shared_s). Two bounds hold whatever the overlap: a rank never waits less
-    # than its flows' solo time, and the NICs must carry every flow's bytes each period (nic_bound_s).
-    per_rank = [np.maximum(r.shared_s, r.solo_s) for r in rounds]
+    # Two bounds hold whatever the flows' overlap: a rank never waits less than its flows' solo time
+    # (RoundComm.charged_s), and the NICs must carry every flow's bytes each period (nic_bound_s).
+    per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     mean, free, samples = simulate_growth(
         schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node

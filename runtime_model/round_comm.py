@@ -13,7 +13,7 @@ import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, serial_allreduces_s
 from runtime_model.scenario import BucketLayout, ClusterShape, GroupShape, Network
-from runtime_model.schedule import Schedule
+from runtime_model.schedule import Schedule, nic_of_ranks, nics_in_use
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,13 @@ class RoundComm:
     solo_s: np.ndarray
     shared_s: np.ndarray
     nic_busy_s: np.ndarray
+
+    @property
+    def charged_s(self) -> np.ndarray:
+        """What the recurrence charges: ranks in lockstep launch a round's exchanges together, so the
+        flows of a NIC share it throughout; never less than alone (a measured fit of the shared shape
+        may undercut the modelled solo time)."""
+        return np.maximum(self.shared_s, self.solo_s)
 
 
 def round_comm(
@@ -61,19 +68,15 @@ def round_comm_per_rank_s(
 ) -> np.ndarray:
     """Each rank's gossip time in this round as the recurrence charges it (flows of a NIC sharing it
     throughout, never less than alone); the reduced system (runtime_model.reduced_system) reads it."""
-    r = round_comm(schedule, round_index, shape, buckets, net)
-    return np.maximum(r.shared_s, r.solo_s)
+    return round_comm(schedule, round_index, shape, buckets, net).charged_s
 
 
 def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:
     """The least mean iteration time the NICs allow: over one period every NIC must carry its flows'
     bytes, wherever in the iteration they fall (the one-iteration slack lets flows drift apart, so a
     NIC's flows need not overlap, but they cannot take less than their bytes at its bandwidth)."""
-    k = shape.gpus_per_node
-    nics = max(1, min(nics_per_node, k))
-    ranks = np.arange(shape.gpus)
-    nic = (ranks // k) * nics + (ranks % k) % nics
-    total = np.zeros(shape.nodes * nics)
+    nic = nic_of_ranks(np.arange(shape.gpus), shape.gpus_per_node, nics_per_node)
+    total = np.zeros(shape.nodes * nics_in_use(nics_per_node, shape.gpus_per_node))
     for r in rounds:
         busy = np.zeros_like(total)
         np.maximum.at(busy, nic, r.nic_busy_s)
@@ -90,7 +93,7 @@ def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: flo
     duplex): alpha + S*beta.
     """
     k = shape.gpus_per_node
-    share = -(-k // max(1, min(net.nics_per_node, k)))
+    share = -(-k // nics_in_use(net.nics_per_node, k))
     total = 0.0
     for off in offsets:
         crosses = any((r // k) != ((r + off) % shape.gpus) // k for r in range(min(k, shape.gpus)))

@@ -27,6 +27,19 @@ class ScheduleError(UserError):
     """The rounds do not form a valid Decent-DP topology."""
 
 
+def nics_in_use(nics_per_node: int, gpus_per_node: int) -> int:
+    """NICs a node's ranks send through: one rail per local rank at most (and at least one NIC)."""
+    return max(1, min(nics_per_node, gpus_per_node))
+
+
+def nic_of_ranks(ranks: np.ndarray, gpus_per_node: int, nics_per_node: int) -> np.ndarray:
+    """The NIC (numbered node-major) each rank sends through on a rail-optimised node: local rank i
+    uses NIC i mod nics. One rule for the NIC-sharing count and the NIC byte bound."""
+    k = gpus_per_node
+    nics = nics_in_use(nics_per_node, k)
+    return (ranks // k) * nics + (ranks % k) % nics
+
+
 @dataclass(frozen=True, eq=False)
 class Round:
     """labels[r] = index of rank r's group in this round; weights[label] = that group's keep-weight w."""
@@ -122,11 +135,11 @@ class Round:
         if shape.gpus != self.n:
             raise ScheduleError(f"round has {self.n} ranks but the cluster has {shape.gpus}")
         k = shape.gpus_per_node
-        nics = max(1, min(nics_per_node, k))
+        nics = nics_in_use(nics_per_node, k)
         order, starts = self.sorted_groups
         lab = self.labels[order]
         node = order // k
-        nic = node * nics + (order % k) % nics
+        nic = nic_of_ranks(order, k, nics_per_node)
         ends = np.r_[starts[1:], lab.size]
         # next member in ring order (cyclic within each group)
         nxt = np.arange(lab.size) + 1
