@@ -97,12 +97,12 @@ def test_advise_at_80_shows_the_mean_and_says_what_it_left_out():
 
 
 def test_equivalent_topologies_are_marked_and_named_in_the_verdict():
-    adv = _advice(64)  # ring and alternating-exp-ring within 1 %
+    adv = _advice(64, 8)  # ring and alternating-exp-ring within 1 %
     doc = advice_to_dict(adv)
     vs = {e["topology"]: e["vs_best"] for e in doc["predictions"]}
     assert vs["alternating-exp-ring"] == "best" and vs["ring"] == "equivalent"
     assert doc["recommendation"]["equivalent"] == ["ring"]
-    assert "ring (32.4 ms) is equivalent" in adv.recommendation.verdict
+    assert "ring (34.1 ms) is equivalent" in adv.recommendation.verdict
     assert "5% margin" in adv.recommendation.verdict
     console = _console(100)
     render_advice(adv, console)
@@ -135,7 +135,7 @@ def _legend_words(text: str) -> set[str]:
 
 def test_legend_lines_only_for_words_that_appear():
     wide, narrow = _console(200), _console(80)
-    adv = _advice(64)
+    adv = _advice(64, 8)
     render_advice(adv, wide)
     render_advice(adv, narrow)
     assert _legend_words(wide.export_text()) == {"rho", "exact", "worst", "runs on", "AccumAdam", "equiv"}
