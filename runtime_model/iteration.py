@@ -31,9 +31,11 @@ import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
-from runtime_model.flow_overlap import FlowOverlap
 from runtime_model.order_stats import max_of_ranks
-from runtime_model.round_comm import nic_bound_s, round_comm, round_sharing
+from runtime_model.round_comm import (
+    nic_bound_s,
+    round_comm,
+)
 from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
 from runtime_model.symmetry import FULL_MAX_N
@@ -187,12 +189,9 @@ def simulate_growth_stats(
     seed: int = SIM_SEED,
     gpus_per_node: int = 1,
     budget_n: int | None = None,
-    sharing: Sequence[FlowOverlap] | None = None,
 ) -> Growth:
     """simulate_growth with its Monte-Carlo error; `budget_n` (default n) sets how many iterations the
-    work budget allows, so a reduced system can stand for a larger one without changing its length.
-    `sharing[r]` (per round, as comm_per_round) relieves each rank of the NIC sharing its flows' start
-    times say did not happen (flow_overlap.py); comm_per_round then holds full sharing's times."""
+    work budget allows, so a reduced system can stand for a larger one without changing its length."""
     n = schedule.n
     peers = _PeerMax(schedule)
     period = len(comm_per_round)
@@ -200,7 +199,7 @@ def simulate_growth_stats(
     measured = period * max(1, -(-wanted // period))
     warmup = max(SIM_WARMUP, 2 * period)
     if not compute.variation.is_iid:
-        warmup = max(warmup, period + _straggler_transient(peers, compute, n, comm_per_round))
+        warmup = max(warmup, period + _straggler_transient(peers, compute, n))
     rng = np.random.default_rng(seed)
     draw = compute.sampler(n, gpus_per_node)
     comm = [np.stack([np.broadcast_to(c, (n,)), np.zeros(n)], axis=1) for c in comm_per_round]
@@ -209,13 +208,7 @@ def simulate_growth_stats(
     samples, marks = [], []
     for t in range(warmup + measured):
         c = draw(rng) + compute.optimizer_s
-        launch = peers(x, t)  # each rank's group starts its exchange when its last member launches
-        spent = comm[t % period]
-        flows = sharing[t % period] if sharing else None
-        if flows is not None and flows.any:
-            spent = spent.copy()
-            spent[:, 0] -= flows.relief_s(peers(flows.overlap(launch[:, 0]), t))
-        new = np.maximum(x + c[:, None], launch + spent)
+        new = np.maximum(x + c[:, None], peers(x, t) + comm[t % period])
         if t >= warmup:
             if start is None:
                 start = x.copy()
@@ -236,21 +229,16 @@ def batch_se(marks: Sequence[float], period: int) -> float:
     return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
 
 
-def _straggler_transient(
-    peers: _PeerMax, compute: Compute, n: int, comm_per_round: Sequence[np.ndarray] = ()
-) -> int:
+def _straggler_transient(peers: _PeerMax, compute: Compute, n: int) -> int:
     """Iterations before every rank runs at the slowest rank's pace. A delay reaches rank j after d_j
     iterations (the schedule's distance), and rank j, free at its own pace, is caught once the slowest
     rank's lag d_j x rate_slow exceeds what it gained: after ~ d_j x rate_slow / (rate_slow - rate_typical)
-    iterations (rate_typical: its compute, or the slowest exchange of the round where that is longer:
-    the connected ranks' free pace). Bounded by SIM_MAX_REACH and by the work budget (at very large n
-    the transient is cut short and the growth slightly underestimated)."""
+    iterations. Bounded by SIM_MAX_REACH and by the work budget (at very large n the transient is cut
+    short and the growth slightly underestimated)."""
     s = compute.variation.factors(n)
     slowest = int(np.argmax(s))
     c, o = compute.compute_s, compute.optimizer_s
     slow, typical = s[slowest] * c + o, float(np.median(s)) * c + o
-    if len(comm_per_round):  # free of the straggler, the ranks still wait on their slowest exchanges
-        typical = float(np.mean([max(typical, float(np.max(cr))) for cr in comm_per_round]))
     cap = int(min(SIM_MAX_REACH, max(SIM_WARMUP, STRAGGLER_BUDGET // max(n, 1))))
     if slow <= typical:
         return 0
@@ -287,11 +275,9 @@ def gossip_prediction(
     # (RoundComm.charged_s), and the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    sharing = None if schedule.static_graph is not None else round_sharing(schedule, rounds, shape, net)
-    g = simulate_growth_stats(
-        schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node, sharing=sharing
+    mean, free, samples = simulate_growth(
+        schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node
     )
-    mean, free, samples = g.mean_s, g.free_s, g.samples_s
     floor = nic_bound_s(rounds, shape, net.nics_per_node)
     if floor > mean:
         samples = samples + (floor - mean)

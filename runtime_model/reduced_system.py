@@ -25,7 +25,6 @@ import numpy as np
 from runtime_model.collectives import serial_allreduces_s
 from runtime_model.consensus import ConsensusMetrics, _metrics, consensus_metrics
 from runtime_model.distributions import NormalCompute
-from runtime_model.flow_overlap import FlowOverlap
 from runtime_model.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -40,7 +39,7 @@ from runtime_model.iteration import (
     simulate_growth_stats,
 )
 from runtime_model.order_stats import base_cdf, quantile_of_repeated
-from runtime_model.round_comm import round_comm, round_comm_per_rank_s, round_sharing, static_graph_comm_s
+from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
 from runtime_model.symmetry import FULL_MAX_N, REDUCED_RANKS, NoReduction, Reduction, reduce
@@ -73,21 +72,6 @@ def reduced_comm_per_round(red: Reduction, scenario: Scenario) -> list[np.ndarra
             )
         else:
             by_small[j] = round_comm_per_rank_s(red.small, j, red.shape, buckets, net)
-    return [by_small[j] for j in red.round_map]
-
-
-def reduced_sharing(red: Reduction, scenario: Scenario) -> list[FlowOverlap] | None:
-    """The reduced rounds' flows that share a NIC (as gossip_prediction's), or None where the reduction
-    scales groups (complete: one group, no co-flows) or the graph is static."""
-    if red.static_offsets is not None or red.group_scale:
-        return None
-    net = scenario.network
-    by_small = {
-        j: round_sharing(
-            red.small, [round_comm(red.small, j, red.shape, scenario.buckets, net)], red.shape, net, first=j
-        )[0]
-        for j in sorted(set(red.round_map))
-    }
     return [by_small[j] for j in red.round_map]
 
 
@@ -155,14 +139,7 @@ def reduced_prediction(
     else:
         # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
         budget_n = None if has_variance(comp) else red.full.gpus
-        growth = simulate_growth_stats(
-            red.schedule(),
-            comp,
-            comm,
-            gpus_per_node=k,
-            budget_n=budget_n,
-            sharing=reduced_sharing(red, scenario),
-        )
+        growth = simulate_growth_stats(red.schedule(), comp, comm, gpus_per_node=k, budget_n=budget_n)
     p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
     pred = prediction_from_growth(
         scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce

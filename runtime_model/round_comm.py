@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, serial_allreduces_s
-from runtime_model.flow_overlap import FlowOverlap
 from runtime_model.scenario import BucketLayout, ClusterShape, GroupShape, Network
 from runtime_model.schedule import Schedule, nic_of_ranks, nics_in_use
 
@@ -82,17 +81,6 @@ def round_comm_per_rank_s(
     """Each rank's gossip time in this round as the recurrence charges it (flows of a NIC sharing it
     throughout, never less than alone); the reduced system (runtime_model.reduced_system) reads it."""
     return round_comm(schedule, round_index, shape, buckets, net).charged_s
-
-
-def round_sharing(
-    schedule: Schedule, rounds: Sequence[RoundComm], shape: ClusterShape, net: Network, first: int = 0
-) -> list[FlowOverlap]:
-    """Per round (rounds[i] is schedule round first + i), the flows sharing a NIC and what they cost
-    alone and shared (flow_overlap.py)."""
-    return [
-        FlowOverlap(*schedule.rounds[first + i].coflow_pairs(shape, net.nics_per_node), r.solo_s, r.charged_s)
-        for i, r in enumerate(rounds)
-    ]
 
 
 def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:

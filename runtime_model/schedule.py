@@ -157,37 +157,6 @@ class Round:
         rails = np.where(spans > 1, np.minimum(nics, np.maximum(sizes // np.maximum(spans, 1), 1)), 1)
         return sizes, spans, q, rails
 
-    def coflow_pairs(self, shape: ClusterShape, nics_per_node: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """(i, j): every ordered pair of ranks of different groups whose ring flows leave one NIC this
-        round (the flows that share it; group_placement's q counts them per NIC). Ranks are those that
-        send a flow across nodes: the member of each group before a node change in ring order."""
-        k = shape.gpus_per_node
-        order, starts = self.sorted_groups
-        lab = self.labels[order]
-        ends = np.r_[starts[1:], lab.size]
-        nxt = np.arange(lab.size) + 1
-        nxt[ends - 1] = starts
-        crossing = (order // k) != (order[nxt] // k)
-        senders = order[crossing]
-        nic = nic_of_ranks(senders, k, nics_per_node)
-        by_nic = np.argsort(nic, kind="stable")
-        senders, nic = senders[by_nic], nic[by_nic]
-        # all ordered pairs within each NIC's run of senders (q is small: at most a node's ranks)
-        first = np.r_[0, np.flatnonzero(np.diff(nic)) + 1]
-        count = np.diff(np.r_[first, nic.size])
-        i_parts, j_parts = [], []
-        for q in np.unique(count[count > 1]):
-            heads = first[count == q]
-            a, b = np.meshgrid(np.arange(q), np.arange(q), indexing="ij")
-            keep = a != b
-            i_parts.append(senders[heads[:, None] + a[keep][None, :]].ravel())
-            j_parts.append(senders[heads[:, None] + b[keep][None, :]].ravel())
-        if not i_parts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        i, j = np.concatenate(i_parts), np.concatenate(j_parts)
-        other_group = self.labels[i] != self.labels[j]
-        return i[other_group], j[other_group]
-
     def group_shapes(self, shape: ClusterShape, nics_per_node: int = 1) -> Counter:
         """How many groups of each GroupShape this round runs (see group_placement)."""
         keys = Counter(zip(*(a.tolist() for a in self.group_placement(shape, nics_per_node)), strict=True))

@@ -12,10 +12,7 @@ inputs' measured error: preset predictions moved as intended; the two profile sc
 identical, their factors, margin, verdict and provenance changed. Re-recorded again for networks as GPU
 clusters build them: achievable link bandwidth (line rate x published nccl-tests efficiency), NCCL's
 ring/tree costs on presets, nvlink3-x4 on the paper's A100 nodes: preset predictions moved as intended;
-the profile scenarios moved only through the preset links they fall back on for what was not measured.
-Re-recorded for flows that share a NIC only in part (flow_overlap.py): with compute variance the groups of
-a round start apart, so the topologies whose flows share a NIC (ring, one-peer-exp, base-2 on one-NIC
-nodes) moved down between full sharing and solo; without variance (nocv) nothing moved.)
+the profile scenarios moved only through the preset links they fall back on for what was not measured.)
 """
 
 import json

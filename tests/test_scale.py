@@ -27,7 +27,7 @@ from runtime_model.iteration import (
 )
 from runtime_model.order_stats import max_of_ranks, quantile_of_repeated
 from runtime_model.reduced_system import reduced_consensus, reduced_prediction, topology_model
-from runtime_model.round_comm import round_comm, round_comm_per_rank_s, round_sharing
+from runtime_model.round_comm import round_comm_per_rank_s
 from runtime_model.scenario import ClusterShape, Compute
 from runtime_model.symmetry import FULL_MAX_N, reduce
 from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
@@ -94,10 +94,8 @@ def _full_growth(sc, schedule):
     comp = sc.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
     opt = last_bucket_optimizer_s(comp, sc.buckets)
-    rounds = [round_comm(schedule, i, sc.shape, sc.buckets, sc.network) for i in range(period)]
-    comm = [r.charged_s + opt for r in rounds]
-    sharing = None if schedule.static_graph is not None else round_sharing(schedule, rounds, sc.shape, sc.network)
-    return simulate_growth_stats(schedule, comp, comm, gpus_per_node=sc.shape.gpus_per_node, sharing=sharing)
+    comm = [round_comm_per_rank_s(schedule, i, sc.shape, sc.buckets, sc.network) + opt for i in range(period)]
+    return simulate_growth_stats(schedule, comp, comm, gpus_per_node=sc.shape.gpus_per_node)
 
 
 @pytest.mark.parametrize("n, k", [(1024, 4), (1024, 8), (512, 1), (768, 4)])
