@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from runtime_model.consensus import ConsensusMetrics
 from runtime_model.defaults import MARGIN
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
+from runtime_model.recurrence import run_pending
 from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
@@ -153,14 +154,21 @@ def advise(
     ar = allreduce_prediction(scenario)
     ar_sd = _uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
+    models, pending = {}, []
     for name in topologies or topology_names():
-        builtin = topology_info(name).decent_dp_name is not None
         try:
-            model = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
+            models[name] = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
         except TopologyNotApplicable as exc:
-            rows.append(TopologyRow(name, False, str(exc), None, None, None, builtin))
+            models[name] = exc
             continue
-        pred = model.predict(scenario, ar)
+        pending.append(models[name].pending(scenario, ar))
+    preds = iter(run_pending(pending))  # one recurrence loop for the topologies that share n and draws
+    for name, model in models.items():
+        builtin = topology_info(name).decent_dp_name is not None
+        if isinstance(model, TopologyNotApplicable):
+            rows.append(TopologyRow(name, False, str(model), None, None, None, builtin))
+            continue
+        pred = next(preds)
         sd = _uncertainty_s(scenario, lambda s, m=model: m.predict(s))
         rows.append(
             TopologyRow(

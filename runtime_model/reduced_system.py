@@ -32,13 +32,13 @@ from runtime_model.iteration import (
     SIM_SEED,
     SIM_WARMUP,
     IterationPrediction,
-    batch_se,
-    gossip_prediction,
+    gossip_pending,
     last_bucket_optimizer_s,
+    plan_job,
     prediction_from_growth,
-    simulate_growth_stats,
 )
-from runtime_model.order_stats import base_cdf, quantile_of_repeated
+from runtime_model.order_stats import _STD, base_cdf, erfc, quantile_of_repeated
+from runtime_model.recurrence import Growth, Pending, batch_se, run_pending
 from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
@@ -48,7 +48,8 @@ from runtime_model.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 
 CHUNK = 1 << 20  # ranks per chunk when a persistent draw must be scanned over all n
 BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
-NEWTON_STEPS = 8  # the same for a Normal i.i.d. part (quadratic convergence)
+NEWTON_STEPS = 40  # at most, for a Normal i.i.d. part (quadratic convergence: a handful in practice)
+NEWTON_TOL = 1e-9  # of the Normal's sd: where Newton stops
 
 
 def has_variance(comp: Compute) -> bool:
@@ -129,28 +130,38 @@ def reduced_prediction(
     scenario: Scenario, red: Reduction, allreduce: IterationPrediction | None = None
 ) -> ReducedResult:
     """Decent-DP's prediction for the full system from its reduced one (module doc)."""
+    return run_pending([reduced_pending(scenario, red, allreduce)])[0]
+
+
+def reduced_pending(
+    scenario: Scenario, red: Reduction, allreduce: IterationPrediction | None = None
+) -> Pending:
+    """reduced_prediction waiting for its recurrence (recurrence.run_pending batches those that share n)."""
     comp = reduced_compute(scenario.decent_dp_compute, red)
     per_rank = reduced_comm_per_round(red, scenario)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in per_rank]
     k = red.shape.gpus_per_node
-    if red.group_scale and has_variance(comp) and red.orbit_size > 1:
-        growth = _simulate_complete(comp, comm[0], red.full.gpus, k)
-    else:
+    job = None
+    if not (red.group_scale and has_variance(comp) and red.orbit_size > 1):
         # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
         budget_n = None if has_variance(comp) else red.full.gpus
-        growth = simulate_growth_stats(red.schedule(), comp, comm, gpus_per_node=k, budget_n=budget_n)
-    p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
-    pred = prediction_from_growth(
-        scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
-    )
-    return ReducedResult(pred, growth.se_s, red.n)
+        job = plan_job(red.schedule(), comp, comm, budget_n)
+
+    def finish(growth: Growth | None) -> ReducedResult:
+        if growth is None:
+            growth = _simulate_complete(comp, comm[0], red.full.gpus, k)
+        p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
+        pred = prediction_from_growth(
+            scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
+        )
+        return ReducedResult(pred, growth.se_s, red.n)
+
+    return Pending(job, comp, k, SIM_SEED, finish)
 
 
 def _simulate_complete(comp: Compute, comm: np.ndarray, n_full: int, k: int):
     """complete's recurrence with the max over all n ranks tracked explicitly (module doc)."""
-    from runtime_model.iteration import Growth
-
     n = comm.size
     s = comp.variation.factors(n)
     rng = np.random.default_rng(SIM_SEED)
@@ -182,26 +193,45 @@ def _extreme(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: flo
     """One draw, per column of `base` (n, 2), of max over `others` ranks of base_J + s_J B with J uniform
     over the simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
     dist = comp.distribution
+    if isinstance(dist, NormalCompute):
+        return np.array([_normal_extreme(dist, base[:, i], s, others, u) for i in range(base.shape[1])])
     p = u ** (1.0 / others)
     q = float(dist.ppf(p))
     lo = (base + s[:, None] * q).min(axis=0)
     hi = (base + s[:, None] * q).max(axis=0)
     if dist.sd_s == 0:
         return hi
-    newton = isinstance(dist, NormalCompute)
-    v = 0.5 * (lo + hi)
-    for _ in range(NEWTON_STEPS if newton else BISECTIONS):
-        z = (v[None, :] - base) / s[:, None]
-        gap = base_cdf(dist, z).mean(axis=0) - p
+    for _ in range(BISECTIONS):
+        v = 0.5 * (lo + hi)
+        gap = base_cdf(dist, (v[None, :] - base) / s[:, None]).mean(axis=0) - p
         lo, hi = np.where(gap < 0, v, lo), np.where(gap < 0, hi, v)
-        if newton:  # safeguarded Newton: the step, or the bracket's midpoint when it leaves the bracket
-            u = (z - dist.mean_s) / dist.sd_s
-            slope = (np.exp(-0.5 * u * u) / (s[:, None] * dist.sd_s)).mean(axis=0) / math.sqrt(2 * math.pi)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = v - gap / slope
-            v = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
-        else:
-            v = 0.5 * (lo + hi)
+    return 0.5 * (lo + hi)
+
+
+def _normal_extreme(dist: NormalCompute, base: np.ndarray, s: np.ndarray, others: int, u: float) -> float:
+    """_extreme for a Normal i.i.d. part, by Newton on the log of the mixture's survival,
+    log mean_j S((v - base_j) / s_j) = log(1 - u^(1/others)): nearly linear in v in the far tail, where
+    Newton on the CDF itself crawls. It starts at the root for every rank at the top base (an upper bound)
+    and, the log-survival being concave, stays right of the root and converges quadratically."""
+    mu, sd = dist.mean_s, dist.sd_s
+    tail = -math.expm1(math.log(max(u, 1e-300)) / others)  # 1 - u^(1/others) without cancellation
+    z = -_STD.inv_cdf(min(tail, 0.5))
+    v = float((base + s * (mu + sd * z)).max())
+    if sd == 0:
+        return v
+    lo, target = float((base + s * (mu + sd * z)).min()), math.log(tail)
+    for _ in range(NEWTON_STEPS):
+        x = ((v - base) / s - mu) / sd
+        surv = 0.5 * float(erfc(x / math.sqrt(2.0)).mean())
+        dens = float((np.exp(-0.5 * x * x) / s).mean()) / (sd * math.sqrt(2.0 * math.pi))
+        if surv <= 0.0 or dens <= 0.0:
+            break
+        step = (math.log(surv) - target) * surv / dens
+        if not (lo <= v + step <= v):  # outside the bracket (a non-concave mixture): bisect instead
+            step = 0.5 * (lo - v)
+        v += step
+        if abs(step) <= NEWTON_TOL * sd:
+            break
     return v
 
 
@@ -273,15 +303,23 @@ class TopologyModel:
     def predict(
         self, scenario: Scenario, allreduce: IterationPrediction | None = None
     ) -> IterationPrediction:
+        return run_pending([self.pending(scenario, allreduce)])[0]
+
+    def pending(self, scenario: Scenario, allreduce: IterationPrediction | None = None) -> Pending:
+        """predict waiting for its recurrence (recurrence.run_pending runs a batch of them at once)."""
         if self.schedule is not None:
-            return gossip_prediction(scenario, self.schedule, allreduce)
-        return self.predict_reduced(scenario, allreduce).prediction
+            return gossip_pending(scenario, self.schedule, allreduce)
+        p = self.reduced_pending(scenario, allreduce)
+        return replace(p, finish=lambda growth, f=p.finish: f(growth).prediction)
 
     def predict_reduced(self, scenario: Scenario, allreduce=None) -> ReducedResult:
+        return run_pending([self.reduced_pending(scenario, allreduce)])[0]
+
+    def reduced_pending(self, scenario: Scenario, allreduce=None) -> Pending:
         red = self.reduction
         if not has_variance(scenario.decent_dp_compute):  # exact on the smallest quotient
             red = reduce(self.name, self.shape, build_schedule, target=1)
-        return reduced_prediction(scenario, red, allreduce)
+        return reduced_pending(scenario, red, allreduce)
 
     def consensus(self) -> ConsensusMetrics:
         if self.schedule is not None:

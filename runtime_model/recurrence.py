@@ -1,0 +1,219 @@
+"""The gossip max-plus recurrence of several schedules at once, on one set of compute draws.
+
+Why a module of its own: the advisor runs the recurrence (iteration.py's module doc) for every topology at
+every n of a sweep, and its cost was Python overhead per iteration (a dozen numpy calls on tiny arrays at
+small n) and scatter/gather on (n, 2) rows at large n. Here
+- every schedule at the same n shares one stream of compute draws (common random numbers: each topology's
+  own run drew the same numbers from the same seed), drawn in blocks of iterations where the stream allows;
+- a rank's state is one flat vector [with communication | free communication] (2n), so a round's peer max
+  is one 1-D `take` (pairs) or take + reduceat + take (groups) or one gather over the offsets (static);
+- the measured window is recorded into one array and summarised at the end.
+Every float operation is the one the per-schedule loop did (max is exact; the additions are the same), so
+results are identical to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_model.distributions import NormalCompute
+from runtime_model.scenario import Compute
+from runtime_model.schedule import Schedule
+
+DRAW_BLOCK = 64  # iterations drawn at once (the stream is the same as one draw per iteration)
+CACHE_ROUNDS = 64  # joint rounds kept (the rounds' combination repeats with the periods' lcm)
+
+
+class FlatPeers:
+    """max over each rank's group (or static neighbourhood) on the flat layout [column 0, column 1] (2n).
+
+    kind "pairs" (every round pairs and singletons): out = max(x, x.take(partner)), one gather that
+    several schedules' rounds can share (run_jobs concatenates them); "static": the max over the
+    neighbourhood's gathers; "groups": a segmented max (reduceat) over the ranks sorted by group, read back
+    by each rank's group (reduceat costs per segment, so pairs never take this path).
+    """
+
+    def __init__(self, schedule: Schedule):
+        n = schedule.n
+        self.n = n
+        graph = schedule.static_graph
+        self.rounds: list[tuple[np.ndarray, ...]] = []
+        flat = np.arange(2 * n)
+        col, rank = np.divmod(flat, n)
+        if graph is not None:
+            self.kind = "static"
+            near = [col * n + (rank + off) % n for off in (0, *graph.peer_offsets)]
+            self.rounds.append((np.stack(near),))
+            return
+        groups = [r.sorted_groups for r in schedule.rounds]
+        sizes = [np.diff(starts, append=n) for _, starts in groups]
+        self.kind = "pairs" if all(sz.max() <= 2 for sz in sizes) else "groups"
+        for r, (order, starts), size in zip(schedule.rounds, groups, sizes, strict=True):
+            if self.kind == "pairs":
+                partner = np.arange(n)
+                two = starts[size == 2]
+                partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
+                self.rounds.append((col * n + partner[rank],))
+            else:  # labels are 0..g-1 in sorted order (Round.validate: no empty group)
+                g = starts.size
+                src = np.concatenate([order, order + n])
+                self.rounds.append(
+                    (src, np.concatenate([starts, starts + n]), np.concatenate([r.labels, r.labels + g]))
+                )
+
+    def __call__(self, x: np.ndarray, t: int) -> np.ndarray:
+        """x: the flat state (2n,); returns a new array."""
+        arrays = self.rounds[t % len(self.rounds)]
+        if self.kind == "pairs":
+            return np.maximum(x, x.take(arrays[0]))
+        if self.kind == "static":
+            return x.take(arrays[0]).max(axis=0)
+        src, starts, dst = arrays
+        return np.maximum.reduceat(x.take(src), starts).take(dst)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One schedule's recurrence: comm_per_round[r] is each rank's gossip time (+ the last bucket's
+    optimizer step) in round r; the run is `warmup` iterations, then `measured` (a whole number of periods)."""
+
+    schedule: Schedule
+    comm_per_round: Sequence[np.ndarray]
+    warmup: int
+    measured: int
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What one run of the recurrence measured; se_s is the Monte-Carlo standard error of mean_s
+    (batch means over whole periods of the measured window; 0 without variance)."""
+
+    mean_s: float
+    free_s: float
+    samples_s: np.ndarray
+    se_s: float
+
+
+def batch_se(marks: Sequence[float], period: int) -> float:
+    """Standard error of the growth rate from the mean positions at period boundaries (batch means)."""
+    per_period = np.diff(np.asarray(marks)) / period
+    if per_period.size < 2:
+        return 0.0
+    return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
+
+
+def _draws(compute: Compute, n: int, gpus_per_node: int, seed: int):
+    """C_i(t) + t_O for t = 0, 1, ...: the seeded stream every schedule's run draws (in blocks when the
+    distribution's draws of a block are the draws of its iterations one after the other)."""
+    rng = np.random.default_rng(seed)
+    dist = compute.distribution
+    if compute.variation.is_iid and type(dist) is NormalCompute:
+        while True:
+            yield from dist.sample(rng, (DRAW_BLOCK, n)) + compute.optimizer_s
+    draw = compute.sampler(n, gpus_per_node)
+    while True:
+        yield draw(rng) + compute.optimizer_s
+
+
+def run_jobs(jobs: Sequence[Job], compute: Compute, seed: int, gpus_per_node: int) -> list[Growth]:
+    """Run every job (all on the same n) on one stream of draws; each result is its own run's.
+
+    The pair schedules' gathers are concatenated into one per iteration (they come first in the state);
+    a job past its window keeps cycling (its state is no longer read)."""
+    n = jobs[0].schedule.n
+    if any(j.schedule.n != n for j in jobs):
+        raise ValueError("jobs of one batch share n (they share the draws)")
+    peers = [FlatPeers(j.schedule) for j in jobs]
+    order = sorted(range(len(jobs)), key=lambda j: peers[j].kind != "pairs")
+    jobs, peers = [jobs[j] for j in order], [peers[j] for j in order]
+    count, width = len(jobs), 2 * n
+    pairs = sum(p.kind == "pairs" for p in peers)
+    cost = [[np.concatenate([np.broadcast_to(c, (n,)), np.zeros(n)]) for c in j.comm_per_round] for j in jobs]
+    periods = [len(p.rounds) for p in peers] + [len(c) for c in cost]
+    ends = [j.warmup + j.measured for j in jobs]
+    hist = [np.empty((j.measured + 1, n)) for j in jobs]
+    start, last = [np.empty(0)] * count, [np.empty(0)] * count
+    x, new, p = np.zeros(count * width), np.empty(count * width), np.empty(count * width)
+    draws = _draws(compute, n, gpus_per_node, seed)
+    cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+    for t in range(max(ends)):
+        c = next(draws)
+        key = tuple(t % q for q in periods)
+        joint = cache.get(key)
+        if joint is None:
+            partner = [peers[j].rounds[key[j]][0] + j * width for j in range(pairs)]
+            joint = (
+                np.concatenate(partner) if partner else None,
+                np.concatenate([cost[j][key[count + j]] for j in range(count)]),
+            )
+            if len(cache) < CACHE_ROUNDS:
+                cache[key] = joint
+        if pairs:
+            np.maximum(x[: pairs * width], x.take(joint[0]), out=p[: pairs * width])
+        for j in range(pairs, count):
+            p[j * width : (j + 1) * width] = peers[j](x[j * width : (j + 1) * width], t)
+        p += joint[1]
+        np.maximum((x.reshape(count, 2, n) + c).reshape(-1), p, out=new)
+        for j, job in enumerate(jobs):
+            w = t - job.warmup
+            if 0 <= w < job.measured:
+                at = j * width
+                if w == 0:
+                    start[j] = x[at : at + width].copy()
+                    hist[j][0] = x[at : at + n]
+                hist[j][w + 1] = new[at : at + n]
+                if w + 1 == job.measured:
+                    last[j] = new[at : at + width].copy()
+        x, new = new, x
+    out = [_growth(job, last[j], start[j], hist[j], n) for j, job in enumerate(jobs)]
+    return [out[order.index(j)] for j in range(count)]
+
+
+def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:
+    """The summary of one run, with the per-schedule loop's own expressions (so equal to the last bit)."""
+    period = len(job.comm_per_round)
+    x = np.stack([last[:n], last[n:]], axis=1)
+    x0 = np.stack([start[:n], start[n:]], axis=1)
+    growth = (x - x0).mean(axis=0) / job.measured
+    marks = hist[::period].mean(axis=1)  # row by row, as the loop's x[:, 0].mean() at each period's start
+    samples = (hist[1:] - hist[:-1]).reshape(-1)
+    return Growth(float(growth[0]), float(growth[1]), samples, batch_se(marks, period))
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A prediction waiting for its recurrence: `finish(growth)` makes it from the run of `job`
+    (job None: `finish(None)` computes it alone, e.g. complete's reduced system)."""
+
+    job: Job | None
+    compute: Compute
+    gpus_per_node: int
+    seed: int
+    finish: Callable[[Growth | None], object]
+
+
+def run_pending(pending: Sequence[Pending]) -> list:
+    """Finish every pending prediction, running the jobs that share n, compute and seed in one batch
+    (so a sweep's topologies at one n cost one loop over iterations, not one each)."""
+    batches: list[tuple[Pending, list[int]]] = []
+    for i, p in enumerate(pending):
+        if p.job is None:
+            continue
+        for head, members in batches:
+            if (head.job.schedule.n, head.gpus_per_node, head.seed) == (
+                p.job.schedule.n,
+                p.gpus_per_node,
+                p.seed,
+            ) and (head.compute is p.compute or head.compute == p.compute):
+                members.append(i)
+                break
+        else:
+            batches.append((p, [i]))
+    growth: dict[int, Growth] = {}
+    for head, members in batches:
+        runs = run_jobs([pending[i].job for i in members], head.compute, head.seed, head.gpus_per_node)
+        growth.update(zip(members, runs, strict=True))
+    return [p.finish(growth.get(i)) for i, p in enumerate(pending)]
