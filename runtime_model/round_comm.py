@@ -54,13 +54,34 @@ def round_comm(
         full = np.full(shape.gpus, cost)
         return RoundComm(full, full, np.zeros(shape.gpus))
 
+    memo = _memo(net)
+
     def costs(g: GroupShape) -> tuple[float, float, float]:
-        solo = replace(g, nic_sharing=1)
-        busy = g.nic_sharing * sum(allreduce_parts_s(solo, s, net)[1] for s in sizes) if g.nodes > 1 else 0.0
-        return serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), busy
+        key = (g, tuple(sizes))
+        if key not in memo:
+            solo = replace(g, nic_sharing=1)
+            busy = (
+                g.nic_sharing * sum(allreduce_parts_s(solo, s, net)[1] for s in sizes) if g.nodes > 1 else 0.0
+            )
+            memo[key] = serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), busy
+        return memo[key]
 
     per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
     return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+
+
+_MEMO: dict[int, tuple[Network, dict]] = {}  # id(network) -> (network, {(shape, bucket sizes): costs})
+
+
+def _memo(net: Network) -> dict:
+    """The group-shape costs already computed for this network object: every topology's rounds at one n
+    (and a sweep's topologies) meet the same few shapes, each costing a dozen all-reduce formulas."""
+    entry = _MEMO.get(id(net))
+    if entry is None or entry[0] is not net:
+        if len(_MEMO) >= 16:
+            _MEMO.clear()
+        entry = _MEMO[id(net)] = (net, {})
+    return entry[1]
 
 
 def round_comm_per_rank_s(
