@@ -14,6 +14,7 @@ results are identical to it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,8 @@ from runtime_model.scenario import Compute
 from runtime_model.schedule import Schedule
 
 DRAW_BLOCK = 64  # iterations drawn at once (the stream is the same as one draw per iteration)
-CACHE_ROUNDS = 64  # joint rounds kept (the rounds' combination repeats with the periods' lcm)
+CACHE_ROUNDS = 64  # iterations' merged steps kept (the rounds' combination repeats with the periods' lcm)
+CACHE_ENTRIES = 1 << 21  # array entries the kept steps may hold (16 MiB); beyond, each job steps alone
 
 
 class FlatPeers:
@@ -50,7 +52,7 @@ class FlatPeers:
             return
         groups = [r.sorted_groups for r in schedule.rounds]
         sizes = [np.diff(starts, append=n) for _, starts in groups]
-        self.kind = "pairs" if all(sz.max() <= 2 for sz in sizes) else "groups"
+        self.kind = self.kind_of(schedule)
         for r, (order, starts), size in zip(schedule.rounds, groups, sizes, strict=True):
             if self.kind == "pairs":
                 partner = np.arange(n)
@@ -63,6 +65,14 @@ class FlatPeers:
                 self.rounds.append(
                     (src, np.concatenate([starts, starts + n]), np.concatenate([r.labels, r.labels + g]))
                 )
+
+    @staticmethod
+    def kind_of(schedule: Schedule) -> str:
+        if schedule.static_graph is not None:
+            return "static"
+        n = schedule.n
+        pairs = all(np.diff(r.sorted_groups[1], append=n).max() <= 2 for r in schedule.rounds)
+        return "pairs" if pairs else "groups"
 
     def __call__(self, x: np.ndarray, t: int) -> np.ndarray:
         """x: the flat state (2n,); returns a new array."""
@@ -121,55 +131,134 @@ def _draws(compute: Compute, n: int, gpus_per_node: int, seed: int):
 def run_jobs(jobs: Sequence[Job], compute: Compute, seed: int, gpus_per_node: int) -> list[Growth]:
     """Run every job (all on the same n) on one stream of draws; each result is its own run's.
 
-    The pair schedules' gathers are concatenated into one per iteration (they come first in the state);
-    a job past its window keeps cycling (its state is no longer read)."""
+    The state is every job's flat [comm | free] vector side by side. Per iteration the pair schedules
+    share one gather and the group schedules one segmented max (_Steps); the measured windows are
+    recorded together when that costs at most twice the memory of recording each one alone."""
     n = jobs[0].schedule.n
     if any(j.schedule.n != n for j in jobs):
         raise ValueError("jobs of one batch share n (they share the draws)")
-    peers = [FlatPeers(j.schedule) for j in jobs]
-    order = sorted(range(len(jobs)), key=lambda j: peers[j].kind != "pairs")
-    jobs, peers = [jobs[j] for j in order], [peers[j] for j in order]
-    count, width = len(jobs), 2 * n
-    pairs = sum(p.kind == "pairs" for p in peers)
-    cost = [[np.concatenate([np.broadcast_to(c, (n,)), np.zeros(n)]) for c in j.comm_per_round] for j in jobs]
-    periods = [len(p.rounds) for p in peers] + [len(c) for c in cost]
+    kinds = [FlatPeers.kind_of(j.schedule) for j in jobs]
+    order = sorted(range(len(jobs)), key=lambda i: ("pairs", "groups", "static").index(kinds[i]))
+    jobs = [jobs[i] for i in order]  # each kind side by side, so its steps merge into one
+    steps = _Steps(jobs, n)
+    count = len(jobs)
     ends = [j.warmup + j.measured for j in jobs]
-    hist = [np.empty((j.measured + 1, n)) for j in jobs]
+    first, stop = min(j.warmup for j in jobs), max(ends)
+    joint = (stop - first) * count <= 2 * sum(j.measured + 1 for j in jobs)
+    rec = np.empty((stop - first + 1, count, n)) if joint else None
+    hist = [
+        rec[j.warmup - first : j.warmup - first + j.measured + 1, i]
+        if joint
+        else np.empty((j.measured + 1, n))
+        for i, j in enumerate(jobs)
+    ]
     start, last = [np.empty(0)] * count, [np.empty(0)] * count
-    x, new, p = np.zeros(count * width), np.empty(count * width), np.empty(count * width)
+    x, new = np.zeros((count, 2 * n)), np.empty((count, 2 * n))
     draws = _draws(compute, n, gpus_per_node, seed)
-    cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-    for t in range(max(ends)):
+    for t in range(stop):
         c = next(draws)
-        key = tuple(t % q for q in periods)
-        joint = cache.get(key)
-        if joint is None:
-            partner = [peers[j].rounds[key[j]][0] + j * width for j in range(pairs)]
-            joint = (
-                np.concatenate(partner) if partner else None,
-                np.concatenate([cost[j][key[count + j]] for j in range(count)]),
-            )
-            if len(cache) < CACHE_ROUNDS:
-                cache[key] = joint
-        if pairs:
-            np.maximum(x[: pairs * width], x.take(joint[0]), out=p[: pairs * width])
-        for j in range(pairs, count):
-            p[j * width : (j + 1) * width] = peers[j](x[j * width : (j + 1) * width], t)
-        p += joint[1]
-        np.maximum((x.reshape(count, 2, n) + c).reshape(-1), p, out=new)
-        for j, job in enumerate(jobs):
+        p = steps.peer_max(x.reshape(-1), t)
+        np.maximum((x.reshape(count, 2, n) + c).reshape(-1), p, out=new.reshape(-1))
+        if joint and t >= first:
+            if t == first:
+                rec[0] = x[:, :n]
+            rec[t - first + 1] = new[:, :n]
+        for i, job in enumerate(jobs):
             w = t - job.warmup
-            if 0 <= w < job.measured:
-                at = j * width
+            if w == 0:
+                start[i] = x[i].copy()
+            if not joint and 0 <= w < job.measured:
                 if w == 0:
-                    start[j] = x[at : at + width].copy()
-                    hist[j][0] = x[at : at + n]
-                hist[j][w + 1] = new[at : at + n]
-                if w + 1 == job.measured:
-                    last[j] = new[at : at + width].copy()
+                    hist[i][0] = x[i, :n]
+                hist[i][w + 1] = new[i, :n]
+            if w + 1 == job.measured:
+                last[i] = new[i].copy()
         x, new = new, x
-    out = [_growth(job, last[j], start[j], hist[j], n) for j, job in enumerate(jobs)]
-    return [out[order.index(j)] for j in range(count)]
+    out = [_growth(job, last[i], start[i], hist[i], n) for i, job in enumerate(jobs)]
+    return [out[order.index(i)] for i in range(count)]
+
+
+class _Steps:
+    """Each iteration's peer max + communication for every job of a batch, in few numpy calls: the pair
+    jobs' gathers concatenated into one, the group jobs' segmented maxima into one (offsets are fixed
+    for the rounds in play, so the concatenation of each combination is cached while it is small; else
+    every job steps alone, with its rounds' steps made once)."""
+
+    def __init__(self, jobs: Sequence[Job], n: int):
+        self.n, self.count, width = n, len(jobs), 2 * n
+        self.peers = [FlatPeers(j.schedule) for j in jobs]
+        self.cost = [
+            [np.concatenate([np.broadcast_to(c, (n,)), np.zeros(n)]) for c in j.comm_per_round] for j in jobs
+        ]
+        periods = [len(p.rounds) for p in self.peers] + [len(c) for c in self.cost]
+        self.lcm = math.lcm(*periods)
+        self.slices = [slice(i * width, (i + 1) * width) for i in range(self.count)]
+        self.kinds = {
+            kind: [i for i, p in enumerate(self.peers) if p.kind == kind] for kind in ("pairs", "groups")
+        }
+        size = sum(a.size for p in self.peers for a in p.rounds[0]) + self.count * width
+        small = size * min(self.lcm, CACHE_ROUNDS) <= CACHE_ENTRIES
+        self.cache: dict[int, list] | None = {} if small else None
+        # each job's own steps per round and per cost, offsets into the side-by-side state made once
+        self.own = [
+            [(p.kind, self.slices[i], *self._offset(p.kind, r, i)) for r in p.rounds]
+            for i, p in enumerate(self.peers)
+        ]
+        self.own_cost = [[("cost", self.slices[i], c) for c in cost] for i, cost in enumerate(self.cost)]
+        self.out = np.empty(self.count * width)
+
+    def _offset(self, kind: str, arrays: tuple, i: int) -> tuple:
+        """A job's round arrays indexing the side-by-side state (its source indices moved to its slot)."""
+        if kind == "groups":
+            src, starts, dst = arrays
+            return src + i * 2 * self.n, starts, dst
+        return (arrays[0] + i * 2 * self.n,)
+
+    def peer_max(self, x: np.ndarray, t: int) -> np.ndarray:
+        """max over each rank's peers of x (all jobs' flat states, side by side), plus its communication."""
+        if self.cache is None:
+            plan = [own[t % len(own)] for own in self.own] + [c[t % len(c)] for c in self.own_cost]
+        else:
+            plan = self.cache.get(t % self.lcm)
+            if plan is None:
+                plan = self.cache[t % self.lcm] = self._merged(t)
+        out = self.out
+        for kind, where, *arrays in plan:
+            if kind == "pairs":
+                np.maximum(x[where], x.take(arrays[0]), out=out[where])
+            elif kind == "groups":
+                src, starts, dst = arrays
+                out[where] = np.maximum.reduceat(x.take(src), starts).take(dst)
+            elif kind == "static":
+                out[where] = x.take(arrays[0]).max(axis=0)
+            else:
+                out[where] += arrays[0]
+        return out
+
+    def _merged(self, t: int) -> list:
+        """The steps of iteration t with each kind's jobs (side by side in the state) merged into one."""
+        width = 2 * self.n
+        own = [o[t % len(o)] for o in self.own]
+        plan: list = []
+        for kind, members in self.kinds.items():
+            if not members:
+                continue
+            where = slice(members[0] * width, (members[-1] + 1) * width)
+            if kind == "pairs":
+                plan.append((kind, where, np.concatenate([own[i][2] for i in members])))
+                continue
+            src, starts, dst, at_src, at_seg = [], [], [], 0, 0
+            for i in members:
+                _, _, s_i, st_i, d_i = own[i]
+                src.append(s_i)
+                starts.append(st_i + at_src)
+                dst.append(d_i + at_seg)
+                at_src, at_seg = at_src + s_i.size, at_seg + st_i.size
+            plan.append((kind, where, np.concatenate(src), np.concatenate(starts), np.concatenate(dst)))
+        plan.extend(own[i] for i, p in enumerate(self.peers) if p.kind == "static")
+        costs = [c[t % len(c)][2] for c in self.own_cost]
+        plan.append(("cost", slice(None), np.concatenate(costs)))
+        return plan
 
 
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:

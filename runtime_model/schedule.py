@@ -76,7 +76,7 @@ class Round:
         per round and shared by the cost shapes and the gossip recurrence."""
         order = np.argsort(self.labels, kind="stable")
         lab = self.labels[order]
-        return order, np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
+        return order, np.flatnonzero(np.concatenate([[True], lab[1:] != lab[:-1]]))
 
     def group_sizes(self) -> np.ndarray:
         return np.bincount(self.labels, minlength=self.weights.size)
@@ -140,7 +140,7 @@ class Round:
         lab = self.labels[order]
         node = order // k
         nic = nic_of_ranks(order, k, nics_per_node)
-        ends = np.r_[starts[1:], lab.size]
+        ends = np.append(starts[1:], lab.size)
         # next member in ring order (cyclic within each group)
         nxt = np.arange(lab.size) + 1
         nxt[ends - 1] = starts
@@ -149,7 +149,7 @@ class Round:
         load = np.bincount(nic[crossing], minlength=shape.nodes * nics)
         sizes = ends - starts
         # nodes spanned per group: count node changes along the sorted ranks (node-major => contiguous)
-        node_change = np.r_[True, (node[1:] != node[:-1]) | (lab[1:] != lab[:-1])]
+        node_change = np.concatenate([[True], (node[1:] != node[:-1]) | (lab[1:] != lab[:-1])])
         spans = np.add.reduceat(node_change.astype(np.int64), starts)
         q = np.maximum.reduceat(load[nic], starts)
         q = np.where(spans > 1, np.maximum(q, 1), 1)
