@@ -151,18 +151,37 @@ def advise(
     provenance: dict[str, str] | None = None,
 ) -> Advice:
     """Predict every topology, rank them, and decide (or say it is too close to call)."""
-    ar = allreduce_prediction(scenario)
+    return advise_many([scenario], margin, topologies, provenance)[0]
+
+
+def advise_many(
+    scenarios: list[Scenario],
+    margin: float = MARGIN,
+    topologies: list[str] | None = None,
+    provenance: dict[str, str] | None = None,
+) -> list[Advice]:
+    """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
+    draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop."""
+    plans, pending = [], []
+    for scenario in scenarios:
+        ar = allreduce_prediction(scenario)
+        models: dict[str, object] = {}
+        for name in topologies or topology_names():
+            try:
+                models[name] = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
+            except TopologyNotApplicable as exc:
+                models[name] = exc
+                continue
+            pending.append(models[name].pending(scenario, ar))
+        plans.append((scenario, ar, models))
+    preds = iter(run_pending(pending))
+    return [_advice(scenario, ar, models, preds, margin, provenance) for scenario, ar, models in plans]
+
+
+def _advice(scenario: Scenario, ar: IterationPrediction, models: dict, preds, margin, provenance) -> Advice:
+    """One scenario's Advice from its models and (the next of) the batch's predictions."""
     ar_sd = _uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
-    models, pending = {}, []
-    for name in topologies or topology_names():
-        try:
-            models[name] = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
-        except TopologyNotApplicable as exc:
-            models[name] = exc
-            continue
-        pending.append(models[name].pending(scenario, ar))
-    preds = iter(run_pending(pending))  # one recurrence loop for the topologies that share n and draws
     for name, model in models.items():
         builtin = topology_info(name).decent_dp_name is not None
         if isinstance(model, TopologyNotApplicable):

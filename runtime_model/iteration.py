@@ -143,7 +143,11 @@ def simulate_growth(
 
 
 def plan_job(
-    schedule: Schedule, compute: Compute, comm_per_round: Sequence[np.ndarray], budget_n: int | None = None
+    schedule: Schedule,
+    compute: Compute,
+    comm_per_round: Sequence[np.ndarray],
+    budget_n: int | None = None,
+    gpus_per_node: int = 1,
 ) -> Job:
     """The run of one schedule's recurrence: `budget_n` (default n) sets how many iterations the work
     budget allows, so a reduced system can stand for a larger one without changing its length."""
@@ -154,7 +158,7 @@ def plan_job(
     warmup = max(SIM_WARMUP, 2 * period)
     if not compute.variation.is_iid:
         warmup = max(warmup, period + _straggler_transient(FlatPeers(schedule), compute, n))
-    return Job(schedule, comm_per_round, warmup, measured)
+    return Job(schedule, comm_per_round, warmup, measured, compute, gpus_per_node)
 
 
 def simulate_growth_stats(
@@ -166,8 +170,7 @@ def simulate_growth_stats(
     budget_n: int | None = None,
 ) -> Growth:
     """simulate_growth with its Monte-Carlo error (recurrence.run_jobs; `budget_n`: plan_job)."""
-    job = plan_job(schedule, compute, comm_per_round, budget_n)
-    return run_jobs([job], compute, seed, gpus_per_node)[0]
+    return run_jobs([plan_job(schedule, compute, comm_per_round, budget_n, gpus_per_node)], seed)[0]
 
 
 def _straggler_transient(peers: FlatPeers, compute: Compute, n: int) -> int:
@@ -223,7 +226,7 @@ def gossip_pending(
     # (RoundComm.charged_s), and the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    job = plan_job(schedule, comp, [c + opt_last for c in per_rank])
+    job = plan_job(schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node)
 
     def finish(growth: Growth) -> IterationPrediction:
         mean, free, samples = growth.mean_s, growth.free_s, growth.samples_s
@@ -234,7 +237,7 @@ def gossip_pending(
         p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
         return prediction_from_growth(scenario, schedule.name, per_rank, (mean, free, p50, p99), allreduce)
 
-    return Pending(job, comp, shape.gpus_per_node, SIM_SEED, finish)
+    return Pending(job, SIM_SEED, finish)
 
 
 def prediction_from_growth(

@@ -94,6 +94,24 @@ class Job:
     comm_per_round: Sequence[np.ndarray]
     warmup: int
     measured: int
+    compute: Compute
+    gpus_per_node: int
+
+    def batch_key(self) -> tuple:
+        """Jobs with equal keys run in one batch (run_jobs): they draw from one stream."""
+        return ("recurrence", self.schedule.n, self.gpus_per_node, stream_key(self.compute))
+
+    @staticmethod
+    def run_batch(jobs: Sequence[Job], seed: int) -> list[Growth]:
+        return run_jobs(jobs, seed)
+
+
+def stream_key(compute: Compute) -> object:
+    """What decides a run's compute draws besides n and the seed: for i.i.d. Normal compute only the
+    standard normals (C = mean + sd z, so runs with different means share them), else the compute itself."""
+    if compute.variation.is_iid and type(compute.distribution) is NormalCompute:
+        return "normal"
+    return compute
 
 
 @dataclass(frozen=True)
@@ -115,21 +133,26 @@ def batch_se(marks: Sequence[float], period: int) -> float:
     return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
 
 
-def _draws(compute: Compute, n: int, gpus_per_node: int, seed: int):
-    """C_i(t) + t_O for t = 0, 1, ...: the seeded stream every schedule's run draws (in blocks when the
-    distribution's draws of a block are the draws of its iterations one after the other)."""
+def _draws(jobs: Sequence[Job], n: int, seed: int):
+    """C_i(t) + t_O for t = 0, 1, ..., per job (shape (jobs, 1, n)): the seeded stream each job's own run
+    draws. i.i.d. Normal draws are standard normals in blocks (the stream of one draw per iteration),
+    each job's mean + sd z formed as Compute.sampler forms it; otherwise the jobs share one compute."""
     rng = np.random.default_rng(seed)
-    dist = compute.distribution
-    if compute.variation.is_iid and type(dist) is NormalCompute:
+    comp = jobs[0].compute
+    if stream_key(comp) == "normal":
+        mean = np.array([j.compute.distribution.mean_s for j in jobs])[:, None, None]
+        sd = np.array([j.compute.distribution.sd_s for j in jobs])[:, None, None]
+        opt = np.array([j.compute.optimizer_s for j in jobs])[:, None, None]
         while True:
-            yield from dist.sample(rng, (DRAW_BLOCK, n)) + compute.optimizer_s
-    draw = compute.sampler(n, gpus_per_node)
+            for z in rng.standard_normal((DRAW_BLOCK, n)):
+                yield (mean + sd * z) + opt
+    draw = comp.sampler(n, jobs[0].gpus_per_node)
     while True:
-        yield draw(rng) + compute.optimizer_s
+        yield draw(rng) + comp.optimizer_s
 
 
-def run_jobs(jobs: Sequence[Job], compute: Compute, seed: int, gpus_per_node: int) -> list[Growth]:
-    """Run every job (all on the same n) on one stream of draws; each result is its own run's.
+def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
+    """Run every job (all of one batch_key) on one stream of draws; each result is its own run's.
 
     The state is every job's flat [comm | free] vector side by side. Per iteration the pair schedules
     share one gather and the group schedules one segmented max (_Steps); the measured windows are
@@ -154,7 +177,7 @@ def run_jobs(jobs: Sequence[Job], compute: Compute, seed: int, gpus_per_node: in
     ]
     start, last = [np.empty(0)] * count, [np.empty(0)] * count
     x, new = np.zeros((count, 2 * n)), np.empty((count, 2 * n))
-    draws = _draws(compute, n, gpus_per_node, seed)
+    draws = _draws(jobs, n, seed)
     for t in range(stop):
         c = next(draws)
         p = steps.peer_max(x.reshape(-1), t)
@@ -274,35 +297,28 @@ def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: 
 
 @dataclass(frozen=True)
 class Pending:
-    """A prediction waiting for its recurrence: `finish(growth)` makes it from the run of `job`
-    (job None: `finish(None)` computes it alone, e.g. complete's reduced system)."""
+    """A prediction waiting for its run: `finish(result)` makes it from the result of `job` (a Job, or
+    any object with batch_key() and run_batch(jobs, seed), e.g. complete's reduced system)."""
 
-    job: Job | None
-    compute: Compute
-    gpus_per_node: int
+    job: object
     seed: int
-    finish: Callable[[Growth | None], object]
+    finish: Callable[[object], object]
 
 
 def run_pending(pending: Sequence[Pending]) -> list:
-    """Finish every pending prediction, running the jobs that share n, compute and seed in one batch
-    (so a sweep's topologies at one n cost one loop over iterations, not one each)."""
-    batches: list[tuple[Pending, list[int]]] = []
+    """Finish every pending prediction, running the jobs of one batch key and seed together (a sweep's
+    topologies at one n, and its reduced systems of one size, cost one loop over iterations, not one each)."""
+    batches: list[tuple[tuple, list[int]]] = []
     for i, p in enumerate(pending):
-        if p.job is None:
-            continue
+        key = (p.job.batch_key(), p.seed)
         for head, members in batches:
-            if (head.job.schedule.n, head.gpus_per_node, head.seed) == (
-                p.job.schedule.n,
-                p.gpus_per_node,
-                p.seed,
-            ) and (head.compute is p.compute or head.compute == p.compute):
+            if head == key:
                 members.append(i)
                 break
         else:
-            batches.append((p, [i]))
-    growth: dict[int, Growth] = {}
-    for head, members in batches:
-        runs = run_jobs([pending[i].job for i in members], head.compute, head.seed, head.gpus_per_node)
-        growth.update(zip(members, runs, strict=True))
-    return [p.finish(growth.get(i)) for i, p in enumerate(pending)]
+            batches.append((key, [i]))
+    results: dict[int, object] = {}
+    for (_, seed), members in batches:
+        jobs = [pending[i].job for i in members]
+        results.update(zip(members, type(jobs[0]).run_batch(jobs, seed), strict=True))
+    return [p.finish(results[i]) for i, p in enumerate(pending)]

@@ -7,12 +7,8 @@ model flows through unchanged. Without compute variance the answer is exact (sym
 variance it is a seeded Monte-Carlo of REDUCED_RANKS ranks whose standard error (batch means over
 periods) is reported as `se_s`.
 
-complete is the one schedule whose group is every rank: its recurrence X_i(t+1) = max(X_i(t) + C_i,
-M(t) + comm) couples each rank to M(t) = max over all n of X_j(t). The reduced system tracks M explicitly:
-M(t+1) = max(M(t) + comm, max over n of X_j(t) + C_j), where the max over the n - n' ranks not simulated is
-drawn from its exact law given the simulated ranks' empirical distribution, P(V <= v) =
-(mean_j F((v - X_j - t_O) / s_j))^(n - n') (order statistics of the empirical mixture; the node term is
-left out of that extreme, an approximation stated here).
+complete with variance couples every rank to the max over all n: its reduced system tracks that max
+explicitly (complete_system.py).
 """
 
 from __future__ import annotations
@@ -23,8 +19,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from runtime_model.collectives import serial_allreduces_s
+from runtime_model.complete_system import CompleteJob
 from runtime_model.consensus import ConsensusMetrics, _metrics, consensus_metrics
-from runtime_model.distributions import NormalCompute
 from runtime_model.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -37,8 +33,8 @@ from runtime_model.iteration import (
     plan_job,
     prediction_from_growth,
 )
-from runtime_model.order_stats import _STD, base_cdf, erfc, quantile_of_repeated
-from runtime_model.recurrence import Growth, Pending, batch_se, run_pending
+from runtime_model.order_stats import quantile_of_repeated
+from runtime_model.recurrence import Growth, Pending, run_pending
 from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
@@ -47,9 +43,6 @@ from runtime_model.topologies import TopologyNotApplicable, build_schedule
 from runtime_model.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 
 CHUNK = 1 << 20  # ranks per chunk when a persistent draw must be scanned over all n
-BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
-NEWTON_STEPS = 40  # Halley steps at most, for a Normal i.i.d. part (two in practice)
-NEWTON_TOL = 1e-2  # of the Normal's sd: the last step (cubic convergence leaves ~1e-8 sd after it)
 
 
 def has_variance(comp: Compute) -> bool:
@@ -142,106 +135,21 @@ def reduced_pending(
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in per_rank]
     k = red.shape.gpus_per_node
-    job = None
-    if not (red.group_scale and has_variance(comp) and red.orbit_size > 1):
-        # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
+    if red.group_scale and has_variance(comp) and red.orbit_size > 1:  # complete: M tracked explicitly
+        measured = int(np.clip(SIM_BUDGET // red.n, SIM_MIN_ITERS, SIM_MAX_ITERS))
+        job = CompleteJob(comp, comm[0], red.full.gpus, k, SIM_WARMUP, measured)
+    else:  # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
         budget_n = None if has_variance(comp) else red.full.gpus
-        job = plan_job(red.schedule(), comp, comm, budget_n)
+        job = plan_job(red.schedule(), comp, comm, budget_n, k)
 
-    def finish(growth: Growth | None) -> ReducedResult:
-        if growth is None:
-            growth = _simulate_complete(comp, comm[0], red.full.gpus, k)
+    def finish(growth: Growth) -> ReducedResult:
         p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
         pred = prediction_from_growth(
             scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
         )
         return ReducedResult(pred, growth.se_s, red.n)
 
-    return Pending(job, comp, k, SIM_SEED, finish)
-
-
-def _simulate_complete(comp: Compute, comm: np.ndarray, n_full: int, k: int):
-    """complete's recurrence with the max over all n ranks tracked explicitly (module doc)."""
-    n = comm.size
-    s = comp.variation.factors(n)
-    rng = np.random.default_rng(SIM_SEED)
-    draw = comp.sampler(n, k)
-    extreme_rng = np.random.default_rng(SIM_SEED + 1)
-    measured = int(np.clip(SIM_BUDGET // n, SIM_MIN_ITERS, SIM_MAX_ITERS))
-    warmup = SIM_WARMUP
-    cost = np.stack([comm, np.zeros(n)], axis=1)
-    x, top = np.zeros((n, 2)), np.zeros(2)
-    samples, marks, start = [], [], None
-    for t in range(warmup + measured):
-        c = draw(rng) + comp.optimizer_s
-        new = np.maximum(x + c[:, None], top + cost)
-        seen = (x + c[:, None]).max(axis=0)
-        unseen = _extreme(comp, x + comp.optimizer_s, s, n_full - n, extreme_rng.random())
-        top = np.maximum(np.maximum(top + cost.max(axis=0), seen), unseen)
-        if t >= warmup:
-            if start is None:
-                start = x.copy()
-            marks.append(float(x[:, 0].mean()))
-            samples.append(new[:, 0] - x[:, 0])
-        x = new
-    marks.append(float(x[:, 0].mean()))
-    growth = (x - start).mean(axis=0) / measured
-    return Growth(float(growth[0]), float(growth[1]), np.concatenate(samples), batch_se(marks, 1))
-
-
-def _extreme(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: float) -> np.ndarray:
-    """One draw, per column of `base` (n, 2), of max over `others` ranks of base_J + s_J B with J uniform
-    over the simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
-    dist = comp.distribution
-    if isinstance(dist, NormalCompute):
-        return np.array([_normal_extreme(dist, base[:, i], s, others, u) for i in range(base.shape[1])])
-    p = u ** (1.0 / others)
-    q = float(dist.ppf(p))
-    lo = (base + s[:, None] * q).min(axis=0)
-    hi = (base + s[:, None] * q).max(axis=0)
-    if dist.sd_s == 0:
-        return hi
-    for _ in range(BISECTIONS):
-        v = 0.5 * (lo + hi)
-        gap = base_cdf(dist, (v[None, :] - base) / s[:, None]).mean(axis=0) - p
-        lo, hi = np.where(gap < 0, v, lo), np.where(gap < 0, hi, v)
-    return 0.5 * (lo + hi)
-
-
-def _normal_extreme(dist: NormalCompute, base: np.ndarray, s: np.ndarray, others: int, u: float) -> float:
-    """_extreme for a Normal i.i.d. part: Halley's method on h(v) = log mean_j S((v - base_j) / s_j) -
-    log(1 - u^(1/others)) (S the survival), nearly linear in v in the far tail where Newton on the CDF
-    crawls. Bracket: the roots with every rank at the lowest and at the top base; start: the exponential
-    tilt of the top rank's tail over the others (S(x + d) ~ S(x) e^(-x d)); cubic convergence, so after a
-    last step of NEWTON_TOL sd what is left is ~1e-8 sd (two steps, typically)."""
-    mu, sd = dist.mean_s, dist.sd_s
-    tail = -math.expm1(math.log(max(u, 1e-300)) / others)  # 1 - u^(1/others) without cancellation
-    z = -_STD.inv_cdf(min(tail, 0.5))
-    at = base + s * (mu + sd * z)
-    lo, hi = float(at.min()), float(at.max())
-    if sd == 0 or lo == hi:
-        return hi  # one base: the root itself (complete's ranks all wait for the same exchange)
-    scale = 1.0 / (s * sd)  # x_j = (v - base_j) scale_j - mu / sd
-    shift = base * scale + mu / sd
-    tilt = float(np.exp((at - hi) * (z * scale)).mean())
-    v, target = min(max(hi + math.log(tilt) / (z * float(scale.min())), lo), hi), math.log(tail)
-    for _ in range(NEWTON_STEPS):
-        x = v * scale - shift
-        surv = 0.5 * float(erfc(x * (1.0 / math.sqrt(2.0))).mean())
-        phi = np.exp(-0.5 * x * x) * scale  # the density per rank, times sqrt(2 pi)
-        dens, slope = float(phi.mean()), -float((x * phi * scale).mean())
-        if surv <= 0.0 or dens <= 0.0:
-            break
-        dens, slope = dens / math.sqrt(2.0 * math.pi), slope / math.sqrt(2.0 * math.pi)
-        h = math.log(surv) - target
-        lo, hi = (v, hi) if h > 0 else (lo, v)
-        h1, h2 = -dens / surv, -(slope * surv + dens * dens) / (surv * surv)
-        nxt = v - 2.0 * h * h1 / (2.0 * h1 * h1 - h * h2)
-        step = (nxt if lo < nxt < hi else 0.5 * (lo + hi)) - v
-        v += step
-        if abs(step) <= NEWTON_TOL * sd:
-            break
-    return v
+    return Pending(job, SIM_SEED, finish)
 
 
 # ---------------------------------------------------------------- consensus from structure

@@ -88,7 +88,12 @@ class Round:
         return [chunk.tolist() for chunk in np.split(order, bounds)]
 
     def validate(self) -> None:
-        """Each rank in exactly one group; weights in [0, 1]; every group non-empty."""
+        """Each rank in exactly one group; weights in [0, 1]; every group non-empty (checked once: a
+        round's arrays are not changed after it is built, and the cost shapes ask again every time)."""
+        self._valid  # noqa: B018 (the check runs on first access, raising if the round is invalid)
+
+    @cached_property
+    def _valid(self) -> bool:
         if self.labels.ndim != 1 or self.n == 0:
             raise ScheduleError("a round needs one label per rank")
         if np.any(self.labels < 0) or np.any(self.labels >= self.weights.size):
@@ -98,6 +103,7 @@ class Round:
             raise ScheduleError("a round has an empty group")
         if np.any(self.weights < 0) or np.any(self.weights > 1):
             raise ScheduleError("group weights must lie in [0, 1]")
+        return True
 
     def mix(self, x: np.ndarray) -> np.ndarray:
         """Apply this round's mixing matrix to x (shape (n,) or (n, d)) in O(n * d), no n x n matrix."""
@@ -172,7 +178,10 @@ class Round:
         base_q = int(q.max()) + 1
         base_s = int(spans.max()) + 1
         keys = ((sizes.astype(np.int64) * base_s + spans) * base_q + q) * base_r + rails
-        uniq, inverse = np.unique(keys, return_inverse=True)
+        if keys.size and keys.min() == keys.max():  # one shape (most rounds): no sort needed
+            uniq, inverse = keys[:1], np.zeros(keys.size, dtype=np.intp)
+        else:
+            uniq, inverse = np.unique(keys, return_inverse=True)
         costs = np.array(
             [
                 cost_of(
