@@ -47,7 +47,8 @@ class FlatPeers:
         col, rank = np.divmod(flat, n)
         if graph is not None:
             self.kind = "static"
-            near = [col * n + (rank + off) % n for off in (0, *graph.peer_offsets)]
+            offsets = sorted({off % n for off in graph.peer_offsets} - {0})  # a max needs each peer once
+            near = [col * n + (rank + off) % n for off in (0, *offsets)]
             self.rounds.append((np.stack(near),))
             return
         groups = [r.sorted_groups for r in schedule.rounds]
@@ -178,9 +179,11 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     start, last = [np.empty(0)] * count, [np.empty(0)] * count
     x, new = np.zeros((count, 2 * n)), np.empty((count, 2 * n))
     draws = _draws(jobs, n, seed)
+    live = list(range(count))
     for t in range(stop):
         c = next(draws)
-        p = steps.peer_max(x.reshape(-1), t)
+        live = [i for i in live if t < ends[i]]
+        p = steps.peer_max(x.reshape(-1), t, live)
         np.maximum((x.reshape(count, 2, n) + c).reshape(-1), p, out=new.reshape(-1))
         if joint and t >= first:
             if t == first:
@@ -227,7 +230,10 @@ class _Steps:
             [(p.kind, self.slices[i], *self._offset(p.kind, r, i)) for r in p.rounds]
             for i, p in enumerate(self.peers)
         ]
-        self.own_cost = [[("cost", self.slices[i], c) for c in cost] for i, cost in enumerate(self.cost)]
+        self.own_cost = [  # the free column's cost is zero: only the first n entries of a slot
+            [("cost", slice(i * width, i * width + n), c[:n]) for c in cost]
+            for i, cost in enumerate(self.cost)
+        ]
         self.out = np.empty(self.count * width)
 
     def _offset(self, kind: str, arrays: tuple, i: int) -> tuple:
@@ -237,10 +243,12 @@ class _Steps:
             return src + i * 2 * self.n, starts, dst
         return (arrays[0] + i * 2 * self.n,)
 
-    def peer_max(self, x: np.ndarray, t: int) -> np.ndarray:
-        """max over each rank's peers of x (all jobs' flat states, side by side), plus its communication."""
+    def peer_max(self, x: np.ndarray, t: int, live: Sequence[int]) -> np.ndarray:
+        """max over each rank's peers of x (all jobs' flat states, side by side), plus its communication;
+        unmerged, only the `live` jobs step (the others' slots keep stale values nobody reads)."""
         if self.cache is None:
-            plan = [own[t % len(own)] for own in self.own] + [c[t % len(c)] for c in self.own_cost]
+            plan = [self.own[i][t % len(self.own[i])] for i in live]
+            plan += [self.own_cost[i][t % len(self.own_cost[i])] for i in live]
         else:
             plan = self.cache.get(t % self.lcm)
             if plan is None:
@@ -279,7 +287,7 @@ class _Steps:
                 at_src, at_seg = at_src + s_i.size, at_seg + st_i.size
             plan.append((kind, where, np.concatenate(src), np.concatenate(starts), np.concatenate(dst)))
         plan.extend(own[i] for i, p in enumerate(self.peers) if p.kind == "static")
-        costs = [c[t % len(c)][2] for c in self.own_cost]
+        costs = [c[t % len(c)] for c in self.cost]
         plan.append(("cost", slice(None), np.concatenate(costs)))
         return plan
 
