@@ -177,3 +177,57 @@ def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
     for name in topology_names():
         topology_model(name, ClusterShape(1 << 20, 8))
     assert built and max(built) <= FULL_MAX_N
+
+
+# ---------------------------------------------------------------- base-2 with a large odd part
+
+
+def _partition_the_rounds_respect(schedule):
+    """The coarsest partition of ranks in which two ranks of a class have, in every round, partners of one
+    class (and both or neither alone): what any exact smaller system (a quotient) would have to merge."""
+    n = schedule.n
+    partners = []
+    for rnd in schedule.rounds:
+        order, starts = rnd.sorted_groups
+        sizes = np.diff(starts, append=n)
+        partner = np.arange(n)
+        two = starts[sizes == 2]
+        partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
+        partners.append(partner)
+    cls = np.zeros(n, dtype=np.int64)
+    while True:
+        key = np.stack([cls] + [cls[p] for p in partners] + [p == np.arange(n) for p in partners], axis=1)
+        new = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+        if new.max() == cls.max():
+            return int(cls.max()) + 1
+        cls = new
+
+
+@pytest.mark.parametrize("n, k", [(4100, 4), (4097, 1), (12012, 4)])
+def test_base2_has_no_quotient_smaller_than_its_odd_part(n, k):
+    """Why base-2 with a large odd part q is simulated with whole q-blocks: no two positions of a block play
+    the same part in every round, so the partition the rounds respect has q classes (blocks alike)."""
+    q = n >> ((n & -n).bit_length() - 1)
+    assert _partition_the_rounds_respect(build_schedule("base-2", ClusterShape(n, k))) == q
+
+
+@pytest.mark.parametrize("n, k", [(4097, 1), (4101, 3), (16400, 2)])
+def test_base2_above_4096_with_a_large_odd_part_is_the_per_rank_recurrence(n, k):
+    """Odd n (one simple Base-2 graph: the system itself) and 2^a q with q > 1,024 (whole q-blocks kept)."""
+    sc = _scenario(n, k, 0.0)
+    model = topology_model("base-2", sc.shape)
+    assert model.schedule is None and model.reduction.n <= n
+    full = gossip_prediction(sc, build_schedule("base-2", sc.shape))
+    got = model.predict(sc)
+    for field in ("mean_s", "p50_s", "p99_s", "compute_wait_s", "comm_s"):
+        assert getattr(got, field) == pytest.approx(getattr(full, field), rel=1e-12), field
+    assert (
+        model.consensus().exact_rounds == consensus_metrics(build_schedule("base-2", sc.shape)).exact_rounds
+    )
+
+
+def test_base2_beyond_the_largest_exact_system_says_why():
+    with pytest.raises(TopologyNotApplicable, match="no smaller system reproduces it|only all 70001 ranks"):
+        topology_model("base-2", ClusterShape(70001, 1))
+    with pytest.raises(TopologyNotApplicable, match="odd part 65535"):
+        topology_model("base-2", ClusterShape(16 * 65535, 8))
