@@ -20,7 +20,7 @@ import numpy as np
 
 from runtime_model.collectives import serial_allreduces_s
 from runtime_model.complete_system import CompleteJob
-from runtime_model.consensus import ConsensusMetrics, _metrics, consensus_metrics
+from runtime_model.consensus import ConsensusMetrics, _metrics, circulant_rho, consensus_metrics
 from runtime_model.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -162,7 +162,8 @@ def reduced_consensus(red: Reduction) -> ConsensusMetrics:
       same rounds as the reduced schedule's, so the product reaches J as many rounds before the period's
       end as it does there (tests check this against the per-rank computation up to n = 4,096);
     - ring: its 2 x 2 Fourier symbols in closed form, mode by mode in chunks (no n-sized matrix);
-    - static-exp: the eigenvalues of the circulant row by one real FFT (O(n log n), vectors only).
+    - static-exp: the circulant's largest nontrivial eigenvalue by branch and bound over its modes
+      (consensus.circulant_rho: about a thousand modes at any n, no n-sized vector).
     """
     n, period = red.full.gpus, red.period
     if red.static_offsets is not None:
@@ -177,14 +178,10 @@ def reduced_consensus(red: Reduction) -> ConsensusMetrics:
 
 
 def _static_consensus(n: int, offsets: tuple[int, ...]) -> ConsensusMetrics:
-    row = np.zeros(n)
-    w = 1.0 / (len(offsets) + 1)
-    row[0] = w
-    row[list(offsets)] = w
-    lam = np.abs(np.fft.rfft(row))
-    rho = float(lam[1:].max()) if lam.size > 1 else 0.0
+    """The static graph's circulant eigenvalues from its offsets alone (consensus.circulant_rho)."""
+    rho = circulant_rho(n, offsets)
     exact = 1 if rho <= 1e-9 else None
-    return _metrics(n, 1, exact, rho, "fft-circulant", rho)
+    return _metrics(n, 1, exact, rho, "circulant-branch-and-bound", rho)
 
 
 def _ring_consensus(n: int) -> ConsensusMetrics:
