@@ -240,6 +240,23 @@ class TopologyModel:
             return consensus_metrics(self.schedule)
         return reduced_consensus(self.reduction)
 
+    @property
+    def period(self) -> int:
+        """Rounds per period of the full schedule (a reduced system plays them all, round_map)."""
+        return self.schedule.period if self.schedule is not None else self.reduction.schedule().period
+
+    def group_sizes(self) -> list[int]:
+        """The distinct group sizes over the full schedule's rounds: a covering map keeps every group's
+        size (complete's one group is every rank)."""
+        if self.schedule is not None:
+            rounds = self.schedule.rounds
+        else:
+            rounds = [self.reduction.small.rounds[j] for j in sorted(set(self.reduction.round_map))]
+        sizes = {int(s) for r in rounds for s in set(r.group_sizes().tolist())}
+        if self.reduction is not None and self.reduction.group_scale:
+            sizes = {s * self.reduction.orbit_size for s in sizes}
+        return sorted(sizes)
+
 
 def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) -> TopologyModel:
     """Build `name` at `shape`: in full up to FULL_MAX_N ranks, else its reduced system. Raises

@@ -231,3 +231,79 @@ def test_base2_beyond_the_largest_exact_system_says_why():
         topology_model("base-2", ClusterShape(70001, 1))
     with pytest.raises(TopologyNotApplicable, match="odd part 65535"):
         topology_model("base-2", ClusterShape(16 * 65535, 8))
+
+
+# ---------------------------------------------------------------- rtmodel topologies at any n
+
+
+def _rows_from_full_schedules(shape):
+    """`rtmodel topologies` as it was built before reduced systems: every schedule in full."""
+    from dataclasses import asdict
+
+    from runtime_model.topologies import TOPOLOGIES
+
+    rows = []
+    for name in topology_names():
+        info = TOPOLOGIES[name]
+        try:
+            sch = build_schedule(name, shape)
+        except TopologyNotApplicable as exc:
+            rows.append(
+                {"topology": name, "description": info.description, "applicable": False, "reason": str(exc)}
+            )
+            continue
+        rows.append(
+            {
+                "topology": name,
+                "description": info.description,
+                "applicable": True,
+                "period": sch.period,
+                "group_sizes": sorted({int(s) for r in sch.rounds for s in set(r.group_sizes().tolist())}),
+                "decent_dp_name": info.decent_dp_name,
+                "consensus": asdict(consensus_metrics(sch)),
+                "rounds": None,
+                "reason": sch.decent_dp_note,
+                "runs_on_decent_dp": sch.decent_dp_runnable,
+                "decent_dp_builtin": info.decent_dp_name is not None,
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (6, 3), (16, 4), (64, 4), (96, 2), (768, 4), (4096, 8)])
+def test_topology_rows_up_to_4096_are_those_of_the_full_schedules(n, k):
+    from runtime_model.report import topology_rows
+
+    assert topology_rows(ClusterShape(n, k)) == _rows_from_full_schedules(ClusterShape(n, k))
+
+
+@pytest.mark.parametrize("n, k", SHAPES)
+def test_a_reduced_systems_period_group_sizes_and_note_are_the_full_schedules(n, k):
+    from runtime_model.reduced_system import TopologyModel
+
+    shape = ClusterShape(n, k)
+    for name, full in _pairs(n, k):
+        reduced = TopologyModel(name, shape, None, reduce(name, shape, build_schedule, 16))
+        whole = TopologyModel(name, shape, full, None)
+        assert reduced.period == whole.period, name
+        assert reduced.group_sizes() == whole.group_sizes(), name
+        assert reduced.decent_dp_note == whole.decent_dp_note, name
+
+
+def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(monkeypatch):
+    import runtime_model.schedule as schedule_mod
+
+    built = []
+    original = schedule_mod.Schedule.validate
+    monkeypatch.setattr(
+        schedule_mod.Schedule, "validate", lambda self: built.append(self.n) or original(self)
+    )
+    res = CliRunner().invoke(
+        app, ["topologies", "--gpus", str(1 << 24), "--gpus-per-node", "8", "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = {r["topology"]: r for r in json.loads(res.output)}
+    assert all(r["applicable"] for r in rows.values())
+    assert rows["one-peer-exp"]["period"] == 24 and rows["complete"]["group_sizes"] == [1 << 24]
+    assert rows["static-exp"]["consensus"]["rho"] == pytest.approx(23 / 25)
+    assert built and max(built) <= FULL_MAX_N
