@@ -22,7 +22,7 @@ import numpy as np
 
 from runtime_model.distributions import NormalCompute
 from runtime_model.order_stats import _STD, base_cdf, erfc
-from runtime_model.recurrence import DRAW_BLOCK, Growth, batch_se, stream_key
+from runtime_model.recurrence import Growth, batch_se, draw_block, stream_key
 from runtime_model.scenario import Compute
 
 BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
@@ -94,7 +94,7 @@ def _draws(jobs: Sequence[CompleteJob], n: int, k: int, seed: int):
         sd = np.array([j.compute.distribution.sd_s for j in jobs])[:, None]
         opt = np.array([j.compute.optimizer_s for j in jobs])[:, None]
         while True:
-            for z in rng.standard_normal((DRAW_BLOCK, n)):
+            for z in rng.standard_normal((draw_block(n), n)):
                 yield (mean + sd * z) + opt
     draw = comp.sampler(n, k)
     while True:
