@@ -15,7 +15,7 @@ import numpy as np
 
 from calibration.compute_fit import fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
-from calibration.links import CombinedLink, LinkEstimate, combine_estimates, invert_ring
+from calibration.links import CombinedLink, LinkEstimate, combine_estimates, invert_ring, split_flow_cap
 from calibration.profile import Profile
 from calibration.profile_io import CalibrationError, profile_from_document
 from calibration.results import Calibration, FitReport
@@ -111,7 +111,9 @@ def calibrate(
     for name in ("forward_s", "backward_s", "optimizer_s"):
         provenance[f"compute.{name}"] = f"measured (mean of {src})"
     part = "" if cf.compute.variation.is_iid else ", within ranks"
-    provenance["compute.distribution"] = f"measured ({distribution}, {len(cf.empirical.samples_s)} samples{part})"
+    provenance["compute.distribution"] = (
+        f"measured ({distribution}, {len(cf.empirical.samples_s)} samples{part})"
+    )
     provenance["compute.variation"] = next(n for n in cf.notes if n.startswith("compute variation:"))
     for layout in ("ddp", "gossip"):
         provenance[f"compute.{layout}_buckets"] = (
@@ -156,12 +158,13 @@ def _pooled_patterns(profile: Profile) -> dict[str, tuple[GroupShape, list[str],
         entry[0] = m.group
         if m.pattern not in entry[1]:
             entry[1].append(m.pattern)
-        fingerprint = (m.message_bytes, m.timing.samples_s)
+        timing = m.own_group  # a rank waits for its own group, not for the slowest of all groups
+        fingerprint = (m.message_bytes, timing.samples_s)
         if fingerprint in entry[4]:
             continue
         entry[4].add(fingerprint)
-        entry[2].extend([m.message_bytes] * m.timing.n)
-        entry[3].extend(m.timing.samples_s)
+        entry[2].extend([m.message_bytes] * timing.n)
+        entry[3].extend(timing.samples_s)
     return {
         k: (g, names, np.asarray(b, float), np.asarray(t, float)) for k, (g, names, b, t, _) in pooled.items()
     }
@@ -247,6 +250,9 @@ def _link_for_class(
     for param in ("latency_s", "bandwidth_Bps"):
         provenance[f"{cls}.{param}"] = f"measured ({detail}" + (", weighted)" if len(ests) > 1 else ")")
     lk = comb.link
+    split = split_flow_cap(ests, cls)
+    if split is not None:
+        lk = _with_flow_cap(lk, *split, provenance, notes, cls)
     fits.append(
         FitReport(
             name=f"link {cls}",
@@ -254,9 +260,14 @@ def _link_for_class(
             params={
                 "latency_s": (lk.latency_s, lk.latency_sd_s),
                 "bandwidth_Bps": (lk.bandwidth_Bps, lk.bandwidth_Bps * lk.bandwidth_rel_sd),
+                **(
+                    {"flow_cap_Bps": (lk.flow_cap_Bps, lk.flow_cap_Bps * split[1].link.bandwidth_rel_sd)}
+                    if split is not None
+                    else {}
+                ),
             },
             n_points=len(ests),
-            warnings=list(comb.warnings),
+            warnings=[] if split is not None else list(comb.warnings),
         )
     )
     if len(ests) > 1:
@@ -271,3 +282,34 @@ def _link_for_class(
             f"(chi2/dof {comb.latency_chi2_dof:.2g}) - how well one alpha-beta ring model fits all patterns"
         )
     return lk
+
+
+def _with_flow_cap(
+    combined: Link,
+    nic: CombinedLink,
+    cap: CombinedLink,
+    provenance: dict[str, str],
+    notes: list[str],
+    cls: str,
+) -> Link:
+    """The link with the NIC's capacity from the patterns whose flows share a NIC and the per-flow cap
+    from those with one flow alone; the latency stays the one fitted over every pattern."""
+    provenance[f"{cls}.bandwidth_Bps"] = (
+        f"measured NIC capacity ({' + '.join(e.label for e in nic.estimates)})"
+    )
+    provenance[f"{cls}.flow_cap_Bps"] = (
+        f"measured one flow alone ({' + '.join(e.label for e in cap.estimates)})"
+    )
+    notes.append(
+        f"{cls} link: one flow alone reaches {cap.link.bandwidth_Bps / 1e9:.4g} GB/s but flows sharing a NIC "
+        f"together get {nic.link.bandwidth_Bps / 1e9:.4g} GB/s: a per-flow cap (one TCP stream, link "
+        "aggregation) below the NIC's capacity; q flows are charged min(capacity / q, cap) each"
+    )
+    return Link(
+        combined.latency_s,
+        nic.link.bandwidth_Bps,
+        combined.source,
+        combined.latency_sd_s,
+        nic.link.bandwidth_rel_sd,
+        flow_cap_Bps=cap.link.bandwidth_Bps,
+    )

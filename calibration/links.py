@@ -17,6 +17,8 @@ import numpy as np
 from runtime_model.errors import UserError
 from runtime_model.scenario import GroupShape, Link
 
+FLOW_CAP_MIN_REL = 0.05  # below this a lone flow's shortfall is not told from the fit's systematic error
+
 
 @dataclass(frozen=True)
 class LinkEstimate:
@@ -27,6 +29,7 @@ class LinkEstimate:
     latency_sd_s: float
     bandwidth_Bps: float  # inf when the fit found no per-byte cost
     bandwidth_rel_sd: float
+    nic_sharing: int = 1  # flows on the busiest NIC: 1 = one flow alone (what a per-flow cap limits)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ def invert_ring(
         latency_sd_s=fixed_sd_s / steps,
         bandwidth_Bps=1.0 / beta if beta > 0 else float("inf"),
         bandwidth_rel_sd=per_byte_rel_sd,
+        nic_sharing=q,
     )
 
 
@@ -124,3 +128,24 @@ def _weighted(x: np.ndarray, sd: np.ndarray) -> tuple[float, float, float]:
         return mean, sd_mean, 0.0
     chi2_dof = float(np.sum(w * (x - mean) ** 2) / (x.size - 1))
     return mean, sd_mean * max(1.0, np.sqrt(chi2_dof)), chi2_dof
+
+
+def split_flow_cap(
+    estimates: list[LinkEstimate], link_class: str
+) -> tuple[CombinedLink, CombinedLink] | None:
+    """(NIC capacity, per-flow cap) when the estimates hold both flows alone (q = 1) and flows sharing a
+    NIC (q > 1) and the lone flow is slower than the NIC then proves to be: one flow cannot fill the
+    link (a single TCP stream, link-aggregation hashing), so q flows get min(B / q, cap), not B / q.
+    None when either kind is missing or a lone flow fills the NIC (one bandwidth explains both)."""
+    shared = [e for e in estimates if e.nic_sharing > 1 and np.isfinite(e.bandwidth_Bps)]
+    alone = [e for e in estimates if e.nic_sharing == 1 and np.isfinite(e.bandwidth_Bps)]
+    if not shared or not alone:
+        return None
+    nic = combine_estimates(shared, f"{link_class} (NIC capacity, flows sharing)")
+    cap = combine_estimates(alone, f"{link_class} (one flow alone)")
+    # a cap is claimed only when the lone flow is slower beyond both estimates' noise (3 sigma of the
+    # log ratio) and by more than FLOW_CAP_MIN_REL: a difference inside the noise is one bandwidth
+    noise = 3 * float(np.hypot(nic.link.bandwidth_rel_sd, cap.link.bandwidth_rel_sd))
+    if np.log(nic.link.bandwidth_Bps / cap.link.bandwidth_Bps) <= max(noise, FLOW_CAP_MIN_REL):
+        return None
+    return nic, cap

@@ -59,10 +59,17 @@ class ComputeProfile:
 class AllReduceMeasurement:
     """All-reduce timings of one profiler pattern at one message size."""
 
-    pattern: str  # profiler pattern name: pair-intra, pair-inter, node, two-nodes, all
+    pattern: str  # profiler pattern name (profiler.patterns.PATTERN_NAMES)
     group: GroupShape  # where the pattern's ranks sit (what the cost depends on)
     message_bytes: int
-    timing: Measurement
+    timing: Measurement  # per repetition, the max over every rank of every group
+    group_timing: Measurement | None = None  # per repetition and group, the max over that group's ranks
+
+    @property
+    def own_group(self) -> Measurement:
+        """What one rank waits for: its own group's time while the other groups run (older profiles
+        recorded only the max over all groups, an upper bound)."""
+        return self.group_timing or self.timing
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from calibration.measurement import Measurement
 from calibration.profile import AllReduceMeasurement, ComputeProfile, Profile, Workload
 from calibration.units import fmt_bytes
+from profiler.patterns import PATTERN_NAMES
 from runtime_model.errors import UserError
 from runtime_model.scenario import ClusterShape, GroupShape
 
@@ -25,7 +26,7 @@ SUPPORTED_SCHEMA_VERSION = 1
 REQUIRED_SECTIONS = ("shape", "workload", "compute", "communication")
 # The sections the profiler checkpoints (the workload is written together with the shape).
 CHECKPOINT_SECTIONS = ("shape", "compute", "communication")
-KNOWN_PATTERNS = ("pair-intra", "pair-inter", "node", "two-nodes", "all")
+KNOWN_PATTERNS = PATTERN_NAMES
 
 
 class CalibrationError(UserError):
@@ -239,6 +240,14 @@ def _check_communication(comm: dict, origin: str) -> None:
                 raise ProfileError(f"{_where(origin, f'{where}.results[{i}]')} must be an object")
             _require_int(res.get("bytes"), f"{where}.results[{i}].bytes", origin)
             _check_times(res.get("samples_s"), f"{where}.results[{i}].samples_s", origin, positive=True)
+            per_group = res.get("group_samples_s")  # optional: profiles before it lack it
+            if per_group is not None:
+                if not isinstance(per_group, list) or not per_group:
+                    raise ProfileError(
+                        f"{_where(origin, f'{where}.results[{i}].group_samples_s')} must be a non-empty list"
+                    )
+                for g, times in enumerate(per_group):
+                    _check_times(times, f"{where}.results[{i}].group_samples_s[{g}]", origin, positive=True)
 
 
 # ----------------------------------------------------------------------------- typed profile
@@ -272,12 +281,21 @@ def _build_profile(doc: dict, origin: str) -> Profile:
                 group=GroupShape(int(pat["group_size"]), int(pat["nodes_spanned"]), int(pat["nic_sharing"])),
                 message_bytes=int(res["bytes"]),
                 timing=Measurement(tuple(res["samples_s"]), f"{pat['pattern']} {fmt_bytes(res['bytes'])}"),
+                group_timing=_group_timing(res, pat["pattern"]),
             )
             for pat in doc["communication"]["patterns"]
             for res in pat["results"]
         ),
         document=doc,
     )
+
+
+def _group_timing(res: dict, pattern: str) -> Measurement | None:
+    per_group = res.get("group_samples_s")
+    if per_group is None:
+        return None
+    samples = tuple(t for times in per_group for t in times)
+    return Measurement(samples, f"{pattern} {fmt_bytes(res['bytes'])} (own group)")
 
 
 def _build_compute(compute: dict) -> ComputeProfile:

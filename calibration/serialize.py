@@ -5,7 +5,8 @@ Format "rtmodel-calibration", version 1 - one JSON object:
      "measured_shape": {"gpus": 4, "gpus_per_node": 2},
      "network": {"name": str,
                  "intra": LINK, "inter": LINK,      LINK = {"latency_s", "bandwidth_Bps", "source",
-                                                            "latency_sd_s", "bandwidth_rel_sd"}
+                                                            "latency_sd_s", "bandwidth_rel_sd",
+                                                            "flow_cap_Bps" (optional, "inf": none)}
                  "group_costs": {"p2-s2-q2": {"fixed_s", "per_byte_s", "source", "fixed_sd_s", "per_byte_rel_sd"}}},
      "compute": {"forward_s", "backward_s", "optimizer_s", "source",
                  "ddp_buckets": [{"nbytes", "ready_fraction"}], "gossip_buckets": [...],
@@ -70,7 +71,9 @@ def calibration_to_json(cal: Calibration) -> dict:
             "optimizer_s": comp.optimizer_s,
             "source": comp.source,
             "ddp_buckets": [{"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.ddp],
-            "gossip_buckets": [{"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.gossip],
+            "gossip_buckets": [
+                {"nbytes": b.nbytes, "ready_fraction": b.ready_fraction} for b in buckets.gossip
+            ],
             "distribution": _dist_out(comp.distribution),
             **({} if comp.variation.is_iid else {"variation": _variation_out(comp.variation)}),
         },
@@ -124,7 +127,9 @@ def calibration_from_json(doc: dict) -> Calibration:
         )
         buckets = BucketLayout(
             ddp=tuple(Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["ddp_buckets"]),
-            gossip=tuple(Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["gossip_buckets"]),
+            gossip=tuple(
+                Bucket(int(b["nbytes"]), float(b["ready_fraction"])) for b in comp["gossip_buckets"]
+            ),
         )
         compute = Compute(
             forward_s=float(comp["forward_s"]),
@@ -188,6 +193,7 @@ def _link_out(link: Link) -> dict:
         "source": link.source,
         "latency_sd_s": _num(link.latency_sd_s),
         "bandwidth_rel_sd": _num(link.bandwidth_rel_sd),
+        "flow_cap_Bps": _num(link.flow_cap_Bps),
     }
 
 
@@ -198,6 +204,7 @@ def _link_in(d: dict) -> Link:
         d["source"],
         float(d["latency_sd_s"]),
         float(d["bandwidth_rel_sd"]),
+        float(d.get("flow_cap_Bps", math.inf)),  # files written before it: no per-flow cap
     )
 
 

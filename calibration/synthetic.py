@@ -77,21 +77,13 @@ class SyntheticTruth:
 
 
 def pattern_groups(nodes: int, ranks_per_node: int) -> list[tuple[str, GroupShape, int]]:
-    """(pattern, group shape, concurrent groups) for every pattern this shape can form (profile rules)."""
-    m, k = nodes, ranks_per_node
-    n = m * k
-    out: list[tuple[str, GroupShape, int]] = []
-    if k >= 2:
-        out.append(("pair-intra", GroupShape(2, 1, 1), m * (k // 2)))
-    if m >= 2:
-        out.append(("pair-inter", GroupShape(2, 2, k), k * (m // 2)))
-    if k >= 2:
-        out.append(("node", GroupShape(k, 1, 1), m))
-    if m >= 2:
-        out.append(("two-nodes", GroupShape(2 * k, 2, 1), m // 2))
-    if n >= 2:
-        out.append(("all", GroupShape(n, m, 1), 1))
-    return out
+    """(pattern, group shape, concurrent groups) for every pattern the profiler runs on this shape."""
+    from profiler.patterns import patterns_for
+
+    return [
+        (p.name, GroupShape(p.group_size, p.nodes_spanned, p.nic_sharing), len(p.groups))
+        for p in patterns_for(nodes * ranks_per_node, ranks_per_node)
+    ]
 
 
 def synthetic_profile(truth: SyntheticTruth | None = None, **overrides) -> dict:

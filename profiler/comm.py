@@ -7,7 +7,9 @@ Protocol (every rank runs the same sequence, so collectives line up):
       barrier; (sync GPU); t0; all_reduce on my group; (sync GPU); t1.
 A rank outside every group of a pattern only joins the barriers. The buffer is zeros so repeated
 sums never overflow. Rank 0 later turns per-rank times into samples: sample = max over the ranks of
-all groups (the round is done when its slowest rank is), like nccl-tests' max over ranks.
+all groups (the round is done when its slowest rank is), like nccl-tests' max over ranks; and per
+group, the max over that group's ranks (`group_samples_s`): what one rank of the group waits for while
+the other groups run, which is what a Decent-DP rank waits for (its own group, one iteration later).
 """
 
 from __future__ import annotations
@@ -97,10 +99,27 @@ def pattern_entry(pattern: Pattern, sizes: list[int], per_rank: list[list[list[f
     for i, nbytes in enumerate(sizes):
         rows = [r[i] for r in per_rank if r[i] is not None]
         samples = [max(vals) for vals in zip(*rows, strict=True)]
+        per_group = [
+            [max(vals) for vals in zip(*(per_rank[r][i] for r in g), strict=True)] for g in pattern.groups
+        ]
         med = statistics.median(samples)
         algbw = nbytes / med
-        results.append({"bytes": nbytes, "samples_s": samples, "median_s": med,
-                        "algbw_Bps": algbw, "busbw_Bps": algbw * 2 * (p - 1) / p})
-    return {"pattern": pattern.name, "group_size": p, "nodes_spanned": pattern.nodes_spanned,
-            "nic_sharing": pattern.nic_sharing, "concurrent_groups": len(pattern.groups),
-            "groups": [list(g) for g in pattern.groups], "results": results}
+        results.append(
+            {
+                "bytes": nbytes,
+                "samples_s": samples,
+                "group_samples_s": per_group,
+                "median_s": med,
+                "algbw_Bps": algbw,
+                "busbw_Bps": algbw * 2 * (p - 1) / p,
+            }
+        )
+    return {
+        "pattern": pattern.name,
+        "group_size": p,
+        "nodes_spanned": pattern.nodes_spanned,
+        "nic_sharing": pattern.nic_sharing,
+        "concurrent_groups": len(pattern.groups),
+        "groups": [list(g) for g in pattern.groups],
+        "results": results,
+    }

@@ -3,6 +3,8 @@
 Why patterns and not just "all ranks": Decent-DP all-reduces on sub-groups (pairs, one node, two
 nodes), and what a group costs depends on where its ranks sit and how many flows share a NIC. Every
 pattern runs all its disjoint groups at once, as training does, so NIC sharing is in the numbers.
+An inter-node pattern whose groups share a NIC is also run with its first group alone (`...-alone`):
+the pair tells a per-flow cap (one TCP stream, link-aggregation hashing) from the NIC's capacity.
 Ranks are node-major: rank = node * k + local.
 """
 
@@ -13,7 +15,16 @@ from dataclasses import dataclass
 from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Round
 
-PATTERN_NAMES = ("pair-intra", "pair-inter", "node", "two-nodes", "all")
+ALONE = "-alone"
+PATTERN_NAMES = (
+    "pair-intra",
+    "pair-inter",
+    "pair-inter-alone",
+    "node",
+    "two-nodes",
+    "two-nodes-alone",
+    "all",
+)
 KIB = 1024
 MIN_MESSAGE_BYTES = 4 * KIB
 
@@ -36,9 +47,15 @@ class Pattern:
 
 
 def _groups(name: str, n: int, k: int) -> list[list[int]]:
+    if name.endswith(ALONE):
+        return _groups(name.removesuffix(ALONE), n, k)[:1]
     m = n // k
     if name == "pair-intra":
-        return [[node * k + 2 * i, node * k + 2 * i + 1] for node in range(m) for i in range(k // 2)] if k >= 2 else []
+        return (
+            [[node * k + 2 * i, node * k + 2 * i + 1] for node in range(m) for i in range(k // 2)]
+            if k >= 2
+            else []
+        )
     if name == "pair-inter":
         return [[2 * j * k + r, (2 * j + 1) * k + r] for j in range(m // 2) for r in range(k)]
     if name == "node":
@@ -57,11 +74,15 @@ def patterns_for(n: int, k: int) -> list[Pattern]:
     Round.group_shapes, so the profile and the model count NIC sharing the same way.
     """
     shape = ClusterShape(n, k)
-    out = []
+    out: list[Pattern] = []
     for name in PATTERN_NAMES:
         groups = _groups(name, n, k)
         if not groups:
             continue
+        if name.endswith(ALONE):
+            base = next((p for p in out if p.name == name.removesuffix(ALONE)), None)
+            if base is None or base.nic_sharing < 2:  # alone would repeat the base shape's measurement
+                continue
         members = {r for g in groups for r in g}
         singles = [[r] for r in range(n) if r not in members]  # idle ranks this pattern
         shapes = Round.from_groups(n, groups + singles).group_shapes(shape)

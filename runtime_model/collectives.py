@@ -17,7 +17,7 @@ bandwidth, per algorithm, the cheaper one per call unless NCCL_ALGO fixes it):
 
 Bandwidth across nodes is per node: a group with several GPUs on a rail-optimised node spreads its
 channels over `rails` NICs (rails x one NIC's bandwidth), and q flows that leave one NIC together share
-it (bandwidth / q). A group spanning nodes with several ranks per node also crosses intra-node links,
+it (bandwidth / q, and no more than one flow alone gets: Link.flow_cap_Bps). A group spanning nodes with several ranks per node also crosses intra-node links,
 so its bottleneck is the slower of the two.
 
 When calibration measured the exact group shape, that measurement is used instead.
@@ -41,7 +41,7 @@ def node_bandwidth_Bps(group: GroupShape, network: Network) -> float:
     """Bytes per second one member node of a multi-node group can push across: its rails' NICs, shared
     with the flows of other groups leaving the same NIC (nic_sharing), and no faster than the intra-node
     link the ring also crosses when the group has several ranks on a node."""
-    nic_bw = group.rails * network.inter.bandwidth_Bps / group.nic_sharing
+    nic_bw = group.rails * network.inter.flow_bandwidth_Bps(group.nic_sharing)
     if group.ranks_per_node > 1:
         return min(nic_bw, network.intra.bandwidth_Bps)
     return nic_bw

@@ -6,6 +6,7 @@ charge these times; the NIC-sharing bounds live next to the costs they bound.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -60,11 +61,20 @@ def round_comm(
         key = (g, tuple(sizes))
         if key not in memo:
             solo = replace(g, nic_sharing=1)
-            busy = (
-                g.nic_sharing * sum(allreduce_parts_s(solo, s, net)[1] for s in sizes) if g.nodes > 1 else 0.0
-            )
-            memo[key] = serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), busy
+            memo[key] = serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), nic_busy(g)
         return memo[key]
+
+    uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
+
+    def nic_busy(g: GroupShape) -> float:
+        """q flows' bytes at the NIC's capacity: q x a lone flow's transfer with no per-flow cap; where
+        the lone flow was measured (a cap, if any, inside it) the q flows sharing the NIC may show its
+        capacity better, so the lesser of the two."""
+        if g.nodes == 1:
+            return 0.0
+        alone = replace(g, nic_sharing=1)
+        q_alone = g.nic_sharing * sum(allreduce_parts_s(alone, s, uncapped)[1] for s in sizes)
+        return min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes))
 
     per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
     return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])

@@ -7,6 +7,7 @@ Units are SI and spelled in field names: seconds (`_s`), bytes (`_bytes`), bytes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from runtime_model.constraints import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE
@@ -42,10 +43,19 @@ class Link:
     source: str = "preset"
     latency_sd_s: float = 0.0  # 1-sigma uncertainty of latency_s (0 = unknown / exact)
     bandwidth_rel_sd: float = 0.0  # relative 1-sigma uncertainty of bandwidth_Bps
+    # The most one flow gets when it is alone on the link (one TCP stream, link-aggregation hashing):
+    # q flows sharing the link each get min(bandwidth_Bps / q, flow_cap_Bps). inf: a flow fills the link.
+    flow_cap_Bps: float = math.inf
 
     def __post_init__(self):
         NON_NEGATIVE.check("latency_s", self.latency_s)
         POSITIVE.check("bandwidth_Bps", self.bandwidth_Bps)
+        if not self.flow_cap_Bps > 0:
+            raise ValueError(f"flow_cap_Bps must be > 0, got {self.flow_cap_Bps}")
+
+    def flow_bandwidth_Bps(self, flows: int) -> float:
+        """What each of `flows` concurrent flows on this link gets."""
+        return min(self.bandwidth_Bps / flows, self.flow_cap_Bps)
 
     @property
     def beta_s_per_byte(self) -> float:

@@ -78,7 +78,14 @@ def test_links_recovered_within_stated_uncertainty(seed, k):
 
 def test_group_costs_keyed_by_measured_shape(cal):
     k = TRUTH.ranks_per_node
-    expected = {GroupShape(2, 1, 1), GroupShape(2, 2, k), GroupShape(k, 1, 1), GroupShape(2 * k, 2, 1)}
+    # pair-inter shares each NIC k ways; pair-inter-alone measures the same pair with its flow alone (q = 1)
+    expected = {
+        GroupShape(2, 1, 1),
+        GroupShape(2, 2, k),
+        GroupShape(2, 2, 1),
+        GroupShape(k, 1, 1),
+        GroupShape(2 * k, 2, 1),
+    }
     assert set(cal.network.group_costs) == {g.key for g in expected}
     for g in expected:
         cost = cal.network.group_costs[g.key]
@@ -90,7 +97,7 @@ def test_group_costs_keyed_by_measured_shape(cal):
 
 def test_pattern_fit_reports(cal):
     reports = [f for f in cal.fits if f.kind == "pattern"]
-    assert len(reports) == 4
+    assert len(reports) == 5  # pair-intra, pair-inter, pair-inter-alone, node, two-nodes+all
     for f in reports:
         assert f.r2 > 0.999
         assert f.worst_rel_residual < 0.05
@@ -149,7 +156,7 @@ def test_small_message_regime_detected_and_large_regime_used():
     truth = SyntheticTruth(**{**TRUTH.__dict__, "small_regime": small})
     c = calibrate(synthetic_profile(truth))
     smalls = [f for f in c.fits if f.kind == "pattern-small"]
-    assert len(smalls) == 4
+    assert len(smalls) == 5
     assert all(f.size_range_bytes[1] < 64 << 10 for f in smalls)
     assert any("two regimes" in n and "large-message regime" in n for n in c.notes)
     for cls in ("intra", "inter"):  # the model's links come from the large-message regime (the truth)
@@ -201,13 +208,18 @@ def test_a_slow_rank_calibrates_to_rank_factors_and_a_within_rank_distribution(t
     var, dist = c.compute.variation, c.compute.distribution
     s = np.asarray(var.rank_factors)
     assert s.size == 4 and s.mean() == pytest.approx(1.0)
-    assert s[0] == pytest.approx(1.5 / 1.125, rel=0.01) and s[0] / np.median(s[1:]) == pytest.approx(1.5, rel=0.01)
+    assert s[0] == pytest.approx(1.5 / 1.125, rel=0.01) and s[0] / np.median(s[1:]) == pytest.approx(
+        1.5, rel=0.01
+    )
     assert var.rank_cv == pytest.approx(float(np.std(s, ddof=1)), rel=0.05) and var.node_cv == 0
     # the i.i.d. part is the within-rank spread around the overall mean, not the between-rank spread again
     assert dist.mean_s == pytest.approx(c.compute.compute_s, rel=1e-9)
     within = math.hypot(truth.forward_sd_s, truth.backward_sd_s) / (truth.forward_s + truth.backward_s)
     assert dist.sd_s / dist.mean_s == pytest.approx(within, rel=0.15)
-    assert var.source.startswith("measured: rank factors measured (slowest rank 0 1.3") and "1.50x the median" in var.source
+    assert (
+        var.source.startswith("measured: rank factors measured (slowest rank 0 1.3")
+        and "1.50x the median" in var.source
+    )
     line = c.provenance["compute.variation"]
     assert "rank factors measured" in line and "node cv 0 (below noise" in line and "within ranks" in line
     assert any("ranks differ persistently" in n and "modelled as the measured per-rank" in n for n in c.notes)
@@ -224,22 +236,28 @@ def test_iid_profile_keeps_iid_variation_and_the_pooled_samples():
     doc = synthetic_profile(TRUTH)
     c = calibrate(doc)
     assert c.compute.variation.is_iid
-    pooled = [f + b for fr, br in zip(doc["compute"]["forward_s"], doc["compute"]["backward_s"], strict=True)
-              for f, b in zip(fr, br, strict=True)]
+    pooled = [
+        f + b
+        for fr, br in zip(doc["compute"]["forward_s"], doc["compute"]["backward_s"], strict=True)
+        for f, b in zip(fr, br, strict=True)
+    ]
     assert c.compute.distribution == EmpiricalCompute(tuple(pooled))
     assert "rank factors 1 (not measured: below noise)" in c.provenance["compute.variation"]
     assert "variation" not in calibration_to_json(c)["compute"]
 
 
 def test_node_correlated_variation_is_measured_apart_from_iid():
-    truth = SyntheticTruth(**{**TRUTH.__dict__, "nodes": 4, "ranks_per_node": 2, "node_rel_sd": 0.05,
-                              "iterations": 200})
+    truth = SyntheticTruth(
+        **{**TRUTH.__dict__, "nodes": 4, "ranks_per_node": 2, "node_rel_sd": 0.05, "iterations": 200}
+    )
     c = calibrate(synthetic_profile(truth))
     var = c.compute.variation
     assert var.node_cv == pytest.approx(0.05, rel=0.25) and var.rank_factors is None
     total = math.hypot(truth.forward_sd_s, truth.backward_sd_s) / (truth.forward_s + truth.backward_s)
     rel = c.compute.distribution.sd_s / c.compute.distribution.mean_s
-    assert math.hypot(rel, var.node_cv) == pytest.approx(math.hypot(total, 0.05), rel=0.1)  # not counted twice
+    assert math.hypot(rel, var.node_cv) == pytest.approx(
+        math.hypot(total, 0.05), rel=0.1
+    )  # not counted twice
     one_per_node = calibrate(synthetic_profile(truth, ranks_per_node=1, nodes=8), fallback_network=PRESET)
     assert "node cv 0 (not measured: one rank per node)" in one_per_node.provenance["compute.variation"]
 
@@ -360,6 +378,14 @@ BAD = {
         lambda d: d["workload"].update(model_args=[1, 2]),
         "workload.model_args must be an object of model arguments",
     ),
+    "group samples not a list": (
+        lambda d: _set(d, ["communication", "patterns", 1, "results", 0, "group_samples_s"], 3.0),
+        "communication.patterns[1].results[0].group_samples_s must be a non-empty list",
+    ),
+    "negative group sample": (
+        lambda d: _set(d, ["communication", "patterns", 1, "results", 0, "group_samples_s"], [[0.1, -1.0]]),
+        "communication.patterns[1].results[0].group_samples_s[0][1] is negative",
+    ),
     "incomplete": (
         lambda d: d.update(complete=False, sections_done=["shape", "compute"]),
         "incomplete profile (sections missing: communication; done: shape, compute); finish it with "
@@ -431,7 +457,9 @@ def test_measurement_statistics_match_numpy():
     assert m.sd_s == pytest.approx(arr.std(ddof=1))
     assert m.iqr_s == pytest.approx(np.percentile(arr, 75) - np.percentile(arr, 25))
     assert m.cv == pytest.approx(arr.std(ddof=1) / arr.mean())
-    assert m.noise_warning() is not None and m.noise_warning().startswith("forward rank 0: interquartile range")
+    assert m.noise_warning() is not None and m.noise_warning().startswith(
+        "forward rank 0: interquartile range"
+    )
     quiet = Measurement((1.0, 1.01, 0.99, 1.0))
     assert quiet.noise_warning() is None
     single = Measurement((2.0,))
@@ -598,3 +626,52 @@ def test_unmeasured_shapes_are_costed_as_the_profiled_backend_runs_them(backend,
     net = calibrate(doc).network
     assert net.nccl_algo == algo
     assert net.concurrent_collectives == (2 if backend == "gloo" else 1)
+
+
+# ----------------------------------------------------------------------------- per-flow cap vs NIC capacity
+
+
+def test_a_lone_flow_slower_than_the_nic_gives_a_flow_cap_and_both_are_reported():
+    # 2 nodes x 2: two pair flows share each NIC (q = 2). True NIC 3 GB/s, one flow at most 2 GB/s:
+    # sharing, each gets min(3/2, 2) = 1.5 GB/s; alone, min(3, 2) = 2 GB/s.
+    truth = SyntheticTruth(
+        nodes=2, ranks_per_node=2, inter=Link(60e-6, 3e9, flow_cap_Bps=2e9), noise_rel=0.01
+    )
+    c = calibrate(synthetic_profile(truth))
+    inter = c.network.inter
+    assert inter.bandwidth_Bps == pytest.approx(3e9, rel=0.03)
+    assert inter.flow_cap_Bps == pytest.approx(2e9, rel=0.03)
+    assert c.provenance["inter.flow_cap_Bps"].startswith("measured one flow alone (pair-inter-alone")
+    assert c.provenance["inter.bandwidth_Bps"].startswith("measured NIC capacity (pair-inter")
+    assert any("per-flow cap" in n for n in c.notes)
+    link_fit = next(f for f in c.fits if f.name == "link inter")
+    assert set(link_fit.params) == {"latency_s", "bandwidth_Bps", "flow_cap_Bps"}
+    back = calibration_from_json(json.loads(json.dumps(calibration_to_json(c), allow_nan=False)))
+    assert back.network.inter.flow_cap_Bps == inter.flow_cap_Bps
+
+
+def test_no_flow_cap_is_claimed_when_a_lone_flow_fills_the_nic(cal):
+    assert math.isinf(cal.network.inter.flow_cap_Bps)
+    assert "inter.flow_cap_Bps" not in cal.provenance
+    text = json.dumps(calibration_to_json(cal), allow_nan=False)
+    assert math.isinf(calibration_from_json(json.loads(text)).network.inter.flow_cap_Bps)
+
+
+def test_group_costs_use_each_groups_own_time_when_the_profile_has_it():
+    # The max over every group of a pattern is what the slowest group took; a rank waits for its own.
+    doc = synthetic_profile(SyntheticTruth(nodes=2, ranks_per_node=2, noise_rel=0.0, samples_per_size=3))
+    pattern = next(p for p in doc["communication"]["patterns"] if p["pattern"] == "pair-inter")
+    for res in pattern["results"]:
+        own = res["samples_s"]
+        res["group_samples_s"] = [own, own]  # each group alone took `own` ...
+        res["samples_s"] = [1.5 * t for t in own]  # ... but they finished apart: the max over both is slower
+    key = GroupShape(2, 2, 2).key
+    fitted = calibrate(doc).network.group_costs[key].time_s(1 << 24)
+    plain = (
+        calibrate(
+            synthetic_profile(SyntheticTruth(nodes=2, ranks_per_node=2, noise_rel=0.0, samples_per_size=3))
+        )
+        .network.group_costs[key]
+        .time_s(1 << 24)
+    )
+    assert fitted == pytest.approx(plain, rel=1e-6)  # what a group took, not the max over the groups

@@ -82,6 +82,31 @@ def test_global_shape_uses_one_rail_per_gpu_up_to_the_nics():
     assert GroupShape(64, 8, 1, 8).key == "p64-s8-q1-r8"
 
 
+def test_a_per_flow_cap_holds_a_lone_flow_below_the_nic_and_sharing_below_the_cap():
+    # NIC 10 GB/s, one flow at most 4 GB/s: alone 4, two flows 4 each (8 of 10), four flows 2.5 each
+    net = Network(intra=Link(A_INTRA, B_INTRA), inter=Link(A_INTER, 10e9, flow_cap_Bps=4e9))
+    assert [net.inter.flow_bandwidth_Bps(q) for q in (1, 2, 4)] == [4e9, 4e9, 2.5e9]
+    for q, per_flow in ((1, 4e9), (2, 4e9), (4, 2.5e9)):
+        assert allreduce_parts_s(GroupShape(2, 2, q), 1e8, net)[1] == pytest.approx(1e8 / per_flow)
+    # the NIC's busy time is the q flows' bytes at its capacity (2 x 1e8 / 10e9 with two flows), not q x alone
+    sc = scenario(n=4, k=2, fwd=0.001, bwd=0.002, opt=0.0, nbytes=(100_000_000,), ready=(1.0,))
+    sc = replace(sc, network=net)
+    sch = Schedule("x", (Round.from_groups(4, [[0, 2], [1, 3]]),))
+    r = round_comm(sch, 0, sc.shape, sc.buckets, sc.network)
+    assert r.nic_busy_s == pytest.approx(np.full(4, 2 * 1e8 / 10e9))
+    with pytest.raises(ValueError, match="flow_cap_Bps must be > 0"):
+        Link(A_INTER, 10e9, flow_cap_Bps=0.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(cap=st.floats(1e8, 1e11), q=st.integers(1, 16))
+def test_a_per_flow_cap_never_makes_a_flow_faster(cap, q):
+    free = Network(intra=Link(A_INTRA, B_INTRA), inter=Link(A_INTER, B_INTER))
+    capped = replace(free, inter=replace(free.inter, flow_cap_Bps=cap))
+    g = GroupShape(2, 2, q)
+    assert allreduce_s(g, 1e7, capped) >= allreduce_s(g, 1e7, free) * (1 - 1e-12)
+
+
 def test_rail_sharing_counts_flows_per_nic():
     # local rank i of node 0 pairs with local rank i of node 1: all 8 flows on one NIC, or one per rail
     n, k = 16, 8

@@ -49,11 +49,30 @@ def two_rank(tmp_path_factory):
 
 def test_patterns_follow_the_shape_and_count_nic_sharing():
     by = {p.name: p for p in patterns_for(8, 4)}
-    assert list(by) == ["pair-intra", "pair-inter", "node", "two-nodes", "all"]
+    assert list(by) == ["pair-intra", "pair-inter", "pair-inter-alone", "node", "two-nodes", "all"]
     assert by["pair-inter"].groups[0] == (0, 4) and by["pair-inter"].nic_sharing == 4
+    # the same pair with its flow alone on the NIC: tells a per-flow cap from the NIC's capacity
+    alone = by["pair-inter-alone"]
+    assert alone.groups == ((0, 4),) and (alone.group_size, alone.nodes_spanned, alone.nic_sharing) == (2, 2, 1)
+    # two-nodes groups do not share a NIC (q = 1), so their alone run would repeat them: not run
+    assert "two-nodes-alone" not in by
+    assert [p.name for p in patterns_for(8, 1)] == ["pair-inter", "two-nodes", "all"]  # k = 1: q = 1 everywhere
     assert (by["two-nodes"].group_size, by["two-nodes"].nodes_spanned, by["two-nodes"].nic_sharing) == (8, 2, 1)
     assert {p.name for p in patterns_for(4, 4)} == {"pair-intra", "node", "all"}  # one node: nothing crosses
     assert {p.name for p in patterns_for(4, 1)} == {"pair-inter", "two-nodes", "all"}  # k = 1: no intra pairs
+
+
+def test_pattern_entry_keeps_each_groups_own_time_and_the_max_over_all():
+    from profiler.comm import pattern_entry
+
+    pattern = next(p for p in patterns_for(4, 2) if p.name == "pair-inter")  # groups (0, 2) and (1, 3)
+    # per rank, per size, per repetition; size 0 only
+    per_rank = [[[1.0, 4.0]], [[2.0, 2.0]], [[3.0, 1.0]], [[5.0, 1.5]]]
+    entry = pattern_entry(pattern, [4096], per_rank)
+    res = entry["results"][0]
+    assert res["samples_s"] == [5.0, 4.0]  # the slowest rank of any group, per repetition
+    assert res["group_samples_s"] == [[3.0, 4.0], [5.0, 2.0]]  # (0, 2) and (1, 3): the max of their own ranks
+    assert entry["concurrent_groups"] == 2 and entry["nic_sharing"] == 2
 
 
 def test_message_sizes_reach_the_largest_bucket():
@@ -246,10 +265,15 @@ def test_four_ranks_as_two_pretend_nodes_form_inter_node_patterns(tmp_path):
     names = shape["node_names"]
     assert names[0] == names[1] != names[2] == names[3]
     pats = {p["pattern"]: p for p in doc["communication"]["patterns"]}
-    assert set(pats) == {"pair-intra", "pair-inter", "node", "two-nodes", "all"}
+    assert set(pats) == {"pair-intra", "pair-inter", "pair-inter-alone", "node", "two-nodes", "all"}
     inter = pats["pair-inter"]
     assert (inter["group_size"], inter["nodes_spanned"], inter["nic_sharing"], inter["concurrent_groups"]) == \
         (2, 2, 2, 2)
+    alone = pats["pair-inter-alone"]
+    assert (alone["nic_sharing"], alone["concurrent_groups"], alone["groups"]) == (1, 1, [[0, 2]])
+    for r in inter["results"]:  # each group's own time per repetition, never above the max over all
+        assert len(r["group_samples_s"]) == 2
+        assert all(max(g) <= m for g, m in zip(zip(*r["group_samples_s"], strict=True), r["samples_s"], strict=True))
     assert (pats["two-nodes"]["group_size"], pats["two-nodes"]["nodes_spanned"]) == (4, 2)
     assert "same_as" not in pats["two-nodes"] and pats["all"]["same_as"] == "two-nodes"
     for p in doc["communication"]["patterns"]:  # structure only: measured times may be inverted by load
