@@ -47,34 +47,37 @@ class FlatPeers:
     by each rank's group (reduceat costs per segment, so pairs never take this path).
     """
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, schedule: Schedule, offset: int = 0, kind: str | None = None):
+        """`offset`: where the flat state starts in a side-by-side state (the arrays index that one).
+        A round object met again (a reduced system plays its small rounds in the full order) is reused."""
         n = schedule.n
         self.n = n
         graph = schedule.static_graph
         self.rounds: list[tuple[np.ndarray, ...]] = []
-        flat = np.arange(2 * n)
-        col, rank = np.divmod(flat, n)
+        self.kind = kind or self.kind_of(schedule)
         if graph is not None:
-            self.kind = "static"
+            flat = np.arange(2 * n)
+            col, rank = np.divmod(flat, n)
             offsets = sorted({off % n for off in graph.peer_offsets} - {0})  # a max needs each peer once
-            near = [col * n + (rank + off) % n for off in (0, *offsets)]
+            near = [col * n + (rank + off) % n + offset for off in (0, *offsets)]
             self.rounds.append((np.stack(near),))
             return
-        groups = [r.sorted_groups for r in schedule.rounds]
-        sizes = [np.diff(starts, append=n) for _, starts in groups]
-        self.kind = self.kind_of(schedule)
-        for r, (order, starts), size in zip(schedule.rounds, groups, sizes, strict=True):
-            if self.kind == "pairs":
-                partner = np.arange(n)
-                two = starts[size == 2]
-                partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
-                self.rounds.append((col * n + partner[rank],))
-            else:  # labels are 0..g-1 in sorted order (Round.validate: no empty group)
-                g = starts.size
-                src = np.concatenate([order, order + n])
-                self.rounds.append(
-                    (src, np.concatenate([starts, starts + n]), np.concatenate([r.labels, r.labels + g]))
-                )
+        made: dict[int, tuple[np.ndarray, ...]] = {}
+        for r in schedule.rounds:
+            if id(r) not in made:
+                made[id(r)] = self._arrays(r, n, offset)
+            self.rounds.append(made[id(r)])
+
+    def _arrays(self, r, n: int, offset: int) -> tuple[np.ndarray, ...]:
+        order, starts = r.sorted_groups
+        if self.kind == "pairs":
+            partner = np.arange(n)
+            two = starts[np.diff(starts, append=n) == 2]
+            partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
+            return (np.concatenate([partner + offset, partner + (n + offset)]),)
+        g = starts.size  # labels are 0..g-1 in sorted order (Round.validate: no empty group)
+        src = np.concatenate([order + offset, order + (n + offset)])
+        return src, np.concatenate([starts, starts + n]), np.concatenate([r.labels, r.labels + g])
 
     @staticmethod
     def kind_of(schedule: Schedule) -> str:
@@ -172,8 +175,8 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
         raise ValueError("jobs of one batch share n (they share the draws)")
     kinds = [FlatPeers.kind_of(j.schedule) for j in jobs]
     order = sorted(range(len(jobs)), key=lambda i: ("pairs", "groups", "static").index(kinds[i]))
-    jobs = [jobs[i] for i in order]  # each kind side by side, so its steps merge into one
-    steps = _Steps(jobs, n)
+    jobs, kinds = [jobs[i] for i in order], [kinds[i] for i in order]  # each kind side by side: merged
+    steps = _Steps(jobs, kinds, n)
     count = len(jobs)
     ends = [j.warmup + j.measured for j in jobs]
     first, stop = min(j.warmup for j in jobs), max(ends)
@@ -224,9 +227,12 @@ class _Steps:
     for the rounds in play, so the concatenation of each combination is cached while it is small; else
     every job steps alone, with its rounds' steps made once)."""
 
-    def __init__(self, jobs: Sequence[Job], n: int):
+    def __init__(self, jobs: Sequence[Job], kinds: Sequence[str], n: int):
         self.n, self.count, width = n, len(jobs), 2 * n
-        self.peers = [FlatPeers(j.schedule) for j in jobs]
+        self.peers = [
+            FlatPeers(j.schedule, i * width, kind)
+            for i, (j, kind) in enumerate(zip(jobs, kinds, strict=True))
+        ]
         self.cost = [
             [np.concatenate([np.broadcast_to(c, (n,)), np.zeros(n)]) for c in j.comm_per_round] for j in jobs
         ]
@@ -240,22 +246,12 @@ class _Steps:
         small = size * min(self.lcm, CACHE_ROUNDS) <= CACHE_ENTRIES
         self.cache: dict[int, list] | None = {} if small else None
         # each job's own steps per round and per cost, offsets into the side-by-side state made once
-        self.own = [
-            [(p.kind, self.slices[i], *self._offset(p.kind, r, i)) for r in p.rounds]
-            for i, p in enumerate(self.peers)
-        ]
+        self.own = [[(p.kind, self.slices[i], *r) for r in p.rounds] for i, p in enumerate(self.peers)]
         self.own_cost = [  # the free column's cost is zero: only the first n entries of a slot
             [("cost", slice(i * width, i * width + n), c[:n]) for c in cost]
             for i, cost in enumerate(self.cost)
         ]
         self.out = np.empty(self.count * width)
-
-    def _offset(self, kind: str, arrays: tuple, i: int) -> tuple:
-        """A job's round arrays indexing the side-by-side state (its source indices moved to its slot)."""
-        if kind == "groups":
-            src, starts, dst = arrays
-            return src + i * 2 * self.n, starts, dst
-        return (arrays[0] + i * 2 * self.n,)
 
     def peer_max(self, x: np.ndarray, t: int, live: Sequence[int]) -> np.ndarray:
         """max over each rank's peers of x (all jobs' flat states, side by side), plus its communication;
