@@ -14,6 +14,7 @@ results are identical to it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -146,22 +147,35 @@ def batch_se(marks: Sequence[float], period: int) -> float:
     return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
 
 
-def _draws(jobs: Sequence[Job], n: int, seed: int):
-    """C_i(t) + t_O for t = 0, 1, ..., per job (shape (jobs, 1, n)): the seeded stream each job's own run
-    draws. i.i.d. Normal draws are standard normals in blocks (the stream of one draw per iteration),
-    each job's mean + sd z formed as Compute.sampler forms it; otherwise the jobs share one compute."""
+def _computes(jobs: Sequence[Job]) -> list[int]:
+    """Per job, the index of its compute among the batch's distinct ones (their draws are made once)."""
+    distinct: list[Compute] = []
+    out = []
+    for j in jobs:
+        same = next((u for u, c in enumerate(distinct) if c is j.compute or c == j.compute), None)
+        if same is None:
+            distinct.append(j.compute)
+            same = len(distinct) - 1
+        out.append(same)
+    return out
+
+
+def _draws(computes: Sequence[Compute], n: int, gpus_per_node: int, seed: int):
+    """C_i(t) + t_O for t = 0, 1, ..., per distinct compute (shape (computes, n)): the seeded stream each
+    job's own run draws. i.i.d. Normal draws are standard normals in blocks (the stream of one draw per
+    iteration), each compute's mean + sd z formed as Compute.sampler forms it; otherwise one compute."""
     rng = np.random.default_rng(seed)
-    comp = jobs[0].compute
+    comp = computes[0]
     if stream_key(comp) == "normal":
-        mean = np.array([j.compute.distribution.mean_s for j in jobs])[:, None, None]
-        sd = np.array([j.compute.distribution.sd_s for j in jobs])[:, None, None]
-        opt = np.array([j.compute.optimizer_s for j in jobs])[:, None, None]
+        mean = np.array([c.distribution.mean_s for c in computes])[:, None]
+        sd = np.array([c.distribution.sd_s for c in computes])[:, None]
+        opt = np.array([c.optimizer_s for c in computes])[:, None]
         while True:
             for z in rng.standard_normal((draw_block(n), n)):
                 yield (mean + sd * z) + opt
-    draw = comp.sampler(n, jobs[0].gpus_per_node)
+    draw = comp.sampler(n, gpus_per_node)
     while True:
-        yield draw(rng) + comp.optimizer_s
+        yield (draw(rng) + comp.optimizer_s)[None, :]
 
 
 def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
@@ -174,8 +188,11 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     if any(j.schedule.n != n for j in jobs):
         raise ValueError("jobs of one batch share n (they share the draws)")
     kinds = [FlatPeers.kind_of(j.schedule) for j in jobs]
-    order = sorted(range(len(jobs)), key=lambda i: ("pairs", "groups", "static").index(kinds[i]))
-    jobs, kinds = [jobs[i] for i in order], [kinds[i] for i in order]  # each kind side by side: merged
+    which = _computes(jobs)
+    order = sorted(range(len(jobs)), key=lambda i: (("pairs", "groups", "static").index(kinds[i]), which[i]))
+    # each kind side by side (its steps merge), and within it the jobs of one compute (one addition)
+    jobs, kinds, which = [jobs[i] for i in order], [kinds[i] for i in order], [which[i] for i in order]
+    runs = [(u, slice(lo, lo + len(members))) for lo, u, members in _runs(which)]
     steps = _Steps(jobs, kinds, n)
     count = len(jobs)
     ends = [j.warmup + j.measured for j in jobs]
@@ -195,13 +212,19 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
         for at in sorted(set(window)):
             events.setdefault(at, []).append(i)
     x, new = np.zeros((count, 2 * n)), np.empty((count, 2 * n))
-    draws = _draws(jobs, n, seed)
+    distinct = [
+        next(j.compute for j, u in zip(jobs, which, strict=True) if u == v) for v in range(max(which) + 1)
+    ]
+    draws = _draws(distinct, n, jobs[0].gpus_per_node, seed)
     live = list(range(count))
     for t in range(stop):
         c = next(draws)
         live = [i for i in live if t < ends[i]]
         p = steps.peer_max(x.reshape(-1), t, live)
-        np.maximum((x.reshape(count, 2, n) + c).reshape(-1), p, out=new.reshape(-1))
+        x3, new3 = x.reshape(count, 2, n), new.reshape(count, 2, n)
+        for u, rows in runs:
+            np.add(x3[rows], c[u], out=new3[rows])
+        np.maximum(new.reshape(-1), p, out=new.reshape(-1))
         if joint and t >= first:
             if t == first:
                 rec[0] = x[:, :n]
@@ -300,6 +323,15 @@ class _Steps:
         costs = [c[t % len(c)] for c in self.cost]
         plan.append(("cost", slice(None), np.concatenate(costs)))
         return plan
+
+
+def _runs(values: Sequence[int]):
+    """(start, value, members) of each run of equal consecutive values."""
+    at = 0
+    for value, group in itertools.groupby(values):
+        members = list(group)
+        yield at, value, members
+        at += len(members)
 
 
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:
