@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -232,7 +233,7 @@ class TopologyModel:
     def reduced_pending(self, scenario: Scenario, allreduce=None) -> Pending:
         red = self.reduction
         if not has_variance(scenario.decent_dp_compute):  # exact on the smallest quotient
-            red = reduce(self.name, self.shape, build_schedule, target=1)
+            red = reduce(self.name, self.shape, _build_small, target=1)
         return reduced_pending(scenario, red, allreduce)
 
     def consensus(self) -> ConsensusMetrics:
@@ -258,6 +259,17 @@ class TopologyModel:
         return sorted(sizes)
 
 
+@lru_cache(maxsize=32)
+def _built(name: str, shape: ClusterShape) -> Schedule:
+    return build_schedule(name, shape)
+
+
+def _build_small(name: str, shape: ClusterShape) -> Schedule:
+    """A reduced system's small schedule: the same few shapes recur at every n of a sweep above
+    FULL_MAX_N, so they are built (and their rounds placed) once."""
+    return _built(name, shape) if shape.gpus <= FULL_MAX_N else build_schedule(name, shape)
+
+
 def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) -> TopologyModel:
     """Build `name` at `shape`: in full up to FULL_MAX_N ranks, else its reduced system. Raises
     TopologyNotApplicable (the topology cannot run, or rtmodel has no reduced system for it here)."""
@@ -267,7 +279,7 @@ def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) 
 
     require_applicable(topology_info(name).applicability, shape)
     try:
-        red = reduce(name, shape, build_schedule, target)
+        red = reduce(name, shape, _build_small, target)
     except NoReduction as exc:
         raise TopologyNotApplicable(
             f"rtmodel predicts {name} above {FULL_MAX_N} GPUs only through its symmetry, and this n has none "

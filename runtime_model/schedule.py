@@ -140,10 +140,18 @@ class Round:
         self.validate()
         if shape.gpus != self.n:
             raise ScheduleError(f"round has {self.n} ranks but the cluster has {shape.gpus}")
-        order, starts = self.sorted_groups
-        if np.all(np.diff(starts, append=order.size) <= 2):
-            return self._pair_placement(shape, nics_per_node)
-        return self._ring_placement(shape, nics_per_node)
+        key = (shape, nics_per_node)  # kept: a round is costed again (uncertainty, a sweep's reduced systems)
+        if key not in self._placements:
+            order, starts = self.sorted_groups
+            pairs = np.all(np.diff(starts, append=order.size) <= 2)
+            self._placements[key] = (self._pair_placement if pairs else self._ring_placement)(
+                shape, nics_per_node
+            )
+        return self._placements[key]
+
+    @cached_property
+    def _placements(self) -> dict:
+        return {}
 
     def _ring_placement(self, shape: ClusterShape, nics_per_node: int) -> tuple[np.ndarray, ...]:
         """group_placement for any round: every group's ring hops along its sorted ranks."""

@@ -168,7 +168,9 @@ def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
 
 def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
     import runtime_model.schedule as schedule_mod
+    from runtime_model.reduced_system import _built
 
+    _built.cache_clear()  # small schedules are kept across calls: build them afresh here
     built = []
     original = schedule_mod.Schedule.validate
     monkeypatch.setattr(
@@ -292,7 +294,9 @@ def test_a_reduced_systems_period_group_sizes_and_note_are_the_full_schedules(n,
 
 def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(monkeypatch):
     import runtime_model.schedule as schedule_mod
+    from runtime_model.reduced_system import _built
 
+    _built.cache_clear()  # small schedules are kept across calls: build them afresh here
     built = []
     original = schedule_mod.Schedule.validate
     monkeypatch.setattr(
