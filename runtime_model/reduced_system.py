@@ -171,7 +171,7 @@ def reduced_consensus(red: Reduction) -> ConsensusMetrics:
         return _static_consensus(n, red.static_offsets)
     if red.name == "ring":
         return _ring_consensus(n)
-    small = consensus_metrics(red.small)
+    small = _small_consensus(red.small)
     if small.exact_rounds is None or small.exact_rounds > red.small.period:
         raise NoReduction(f"{red.name}: the reduced schedule is not exact within its period")
     exact = period - (red.small.period - small.exact_rounds)
@@ -257,6 +257,12 @@ class TopologyModel:
         if self.reduction is not None and self.reduction.group_scale:
             sizes = {s * self.reduction.orbit_size for s in sizes}
         return sorted(sizes)
+
+
+@lru_cache(maxsize=32)
+def _small_consensus(small: Schedule) -> ConsensusMetrics:
+    """consensus_metrics of a reduced system's small schedule (kept: a sweep's n share it, _build_small)."""
+    return consensus_metrics(small)
 
 
 @lru_cache(maxsize=32)
