@@ -35,7 +35,7 @@ def draw_block(n: int) -> int:
     return max(1, DRAW_VALUES // max(n, 1))
 
 
-CACHE_ROUNDS = 64  # iterations' merged steps kept (the rounds' combination repeats with the periods' lcm)
+CACHE_ROUNDS = 256  # distinct iterations' merged steps at most (they repeat with the periods' lcm)
 CACHE_ENTRIES = 1 << 21  # array entries the kept steps may hold (16 MiB); beyond, each job steps alone
 
 
@@ -267,7 +267,7 @@ class _Steps:
             kind: [i for i, p in enumerate(self.peers) if p.kind == kind] for kind in ("pairs", "groups")
         }
         size = sum(a.size for p in self.peers for a in p.rounds[0]) + self.count * width
-        small = size * min(self.lcm, CACHE_ROUNDS) <= CACHE_ENTRIES
+        small = self.lcm <= CACHE_ROUNDS and size * self.lcm <= CACHE_ENTRIES  # else rebuilt every iteration
         self.cache: dict[int, list] | None = {} if small else None
         # each job's own steps per round and per cost, offsets into the side-by-side state made once
         self.own = [[(p.kind, self.slices[i], *r) for r in p.rounds] for i, p in enumerate(self.peers)]
