@@ -80,17 +80,32 @@ def round_comm(
     return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
 
 
-_MEMO: dict[int, tuple[Network, dict]] = {}  # id(network) -> (network, {(shape, bucket sizes): costs})
+_MEMO: dict[
+    object, tuple[Network, dict]
+] = {}  # network's value (or id) -> (network, {(shape, sizes): costs})
 
 
 def _memo(net: Network) -> dict:
-    """The group-shape costs already computed for this network object: every topology's rounds at one n
-    (and a sweep's topologies) meet the same few shapes, each costing a dozen all-reduce formulas."""
-    entry = _MEMO.get(id(net))
-    if entry is None or entry[0] is not net:
+    """The group-shape costs already computed for this network: every topology's rounds at one n, and a
+    sweep's n (each scenario builds an equal network), meet the same few shapes, each costing a dozen
+    all-reduce formulas. Keyed by the network's value when it hashes, else by the object."""
+    try:
+        key: object = (
+            net.intra,
+            net.inter,
+            tuple(sorted(net.group_costs.items())),
+            net.concurrent_collectives,
+            net.nics_per_node,
+            net.nccl_algo,
+        )
+        hash(key)
+    except TypeError:
+        key = id(net)
+    entry = _MEMO.get(key)
+    if entry is None or (isinstance(key, int) and entry[0] is not net):
         if len(_MEMO) >= 16:
             _MEMO.clear()
-        entry = _MEMO[id(net)] = (net, {})
+        entry = _MEMO[key] = (net, {})
     return entry[1]
 
 
