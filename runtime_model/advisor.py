@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from runtime_model.consensus import ConsensusMetrics
 from runtime_model.defaults import MARGIN
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
-from runtime_model.recurrence import run_pending
+from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names

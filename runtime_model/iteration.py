@@ -32,7 +32,8 @@ import numpy as np
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
 from runtime_model.order_stats import max_of_ranks
-from runtime_model.recurrence import FlatPeers, Growth, Job, Pending, run_jobs, run_pending
+from runtime_model.pending import Pending, run_pending
+from runtime_model.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.round_comm import (
     nic_bound_s,
     round_comm,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -344,32 +344,3 @@ def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: 
     marks = hist[::period].mean(axis=1)  # row by row, as the loop's x[:, 0].mean() at each period's start
     samples = (hist[1:] - hist[:-1]).reshape(-1)
     return Growth(float(growth[0]), float(growth[1]), samples, batch_se(marks, period))
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A prediction waiting for its run: `finish(result)` makes it from the result of `job` (a Job, or
-    any object with batch_key() and run_batch(jobs, seed), e.g. complete's reduced system)."""
-
-    job: object
-    seed: int
-    finish: Callable[[object], object]
-
-
-def run_pending(pending: Sequence[Pending]) -> list:
-    """Finish every pending prediction, running the jobs of one batch key and seed together (a sweep's
-    topologies at one n, and its reduced systems of one size, cost one loop over iterations, not one each)."""
-    batches: list[tuple[tuple, list[int]]] = []
-    for i, p in enumerate(pending):
-        key = (p.job.batch_key(), p.seed)
-        for head, members in batches:
-            if head == key:
-                members.append(i)
-                break
-        else:
-            batches.append((key, [i]))
-    results: dict[int, object] = {}
-    for (_, seed), members in batches:
-        jobs = [pending[i].job for i in members]
-        results.update(zip(members, type(jobs[0]).run_batch(jobs, seed), strict=True))
-    return [p.finish(results[i]) for i, p in enumerate(pending)]

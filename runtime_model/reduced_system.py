@@ -35,7 +35,8 @@ from runtime_model.iteration import (
     prediction_from_growth,
 )
 from runtime_model.order_stats import quantile_of_repeated
-from runtime_model.recurrence import Growth, Pending, run_pending
+from runtime_model.pending import Pending, run_pending
+from runtime_model.recurrence import Growth
 from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule

@@ -16,7 +16,8 @@ from runtime_model.advisor import advise, advise_many
 from runtime_model.complete_system import CompleteJob, _normal_extremes, simulate_complete
 from runtime_model.distributions import NormalCompute
 from runtime_model.iteration import SIM_SEED, last_bucket_optimizer_s, plan_job
-from runtime_model.recurrence import Pending, batch_se, run_jobs, run_pending
+from runtime_model.pending import Pending, run_pending
+from runtime_model.recurrence import batch_se, run_jobs
 from runtime_model.round_comm import round_comm_per_rank_s
 from runtime_model.scenario import ClusterShape, Compute
 from runtime_model.schedule import Round, ScheduleError
@@ -204,3 +205,14 @@ def test_an_invalid_round_is_refused_every_time_it_is_checked():
     for _ in range(2):
         with pytest.raises(ScheduleError):
             rnd.validate()
+
+
+def test_a_run_met_twice_is_run_once_and_is_still_its_own():
+    """base-2 is one-peer-exp at n = 2^p (the same rounds and costs): one run serves both."""
+    jobs = _jobs(_scenario(64, 4))
+    names = [j.schedule.name for j in jobs]
+    out = run_pending([Pending(j, SIM_SEED, lambda g: g) for j in jobs])
+    a, b = names.index("one-peer-exp"), names.index("base-2")
+    assert out[a] is out[b]
+    _same(out[b], _plain_run(jobs[b]))
+    assert out[names.index("ring")] is not out[a]
