@@ -78,7 +78,7 @@ def scale(repeats: int = 5) -> dict:
             walls[n].append(_process([*advise, n]))
     with tempfile.TemporaryDirectory() as tmp:
         sweeps: dict[str, list[float]] = {"8:16": [], "8:65536": []}
-        for _ in range(max(2, repeats // 2)):
+        for _ in range(repeats):
             for g in sweeps:
                 sweeps[g].append(_process(["plot", "speedup", "--gpus", g, "--out", f"{tmp}/s.png"]))
     t0 = time.perf_counter()

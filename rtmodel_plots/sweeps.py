@@ -81,8 +81,9 @@ def preset_scenario(
         if not batch_per_gpu > 0:
             raise PlotError(f"--batch-per-gpu must be > 0, got {batch_per_gpu}")
         preset_kw["global_batch"] = batch_per_gpu * gpus
-    choice = presets.resolve(gpus, gpus_per_node=min(k, gpus), network=network, cluster=cluster, model=model,
-                             **preset_kw)
+    choice = presets.resolve(
+        gpus, gpus_per_node=min(k, gpus), network=network, cluster=cluster, model=model, **preset_kw
+    )
     return presets.scenario_from_choice(choice, library)
 
 
@@ -102,27 +103,35 @@ def sweep(
     links_ms, variance_ms, saved_ms (= the three factors' sum = allreduce_ms - topology_ms).
     `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
     """
-    from runtime_model.advisor import advise
+    from runtime_model.advisor import advise_many
 
+    ns = [int(n) for n in gpus_list]
+    scenarios = [preset_scenario(n, model=model, network=network, cluster=cluster, **preset_kw) for n in ns]
+    if transform is not None:
+        scenarios = [transform(sc) for sc in scenarios]
     rows = []
-    for n in gpus_list:
-        sc = preset_scenario(int(n), model=model, network=network, cluster=cluster, **preset_kw)
-        if transform is not None:
-            sc = transform(sc)
-        adv = advise(sc, topologies=list(topologies) if topologies else None)
+    # one pass over n: the recurrences that share draws run together (advisor.advise_many)
+    for n, adv in zip(
+        ns, advise_many(scenarios, topologies=list(topologies) if topologies else None), strict=True
+    ):
         ar_ms = adv.allreduce.mean_s * 1e3
         for r in adv.rows:
             f = r.prediction.factors if r.applicable else None
-            rows.append({
-                "gpus": int(n), "topology": r.topology, "applicable": r.applicable, "reason": r.reason,
-                "allreduce_ms": ar_ms,
-                "topology_ms": r.prediction.mean_s * 1e3 if r.applicable else math.nan,
-                "speedup": r.speedup if r.applicable else math.nan,
-                "overlap_ms": f.overlap_s * 1e3 if f else math.nan,
-                "links_ms": f.links_s * 1e3 if f else math.nan,
-                "variance_ms": f.variance_s * 1e3 if f else math.nan,
-                "saved_ms": f.total_s * 1e3 if f else math.nan,
-            })
+            rows.append(
+                {
+                    "gpus": n,
+                    "topology": r.topology,
+                    "applicable": r.applicable,
+                    "reason": r.reason,
+                    "allreduce_ms": ar_ms,
+                    "topology_ms": r.prediction.mean_s * 1e3 if r.applicable else math.nan,
+                    "speedup": r.speedup if r.applicable else math.nan,
+                    "overlap_ms": f.overlap_s * 1e3 if f else math.nan,
+                    "links_ms": f.links_s * 1e3 if f else math.nan,
+                    "variance_ms": f.variance_s * 1e3 if f else math.nan,
+                    "saved_ms": f.total_s * 1e3 if f else math.nan,
+                }
+            )
     if not rows:
         raise PlotError("no GPU counts to sweep")
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from runtime_model.consensus import ConsensusMetrics
 from runtime_model.defaults import MARGIN
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
+from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
@@ -150,17 +151,43 @@ def advise(
     provenance: dict[str, str] | None = None,
 ) -> Advice:
     """Predict every topology, rank them, and decide (or say it is too close to call)."""
-    ar = allreduce_prediction(scenario)
+    return advise_many([scenario], margin, topologies, provenance)[0]
+
+
+def advise_many(
+    scenarios: list[Scenario],
+    margin: float = MARGIN,
+    topologies: list[str] | None = None,
+    provenance: dict[str, str] | None = None,
+) -> list[Advice]:
+    """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
+    draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop."""
+    plans, pending = [], []
+    for scenario in scenarios:
+        ar = allreduce_prediction(scenario)
+        models: dict[str, object] = {}
+        for name in topologies or topology_names():
+            try:
+                models[name] = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
+            except TopologyNotApplicable as exc:
+                models[name] = exc
+                continue
+            pending.append(models[name].pending(scenario, ar))
+        plans.append((scenario, ar, models))
+    preds = iter(run_pending(pending))
+    return [_advice(scenario, ar, models, preds, margin, provenance) for scenario, ar, models in plans]
+
+
+def _advice(scenario: Scenario, ar: IterationPrediction, models: dict, preds, margin, provenance) -> Advice:
+    """One scenario's Advice from its models and (the next of) the batch's predictions."""
     ar_sd = _uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
-    for name in topologies or topology_names():
+    for name, model in models.items():
         builtin = topology_info(name).decent_dp_name is not None
-        try:
-            model = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
-        except TopologyNotApplicable as exc:
-            rows.append(TopologyRow(name, False, str(exc), None, None, None, builtin))
+        if isinstance(model, TopologyNotApplicable):
+            rows.append(TopologyRow(name, False, str(model), None, None, None, builtin))
             continue
-        pred = model.predict(scenario, ar)
+        pred = next(preds)
         sd = _uncertainty_s(scenario, lambda s, m=model: m.predict(s))
         rows.append(
             TopologyRow(

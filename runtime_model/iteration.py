@@ -32,6 +32,8 @@ import numpy as np
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
 from runtime_model.order_stats import max_of_ranks
+from runtime_model.pending import Pending, run_pending
+from runtime_model.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.round_comm import (
     nic_bound_s,
     round_comm,
@@ -123,36 +125,6 @@ def compute_wait_of_all(
     return float(maxima.mean()), float(p50), float(p99)
 
 
-class _PeerMax:
-    """max over each rank's group (or static neighbourhood) of a per-rank vector, vectorised.
-
-    Groups: sort ranks by label once, then a segmented max (reduceat) and a scatter back.
-    """
-
-    def __init__(self, schedule: Schedule):
-        self.static = schedule.static_graph.peer_offsets if schedule.static_graph is not None else ()
-        self.rounds = []
-        if self.static:
-            return
-        for r in schedule.rounds:
-            order, starts = r.sorted_groups
-            sizes = np.diff(np.r_[starts, r.n])
-            self.rounds.append((order, starts, np.repeat(np.arange(starts.size), sizes)))
-
-    def __call__(self, x: np.ndarray, t: int) -> np.ndarray:
-        """x has shape (n,) or (n, 2): two independent systems advanced together."""
-        if self.static:
-            out = x.copy()
-            for off in self.static:
-                out = np.maximum(out, np.roll(x, -off, axis=0))
-            return out
-        order, starts, seg = self.rounds[t % len(self.rounds)]
-        gmax = np.maximum.reduceat(x[order], starts, axis=0)
-        out = np.empty_like(x)
-        out[order] = gmax[seg]
-        return out
-
-
 def simulate_growth(
     schedule: Schedule,
     compute: Compute,
@@ -171,15 +143,23 @@ def simulate_growth(
     return g.mean_s, g.free_s, g.samples_s
 
 
-@dataclass(frozen=True)
-class Growth:
-    """What one run of the recurrence measured; se_s is the Monte-Carlo standard error of mean_s
-    (batch means over whole periods of the measured window; 0 without variance)."""
-
-    mean_s: float
-    free_s: float
-    samples_s: np.ndarray
-    se_s: float
+def plan_job(
+    schedule: Schedule,
+    compute: Compute,
+    comm_per_round: Sequence[np.ndarray],
+    budget_n: int | None = None,
+    gpus_per_node: int = 1,
+) -> Job:
+    """The run of one schedule's recurrence: `budget_n` (default n) sets how many iterations the work
+    budget allows, so a reduced system can stand for a larger one without changing its length."""
+    n = schedule.n
+    period = len(comm_per_round)
+    wanted = int(np.clip(SIM_BUDGET // max(budget_n or n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
+    measured = period * max(1, -(-wanted // period))
+    warmup = max(SIM_WARMUP, 2 * period)
+    if not compute.variation.is_iid:
+        warmup = max(warmup, period + _straggler_transient(FlatPeers(schedule), compute, n))
+    return Job(schedule, comm_per_round, warmup, measured, compute, gpus_per_node)
 
 
 def simulate_growth_stats(
@@ -190,46 +170,11 @@ def simulate_growth_stats(
     gpus_per_node: int = 1,
     budget_n: int | None = None,
 ) -> Growth:
-    """simulate_growth with its Monte-Carlo error; `budget_n` (default n) sets how many iterations the
-    work budget allows, so a reduced system can stand for a larger one without changing its length."""
-    n = schedule.n
-    peers = _PeerMax(schedule)
-    period = len(comm_per_round)
-    wanted = int(np.clip(SIM_BUDGET // max(budget_n or n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
-    measured = period * max(1, -(-wanted // period))
-    warmup = max(SIM_WARMUP, 2 * period)
-    if not compute.variation.is_iid:
-        warmup = max(warmup, period + _straggler_transient(peers, compute, n))
-    rng = np.random.default_rng(seed)
-    draw = compute.sampler(n, gpus_per_node)
-    comm = [np.stack([np.broadcast_to(c, (n,)), np.zeros(n)], axis=1) for c in comm_per_round]
-    x = np.zeros((n, 2))
-    start = None
-    samples, marks = [], []
-    for t in range(warmup + measured):
-        c = draw(rng) + compute.optimizer_s
-        new = np.maximum(x + c[:, None], peers(x, t) + comm[t % period])
-        if t >= warmup:
-            if start is None:
-                start = x.copy()
-            if (t - warmup) % period == 0:
-                marks.append(float(x[:, 0].mean()))
-            samples.append(new[:, 0] - x[:, 0])
-        x = new
-    marks.append(float(x[:, 0].mean()))
-    growth = (x - start).mean(axis=0) / measured
-    return Growth(float(growth[0]), float(growth[1]), np.concatenate(samples), batch_se(marks, period))
+    """simulate_growth with its Monte-Carlo error (recurrence.run_jobs; `budget_n`: plan_job)."""
+    return run_jobs([plan_job(schedule, compute, comm_per_round, budget_n, gpus_per_node)], seed)[0]
 
 
-def batch_se(marks: Sequence[float], period: int) -> float:
-    """Standard error of the growth rate from the mean positions at period boundaries (batch means)."""
-    per_period = np.diff(np.asarray(marks)) / period
-    if per_period.size < 2:
-        return 0.0
-    return float(per_period.std(ddof=1) / np.sqrt(per_period.size))
-
-
-def _straggler_transient(peers: _PeerMax, compute: Compute, n: int) -> int:
+def _straggler_transient(peers: FlatPeers, compute: Compute, n: int) -> int:
     """Iterations before every rank runs at the slowest rank's pace. A delay reaches rank j after d_j
     iterations (the schedule's distance), and rank j, free at its own pace, is caught once the slowest
     rank's lag d_j x rate_slow exceeds what it gained: after ~ d_j x rate_slow / (rate_slow - rate_typical)
@@ -246,13 +191,13 @@ def _straggler_transient(peers: _PeerMax, compute: Compute, n: int) -> int:
     return int(min(cap, np.ceil(1.5 * distance * slow / (slow - typical))))
 
 
-def _reach_iterations(peers: _PeerMax, n: int, source: int, cap: int) -> int:
+def _reach_iterations(peers: FlatPeers, n: int, source: int, cap: int) -> int:
     """Iterations until a delay at rank `source` has reached every rank through the schedule (at most
     `cap`): the transient before every rank runs at a persistent straggler's pace."""
-    reached = np.zeros(n)
+    reached = np.zeros(2 * n)  # the flat layout's two columns; only the first is read
     reached[source] = 1.0
     for t in range(cap):
-        if reached.min() > 0:
+        if reached[:n].min() > 0:
             return t
         reached = peers(reached, t)
     return cap
@@ -268,6 +213,13 @@ def gossip_prediction(
 ) -> IterationPrediction:
     """Decent-DP on `schedule`: growth rate of the recurrence, plus the factor breakdown vs All-Reduce
     (`allreduce`: the same scenario's All-Reduce prediction, when the caller already has it)."""
+    return run_pending([gossip_pending(scenario, schedule, allreduce)])[0]
+
+
+def gossip_pending(
+    scenario: Scenario, schedule: Schedule, allreduce: IterationPrediction | None = None
+) -> Pending:
+    """gossip_prediction waiting for its recurrence (recurrence.run_pending runs several at once)."""
     shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
     rounds = [round_comm(schedule, i, shape, scenario.buckets, net) for i in range(period)]
@@ -275,15 +227,18 @@ def gossip_prediction(
     # (RoundComm.charged_s), and the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    mean, free, samples = simulate_growth(
-        schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node
-    )
-    floor = nic_bound_s(rounds, shape, net.nics_per_node)
-    if floor > mean:
-        samples = samples + (floor - mean)
-        mean = floor
-    p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
-    return prediction_from_growth(scenario, schedule.name, per_rank, (mean, free, p50, p99), allreduce)
+    job = plan_job(schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node)
+
+    def finish(growth: Growth) -> IterationPrediction:
+        mean, free, samples = growth.mean_s, growth.free_s, growth.samples_s
+        floor = nic_bound_s(rounds, shape, net.nics_per_node)
+        if floor > mean:
+            samples = samples + (floor - mean)
+            mean = floor
+        p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
+        return prediction_from_growth(scenario, schedule.name, per_rank, (mean, free, p50, p99), allreduce)
+
+    return Pending(job, SIM_SEED, finish)
 
 
 def prediction_from_growth(

@@ -7,24 +7,21 @@ model flows through unchanged. Without compute variance the answer is exact (sym
 variance it is a seeded Monte-Carlo of REDUCED_RANKS ranks whose standard error (batch means over
 periods) is reported as `se_s`.
 
-complete is the one schedule whose group is every rank: its recurrence X_i(t+1) = max(X_i(t) + C_i,
-M(t) + comm) couples each rank to M(t) = max over all n of X_j(t). The reduced system tracks M explicitly:
-M(t+1) = max(M(t) + comm, max over n of X_j(t) + C_j), where the max over the n - n' ranks not simulated is
-drawn from its exact law given the simulated ranks' empirical distribution, P(V <= v) =
-(mean_j F((v - X_j - t_O) / s_j))^(n - n') (order statistics of the empirical mixture; the node term is
-left out of that extreme, an approximation stated here).
+complete with variance couples every rank to the max over all n: its reduced system tracks that max
+explicitly (complete_system.py).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from runtime_model.collectives import serial_allreduces_s
-from runtime_model.consensus import ConsensusMetrics, _metrics, consensus_metrics
-from runtime_model.distributions import NormalCompute
+from runtime_model.complete_system import CompleteJob
+from runtime_model.consensus import ConsensusMetrics, _metrics, circulant_rho, consensus_metrics
 from runtime_model.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -32,13 +29,14 @@ from runtime_model.iteration import (
     SIM_SEED,
     SIM_WARMUP,
     IterationPrediction,
-    batch_se,
-    gossip_prediction,
+    gossip_pending,
     last_bucket_optimizer_s,
+    plan_job,
     prediction_from_growth,
-    simulate_growth_stats,
 )
-from runtime_model.order_stats import base_cdf, quantile_of_repeated
+from runtime_model.order_stats import quantile_of_repeated
+from runtime_model.pending import Pending, run_pending
+from runtime_model.recurrence import Growth
 from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
@@ -47,8 +45,6 @@ from runtime_model.topologies import TopologyNotApplicable, build_schedule
 from runtime_model.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 
 CHUNK = 1 << 20  # ranks per chunk when a persistent draw must be scanned over all n
-BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
-NEWTON_STEPS = 8  # the same for a Normal i.i.d. part (quadratic convergence)
 
 
 def has_variance(comp: Compute) -> bool:
@@ -129,80 +125,33 @@ def reduced_prediction(
     scenario: Scenario, red: Reduction, allreduce: IterationPrediction | None = None
 ) -> ReducedResult:
     """Decent-DP's prediction for the full system from its reduced one (module doc)."""
+    return run_pending([reduced_pending(scenario, red, allreduce)])[0]
+
+
+def reduced_pending(
+    scenario: Scenario, red: Reduction, allreduce: IterationPrediction | None = None
+) -> Pending:
+    """reduced_prediction waiting for its recurrence (recurrence.run_pending batches those that share n)."""
     comp = reduced_compute(scenario.decent_dp_compute, red)
     per_rank = reduced_comm_per_round(red, scenario)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in per_rank]
     k = red.shape.gpus_per_node
-    if red.group_scale and has_variance(comp) and red.orbit_size > 1:
-        growth = _simulate_complete(comp, comm[0], red.full.gpus, k)
-    else:
-        # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
+    if red.group_scale and has_variance(comp) and red.orbit_size > 1:  # complete: M tracked explicitly
+        measured = int(np.clip(SIM_BUDGET // red.n, SIM_MIN_ITERS, SIM_MAX_ITERS))
+        job = CompleteJob(comp, comm[0], red.full.gpus, k, SIM_WARMUP, measured)
+    else:  # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
         budget_n = None if has_variance(comp) else red.full.gpus
-        growth = simulate_growth_stats(red.schedule(), comp, comm, gpus_per_node=k, budget_n=budget_n)
-    p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
-    pred = prediction_from_growth(
-        scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
-    )
-    return ReducedResult(pred, growth.se_s, red.n)
+        job = plan_job(red.schedule(), comp, comm, budget_n, k)
 
+    def finish(growth: Growth) -> ReducedResult:
+        p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
+        pred = prediction_from_growth(
+            scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
+        )
+        return ReducedResult(pred, growth.se_s, red.n)
 
-def _simulate_complete(comp: Compute, comm: np.ndarray, n_full: int, k: int):
-    """complete's recurrence with the max over all n ranks tracked explicitly (module doc)."""
-    from runtime_model.iteration import Growth
-
-    n = comm.size
-    s = comp.variation.factors(n)
-    rng = np.random.default_rng(SIM_SEED)
-    draw = comp.sampler(n, k)
-    extreme_rng = np.random.default_rng(SIM_SEED + 1)
-    measured = int(np.clip(SIM_BUDGET // n, SIM_MIN_ITERS, SIM_MAX_ITERS))
-    warmup = SIM_WARMUP
-    cost = np.stack([comm, np.zeros(n)], axis=1)
-    x, top = np.zeros((n, 2)), np.zeros(2)
-    samples, marks, start = [], [], None
-    for t in range(warmup + measured):
-        c = draw(rng) + comp.optimizer_s
-        new = np.maximum(x + c[:, None], top + cost)
-        seen = (x + c[:, None]).max(axis=0)
-        unseen = _extreme(comp, x + comp.optimizer_s, s, n_full - n, extreme_rng.random())
-        top = np.maximum(np.maximum(top + cost.max(axis=0), seen), unseen)
-        if t >= warmup:
-            if start is None:
-                start = x.copy()
-            marks.append(float(x[:, 0].mean()))
-            samples.append(new[:, 0] - x[:, 0])
-        x = new
-    marks.append(float(x[:, 0].mean()))
-    growth = (x - start).mean(axis=0) / measured
-    return Growth(float(growth[0]), float(growth[1]), np.concatenate(samples), batch_se(marks, 1))
-
-
-def _extreme(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: float) -> np.ndarray:
-    """One draw, per column of `base` (n, 2), of max over `others` ranks of base_J + s_J B with J uniform
-    over the simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
-    dist = comp.distribution
-    p = u ** (1.0 / others)
-    q = float(dist.ppf(p))
-    lo = (base + s[:, None] * q).min(axis=0)
-    hi = (base + s[:, None] * q).max(axis=0)
-    if dist.sd_s == 0:
-        return hi
-    newton = isinstance(dist, NormalCompute)
-    v = 0.5 * (lo + hi)
-    for _ in range(NEWTON_STEPS if newton else BISECTIONS):
-        z = (v[None, :] - base) / s[:, None]
-        gap = base_cdf(dist, z).mean(axis=0) - p
-        lo, hi = np.where(gap < 0, v, lo), np.where(gap < 0, hi, v)
-        if newton:  # safeguarded Newton: the step, or the bracket's midpoint when it leaves the bracket
-            u = (z - dist.mean_s) / dist.sd_s
-            slope = (np.exp(-0.5 * u * u) / (s[:, None] * dist.sd_s)).mean(axis=0) / math.sqrt(2 * math.pi)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = v - gap / slope
-            v = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
-        else:
-            v = 0.5 * (lo + hi)
-    return v
+    return Pending(job, SIM_SEED, finish)
 
 
 # ---------------------------------------------------------------- consensus from structure
@@ -215,14 +164,15 @@ def reduced_consensus(red: Reduction) -> ConsensusMetrics:
       same rounds as the reduced schedule's, so the product reaches J as many rounds before the period's
       end as it does there (tests check this against the per-rank computation up to n = 4,096);
     - ring: its 2 x 2 Fourier symbols in closed form, mode by mode in chunks (no n-sized matrix);
-    - static-exp: the eigenvalues of the circulant row by one real FFT (O(n log n), vectors only).
+    - static-exp: the circulant's largest nontrivial eigenvalue by branch and bound over its modes
+      (consensus.circulant_rho: about a thousand modes at any n, no n-sized vector).
     """
     n, period = red.full.gpus, red.period
     if red.static_offsets is not None:
         return _static_consensus(n, red.static_offsets)
     if red.name == "ring":
         return _ring_consensus(n)
-    small = consensus_metrics(red.small)
+    small = _small_consensus(red.small)
     if small.exact_rounds is None or small.exact_rounds > red.small.period:
         raise NoReduction(f"{red.name}: the reduced schedule is not exact within its period")
     exact = period - (red.small.period - small.exact_rounds)
@@ -230,14 +180,10 @@ def reduced_consensus(red: Reduction) -> ConsensusMetrics:
 
 
 def _static_consensus(n: int, offsets: tuple[int, ...]) -> ConsensusMetrics:
-    row = np.zeros(n)
-    w = 1.0 / (len(offsets) + 1)
-    row[0] = w
-    row[list(offsets)] = w
-    lam = np.abs(np.fft.rfft(row))
-    rho = float(lam[1:].max()) if lam.size > 1 else 0.0
+    """The static graph's circulant eigenvalues from its offsets alone (consensus.circulant_rho)."""
+    rho = circulant_rho(n, offsets)
     exact = 1 if rho <= 1e-9 else None
-    return _metrics(n, 1, exact, rho, "fft-circulant", rho)
+    return _metrics(n, 1, exact, rho, "circulant-branch-and-bound", rho)
 
 
 def _ring_consensus(n: int) -> ConsensusMetrics:
@@ -273,20 +219,62 @@ class TopologyModel:
     def predict(
         self, scenario: Scenario, allreduce: IterationPrediction | None = None
     ) -> IterationPrediction:
+        return run_pending([self.pending(scenario, allreduce)])[0]
+
+    def pending(self, scenario: Scenario, allreduce: IterationPrediction | None = None) -> Pending:
+        """predict waiting for its recurrence (recurrence.run_pending runs a batch of them at once)."""
         if self.schedule is not None:
-            return gossip_prediction(scenario, self.schedule, allreduce)
-        return self.predict_reduced(scenario, allreduce).prediction
+            return gossip_pending(scenario, self.schedule, allreduce)
+        p = self.reduced_pending(scenario, allreduce)
+        return replace(p, finish=lambda growth, f=p.finish: f(growth).prediction)
 
     def predict_reduced(self, scenario: Scenario, allreduce=None) -> ReducedResult:
+        return run_pending([self.reduced_pending(scenario, allreduce)])[0]
+
+    def reduced_pending(self, scenario: Scenario, allreduce=None) -> Pending:
         red = self.reduction
         if not has_variance(scenario.decent_dp_compute):  # exact on the smallest quotient
-            red = reduce(self.name, self.shape, build_schedule, target=1)
-        return reduced_prediction(scenario, red, allreduce)
+            red = reduce(self.name, self.shape, _build_small, target=1)
+        return reduced_pending(scenario, red, allreduce)
 
     def consensus(self) -> ConsensusMetrics:
         if self.schedule is not None:
             return consensus_metrics(self.schedule)
         return reduced_consensus(self.reduction)
+
+    @property
+    def period(self) -> int:
+        """Rounds per period of the full schedule (a reduced system plays them all, round_map)."""
+        return self.schedule.period if self.schedule is not None else self.reduction.schedule().period
+
+    def group_sizes(self) -> list[int]:
+        """The distinct group sizes over the full schedule's rounds: a covering map keeps every group's
+        size (complete's one group is every rank)."""
+        if self.schedule is not None:
+            rounds = self.schedule.rounds
+        else:
+            rounds = [self.reduction.small.rounds[j] for j in sorted(set(self.reduction.round_map))]
+        sizes = {int(s) for r in rounds for s in set(r.group_sizes().tolist())}
+        if self.reduction is not None and self.reduction.group_scale:
+            sizes = {s * self.reduction.orbit_size for s in sizes}
+        return sorted(sizes)
+
+
+@lru_cache(maxsize=32)
+def _small_consensus(small: Schedule) -> ConsensusMetrics:
+    """consensus_metrics of a reduced system's small schedule (kept: a sweep's n share it, _build_small)."""
+    return consensus_metrics(small)
+
+
+@lru_cache(maxsize=32)
+def _built(name: str, shape: ClusterShape) -> Schedule:
+    return build_schedule(name, shape)
+
+
+def _build_small(name: str, shape: ClusterShape) -> Schedule:
+    """A reduced system's small schedule: the same few shapes recur at every n of a sweep above
+    FULL_MAX_N, so they are built (and their rounds placed) once."""
+    return _built(name, shape) if shape.gpus <= FULL_MAX_N else build_schedule(name, shape)
 
 
 def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) -> TopologyModel:
@@ -298,7 +286,7 @@ def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) 
 
     require_applicable(topology_info(name).applicability, shape)
     try:
-        red = reduce(name, shape, build_schedule, target)
+        red = reduce(name, shape, _build_small, target)
     except NoReduction as exc:
         raise TopologyNotApplicable(
             f"rtmodel predicts {name} above {FULL_MAX_N} GPUs only through its symmetry, and this n has none "

@@ -177,33 +177,37 @@ def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
     """`rtmodel topologies` data: every schedule for `shape`, or why it does not fit.
 
     Whether Decent-DP runs it is `Schedule.decent_dp_runnable` and `reason` its note, exactly as in
-    the advice's prediction entries (same keys: runs_on_decent_dp, decent_dp_builtin, reason)."""
-    from runtime_model.consensus import consensus_metrics
-    from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule, topology_names
+    the advice's prediction entries (same keys: runs_on_decent_dp, decent_dp_builtin, reason). Above
+    symmetry.FULL_MAX_N ranks the rounds, sizes and consensus come from the reduced system (as advise's do),
+    so n = 2^24 costs what n = 4,096 does."""
+    from runtime_model.reduced_system import topology_model
+    from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, topology_names
 
     rows = []
     for name in topology_names():
         info = TOPOLOGIES[name]
         try:
-            sch = build_schedule(name, shape)
+            model = topology_model(name, shape)
         except TopologyNotApplicable as exc:
             rows.append(
                 {"topology": name, "description": info.description, "applicable": False, "reason": str(exc)}
             )
             continue
-        sizes = sorted({int(s) for r in sch.rounds for s in set(r.group_sizes().tolist())})
+        rounds = None
+        if with_rounds and model.schedule is not None:
+            rounds = [r.groups() for r in model.schedule.rounds]
         rows.append(
             {
                 "topology": name,
                 "description": info.description,
                 "applicable": True,
-                "period": sch.period,
-                "group_sizes": sizes,
+                "period": model.period,
+                "group_sizes": model.group_sizes(),
                 "decent_dp_name": info.decent_dp_name,
-                "consensus": asdict(consensus_metrics(sch)),
-                "rounds": [r.groups() for r in sch.rounds] if with_rounds else None,
-                "reason": sch.decent_dp_note,
-                "runs_on_decent_dp": sch.decent_dp_runnable,
+                "consensus": asdict(model.consensus()),
+                "rounds": rounds,
+                "reason": model.decent_dp_note,
+                "runs_on_decent_dp": model.decent_dp_runnable,
                 "decent_dp_builtin": info.decent_dp_name is not None,
             }
         )

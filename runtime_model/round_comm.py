@@ -55,9 +55,14 @@ def round_comm(
         full = np.full(shape.gpus, cost)
         return RoundComm(full, full, np.zeros(shape.gpus))
 
+    memo = _memo(net)
+
     def costs(g: GroupShape) -> tuple[float, float, float]:
-        solo = replace(g, nic_sharing=1)
-        return serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), nic_busy(g)
+        key = (g, tuple(sizes))
+        if key not in memo:
+            solo = replace(g, nic_sharing=1)
+            memo[key] = serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), nic_busy(g)
+        return memo[key]
 
     uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
 
@@ -73,6 +78,35 @@ def round_comm(
 
     per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
     return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+
+
+_MEMO: dict[
+    object, tuple[Network, dict]
+] = {}  # network's value (or id) -> (network, {(shape, sizes): costs})
+
+
+def _memo(net: Network) -> dict:
+    """The group-shape costs already computed for this network: every topology's rounds at one n, and a
+    sweep's n (each scenario builds an equal network), meet the same few shapes, each costing a dozen
+    all-reduce formulas. Keyed by the network's value when it hashes, else by the object."""
+    try:
+        key: object = (
+            net.intra,
+            net.inter,
+            tuple(sorted(net.group_costs.items())),
+            net.concurrent_collectives,
+            net.nics_per_node,
+            net.nccl_algo,
+        )
+        hash(key)
+    except TypeError:
+        key = id(net)
+    entry = _MEMO.get(key)
+    if entry is None or (isinstance(key, int) and entry[0] is not net):
+        if len(_MEMO) >= 16:
+            _MEMO.clear()
+        entry = _MEMO[key] = (net, {})
+    return entry[1]
 
 
 def round_comm_per_rank_s(

@@ -76,7 +76,7 @@ class Round:
         per round and shared by the cost shapes and the gossip recurrence."""
         order = np.argsort(self.labels, kind="stable")
         lab = self.labels[order]
-        return order, np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
+        return order, np.flatnonzero(np.concatenate([[True], lab[1:] != lab[:-1]]))
 
     def group_sizes(self) -> np.ndarray:
         return np.bincount(self.labels, minlength=self.weights.size)
@@ -88,7 +88,12 @@ class Round:
         return [chunk.tolist() for chunk in np.split(order, bounds)]
 
     def validate(self) -> None:
-        """Each rank in exactly one group; weights in [0, 1]; every group non-empty."""
+        """Each rank in exactly one group; weights in [0, 1]; every group non-empty (checked once: a
+        round's arrays are not changed after it is built, and the cost shapes ask again every time)."""
+        self._valid  # noqa: B018 (the check runs on first access, raising if the round is invalid)
+
+    @cached_property
+    def _valid(self) -> bool:
         if self.labels.ndim != 1 or self.n == 0:
             raise ScheduleError("a round needs one label per rank")
         if np.any(self.labels < 0) or np.any(self.labels >= self.weights.size):
@@ -98,6 +103,7 @@ class Round:
             raise ScheduleError("a round has an empty group")
         if np.any(self.weights < 0) or np.any(self.weights > 1):
             raise ScheduleError("group weights must lie in [0, 1]")
+        return True
 
     def mix(self, x: np.ndarray) -> np.ndarray:
         """Apply this round's mixing matrix to x (shape (n,) or (n, d)) in O(n * d), no n x n matrix."""
@@ -134,13 +140,28 @@ class Round:
         self.validate()
         if shape.gpus != self.n:
             raise ScheduleError(f"round has {self.n} ranks but the cluster has {shape.gpus}")
+        key = (shape, nics_per_node)  # kept: a round is costed again (uncertainty, a sweep's reduced systems)
+        if key not in self._placements:
+            order, starts = self.sorted_groups
+            pairs = np.all(np.diff(starts, append=order.size) <= 2)
+            self._placements[key] = (self._pair_placement if pairs else self._ring_placement)(
+                shape, nics_per_node
+            )
+        return self._placements[key]
+
+    @cached_property
+    def _placements(self) -> dict:
+        return {}
+
+    def _ring_placement(self, shape: ClusterShape, nics_per_node: int) -> tuple[np.ndarray, ...]:
+        """group_placement for any round: every group's ring hops along its sorted ranks."""
         k = shape.gpus_per_node
         nics = nics_in_use(nics_per_node, k)
         order, starts = self.sorted_groups
         lab = self.labels[order]
         node = order // k
         nic = nic_of_ranks(order, k, nics_per_node)
-        ends = np.r_[starts[1:], lab.size]
+        ends = np.append(starts[1:], lab.size)
         # next member in ring order (cyclic within each group)
         nxt = np.arange(lab.size) + 1
         nxt[ends - 1] = starts
@@ -149,13 +170,30 @@ class Round:
         load = np.bincount(nic[crossing], minlength=shape.nodes * nics)
         sizes = ends - starts
         # nodes spanned per group: count node changes along the sorted ranks (node-major => contiguous)
-        node_change = np.r_[True, (node[1:] != node[:-1]) | (lab[1:] != lab[:-1])]
+        node_change = np.concatenate([[True], (node[1:] != node[:-1]) | (lab[1:] != lab[:-1])])
         spans = np.add.reduceat(node_change.astype(np.int64), starts)
         q = np.maximum.reduceat(load[nic], starts)
         q = np.where(spans > 1, np.maximum(q, 1), 1)
         spans = np.where(single, 1, spans)
         rails = np.where(spans > 1, np.minimum(nics, np.maximum(sizes // np.maximum(spans, 1), 1)), 1)
         return sizes, spans, q, rails
+
+    def _pair_placement(self, shape: ClusterShape, nics_per_node: int) -> tuple[np.ndarray, ...]:
+        """group_placement for a round of pairs and singletons, on (first, second) member arrays: a pair
+        on two nodes is two flows (one each way), from its members' NICs; the same numbers, without the
+        per-segment cost of reduceat over n / 2 groups."""
+        k = shape.gpus_per_node
+        order, starts = self.sorted_groups
+        sizes = np.diff(starts, append=order.size)
+        a = order[starts]
+        b = order[starts + sizes - 1]
+        cross = (a // k) != (b // k)
+        nic_a, nic_b = nic_of_ranks(a, k, nics_per_node), nic_of_ranks(b, k, nics_per_node)
+        minlength = shape.nodes * nics_in_use(nics_per_node, k)
+        load = np.bincount(nic_a[cross], minlength=minlength) + np.bincount(nic_b[cross], minlength=minlength)
+        q = np.where(cross, np.maximum(np.maximum(load[nic_a], load[nic_b]), 1), 1)
+        spans = np.where(cross, 2, 1)
+        return sizes, spans, q, np.ones_like(sizes)
 
     def group_shapes(self, shape: ClusterShape, nics_per_node: int = 1) -> Counter:
         """How many groups of each GroupShape this round runs (see group_placement)."""
@@ -172,7 +210,10 @@ class Round:
         base_q = int(q.max()) + 1
         base_s = int(spans.max()) + 1
         keys = ((sizes.astype(np.int64) * base_s + spans) * base_q + q) * base_r + rails
-        uniq, inverse = np.unique(keys, return_inverse=True)
+        if keys.size and keys.min() == keys.max():  # one shape (most rounds): no sort needed
+            uniq, inverse = keys[:1], np.zeros(keys.size, dtype=np.intp)
+        else:
+            uniq, inverse = np.unique(keys, return_inverse=True)
         costs = np.array(
             [
                 cost_of(
@@ -186,6 +227,8 @@ class Round:
                 for k in uniq
             ]
         )
+        if uniq.size == 1:  # every rank gets the one cost (the same array as the gathers below give)
+            return np.repeat(costs, self.n, axis=0)
         return costs[inverse.reshape(-1)][self.labels]
 
 

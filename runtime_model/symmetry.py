@@ -42,6 +42,11 @@ FULL_MAX_N = 4096
 # Ranks a reduced system holds at most (with variance); the Monte-Carlo error the simulation reports is
 # the one of this size. Without variance the smallest quotient is used (it is exact).
 REDUCED_RANKS = 1024
+# base-2's quotient keeps whole blocks of its odd part q (2^(c+1) of them, k = 2^c d): the ranks it may
+# hold at most (a per-rank run of that size takes ~1.5 s and ~300 MB). Inside a block no two positions
+# play the same part in every round (the coarsest partition the rounds respect has q classes: tests), so
+# no smaller system is exact: above this rtmodel says it cannot predict base-2 there.
+BASE2_MAX_RANKS = 1 << 16
 
 
 class NoReduction(Exception):
@@ -185,16 +190,26 @@ def _reduce_base2(shape: ClusterShape, build, target: int) -> Reduction:
     n, k = shape.gpus, shape.gpus_per_node
     a = _log2(n & -n)
     q = n >> a
-    if q > 1 and _simple_base2_len(n) < _simple_base2_len(q) + _hypercube_len(1 << a):
-        raise NoReduction("base-2 on this n is one simple Base-2 graph (no repeated block)")
+    if q > 1 and _simple_base2_len(n) < _simple_base2_len(q) + _hypercube_len(1 << a):  # n odd
+        if n > max(target, BASE2_MAX_RANKS):
+            raise NoReduction(
+                f"base-2 at odd n = {n} is one simple Base-2 graph whose ranks all play different parts, "
+                f"so only all {n} ranks reproduce it (at most {BASE2_MAX_RANKS} are simulated)"
+            )
+        small = build("base-2", shape)  # no quotient: the system itself, rank by rank
+        return Reduction("base-2", shape, shape, small, tuple(range(small.period)), _identity)
     c = _log2(k & -k)  # k = 2^c d with d | q: 2^c blocks of q ranks hold whole nodes
     unit, keep = q, c  # (q = 1: a power of 2, the simple graph is the hypercube on all ranks)
     bits = _bits_for(1 << a, unit, keep, a, target)
     if q > 1:
         bits = max(bits, min(a, keep + 1))
     small_shape = ClusterShape(unit << bits, k)
-    if small_shape.gpus > max(target, 1 << 16):
-        raise NoReduction(f"base-2 at n = {n}: its odd part {q} is too large to fold")
+    if small_shape.gpus > max(target, BASE2_MAX_RANKS):
+        raise NoReduction(
+            f"base-2 at n = {n} = 2^{a} x {q}: its exact quotient keeps whole blocks of the odd part {q} "
+            f"({small_shape.gpus} ranks, over the {BASE2_MAX_RANKS} simulated), and no two ranks of a block play "
+            "the same part in every round, so no smaller system reproduces it"
+        )
     small = build("base-2", small_shape)
     inner = 0 if q == 1 else _simple_base2_len(q)
     round_map = tuple(range(inner)) + tuple(inner + _fold_bit(i, keep, bits) for i in range(a))
@@ -208,6 +223,10 @@ def _reduce_base2(shape: ClusterShape, build, target: int) -> Reduction:
         return _fold_index(hi, a, keep, bits) * unit + lo
 
     return Reduction("base-2", shape, small_shape, small, round_map, fold)
+
+
+def _identity(r) -> np.ndarray:
+    return np.asarray(r, dtype=np.int64)
 
 
 def _largest_divisor_multiple(n: int, unit: int, limit: int) -> int:

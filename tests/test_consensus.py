@@ -295,3 +295,42 @@ def test_worst_round_matches_dense_for_random_schedules(n, period, seed):
     assert consensus_metrics(s, "dense-svd").worst_round_contraction == pytest.approx(
         _dense_worst_round(s), abs=1e-9
     )
+
+
+# ---------------------------------------------------------------- a circulant graph's rho from its offsets
+
+
+def _fft_rho(n, offsets):
+    row = np.zeros(n)
+    row[0] = 1.0 / (len(offsets) + 1)
+    row[list(offsets)] = 1.0 / (len(offsets) + 1)
+    lam = np.abs(np.fft.rfft(row))
+    return float(lam[1:].max()) if lam.size > 1 else 0.0
+
+
+def test_circulant_rho_from_the_offsets_is_the_fft_of_the_row():
+    from runtime_model.consensus import circulant_rho
+
+    rng = np.random.default_rng(7)
+    sizes = list(range(1, 700)) + [int(n) for n in rng.integers(700, 70_000, 60)]
+    for n in sizes:
+        exponential = tuple(1 << j for j in range((n - 1).bit_length()))
+        assert circulant_rho(n, exponential) == pytest.approx(_fft_rho(n, exponential), abs=1e-12), n
+        if n > 8:
+            other = tuple(sorted({int(d) for d in rng.integers(1, n, 5)}))
+            assert circulant_rho(n, other) == pytest.approx(_fft_rho(n, other), abs=1e-12), (n, other)
+
+
+def test_circulant_rho_of_the_exponential_graph_at_a_power_of_two_is_ying_et_als():
+    """n = 2^tau: (tau - 1) / (tau + 1) (Ying et al., NeurIPS 2021), up to 2^24 without n-sized work."""
+    import tracemalloc
+
+    from runtime_model.consensus import circulant_rho
+
+    tracemalloc.start()
+    for tau in range(2, 25):
+        assert circulant_rho(1 << tau, tuple(1 << j for j in range(tau))) == pytest.approx(
+            (tau - 1) / (tau + 1), abs=1e-12
+        )
+    assert tracemalloc.get_traced_memory()[1] < 16 << 20  # far below one n-sized vector at 2^24 (128 MiB)
+    tracemalloc.stop()

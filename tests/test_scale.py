@@ -168,7 +168,9 @@ def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
 
 def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
     import runtime_model.schedule as schedule_mod
+    from runtime_model.reduced_system import _built
 
+    _built.cache_clear()  # small schedules are kept across calls: build them afresh here
     built = []
     original = schedule_mod.Schedule.validate
     monkeypatch.setattr(
@@ -176,4 +178,136 @@ def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
     )
     for name in topology_names():
         topology_model(name, ClusterShape(1 << 20, 8))
+    assert built and max(built) <= FULL_MAX_N
+
+
+# ---------------------------------------------------------------- base-2 with a large odd part
+
+
+def _partition_the_rounds_respect(schedule):
+    """The coarsest partition of ranks in which two ranks of a class have, in every round, partners of one
+    class (and both or neither alone): what any exact smaller system (a quotient) would have to merge."""
+    n = schedule.n
+    partners = []
+    for rnd in schedule.rounds:
+        order, starts = rnd.sorted_groups
+        sizes = np.diff(starts, append=n)
+        partner = np.arange(n)
+        two = starts[sizes == 2]
+        partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
+        partners.append(partner)
+    cls = np.zeros(n, dtype=np.int64)
+    while True:
+        key = np.stack([cls] + [cls[p] for p in partners] + [p == np.arange(n) for p in partners], axis=1)
+        new = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+        if new.max() == cls.max():
+            return int(cls.max()) + 1
+        cls = new
+
+
+@pytest.mark.parametrize("n, k", [(4100, 4), (4097, 1), (12012, 4)])
+def test_base2_has_no_quotient_smaller_than_its_odd_part(n, k):
+    """Why base-2 with a large odd part q is simulated with whole q-blocks: no two positions of a block play
+    the same part in every round, so the partition the rounds respect has q classes (blocks alike)."""
+    q = n >> ((n & -n).bit_length() - 1)
+    assert _partition_the_rounds_respect(build_schedule("base-2", ClusterShape(n, k))) == q
+
+
+@pytest.mark.parametrize("n, k", [(4097, 1), (4101, 3), (16400, 2)])
+def test_base2_above_4096_with_a_large_odd_part_is_the_per_rank_recurrence(n, k):
+    """Odd n (one simple Base-2 graph: the system itself) and 2^a q with q > 1,024 (whole q-blocks kept)."""
+    sc = _scenario(n, k, 0.0)
+    model = topology_model("base-2", sc.shape)
+    assert model.schedule is None and model.reduction.n <= n
+    full = gossip_prediction(sc, build_schedule("base-2", sc.shape))
+    got = model.predict(sc)
+    for field in ("mean_s", "p50_s", "p99_s", "compute_wait_s", "comm_s"):
+        assert getattr(got, field) == pytest.approx(getattr(full, field), rel=1e-12), field
+    assert (
+        model.consensus().exact_rounds == consensus_metrics(build_schedule("base-2", sc.shape)).exact_rounds
+    )
+
+
+def test_base2_beyond_the_largest_exact_system_says_why():
+    with pytest.raises(TopologyNotApplicable, match="no smaller system reproduces it|only all 70001 ranks"):
+        topology_model("base-2", ClusterShape(70001, 1))
+    with pytest.raises(TopologyNotApplicable, match="odd part 65535"):
+        topology_model("base-2", ClusterShape(16 * 65535, 8))
+
+
+# ---------------------------------------------------------------- rtmodel topologies at any n
+
+
+def _rows_from_full_schedules(shape):
+    """`rtmodel topologies` as it was built before reduced systems: every schedule in full."""
+    from dataclasses import asdict
+
+    from runtime_model.topologies import TOPOLOGIES
+
+    rows = []
+    for name in topology_names():
+        info = TOPOLOGIES[name]
+        try:
+            sch = build_schedule(name, shape)
+        except TopologyNotApplicable as exc:
+            rows.append(
+                {"topology": name, "description": info.description, "applicable": False, "reason": str(exc)}
+            )
+            continue
+        rows.append(
+            {
+                "topology": name,
+                "description": info.description,
+                "applicable": True,
+                "period": sch.period,
+                "group_sizes": sorted({int(s) for r in sch.rounds for s in set(r.group_sizes().tolist())}),
+                "decent_dp_name": info.decent_dp_name,
+                "consensus": asdict(consensus_metrics(sch)),
+                "rounds": None,
+                "reason": sch.decent_dp_note,
+                "runs_on_decent_dp": sch.decent_dp_runnable,
+                "decent_dp_builtin": info.decent_dp_name is not None,
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (6, 3), (16, 4), (64, 4), (96, 2), (768, 4), (4096, 8)])
+def test_topology_rows_up_to_4096_are_those_of_the_full_schedules(n, k):
+    from runtime_model.report import topology_rows
+
+    assert topology_rows(ClusterShape(n, k)) == _rows_from_full_schedules(ClusterShape(n, k))
+
+
+@pytest.mark.parametrize("n, k", SHAPES)
+def test_a_reduced_systems_period_group_sizes_and_note_are_the_full_schedules(n, k):
+    from runtime_model.reduced_system import TopologyModel
+
+    shape = ClusterShape(n, k)
+    for name, full in _pairs(n, k):
+        reduced = TopologyModel(name, shape, None, reduce(name, shape, build_schedule, 16))
+        whole = TopologyModel(name, shape, full, None)
+        assert reduced.period == whole.period, name
+        assert reduced.group_sizes() == whole.group_sizes(), name
+        assert reduced.decent_dp_note == whole.decent_dp_note, name
+
+
+def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(monkeypatch):
+    import runtime_model.schedule as schedule_mod
+    from runtime_model.reduced_system import _built
+
+    _built.cache_clear()  # small schedules are kept across calls: build them afresh here
+    built = []
+    original = schedule_mod.Schedule.validate
+    monkeypatch.setattr(
+        schedule_mod.Schedule, "validate", lambda self: built.append(self.n) or original(self)
+    )
+    res = CliRunner().invoke(
+        app, ["topologies", "--gpus", str(1 << 24), "--gpus-per-node", "8", "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = {r["topology"]: r for r in json.loads(res.output)}
+    assert all(r["applicable"] for r in rows.values())
+    assert rows["one-peer-exp"]["period"] == 24 and rows["complete"]["group_sizes"] == [1 << 24]
+    assert rows["static-exp"]["consensus"]["rho"] == pytest.approx(23 / 25)
     assert built and max(built) <= FULL_MAX_N
