@@ -166,7 +166,10 @@ def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
     assert all(math.isfinite(rows[name]["iteration_s"]["mean"]) for name in topology_names())
 
 
-def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
+@pytest.fixture
+def built_schedules(monkeypatch) -> list[int]:
+    """The sizes n of every schedule validated (i.e. built) while the test runs, with the reduced systems'
+    cache of small schedules cleared so they are built afresh."""
     import runtime_model.schedule as schedule_mod
     from runtime_model.reduced_system import _built
 
@@ -176,6 +179,11 @@ def test_above_the_full_simulation_limit_no_full_schedule_is_built(monkeypatch):
     monkeypatch.setattr(
         schedule_mod.Schedule, "validate", lambda self: built.append(self.n) or original(self)
     )
+    return built
+
+
+def test_above_the_full_simulation_limit_no_full_schedule_is_built(built_schedules):
+    built = built_schedules
     for name in topology_names():
         topology_model(name, ClusterShape(1 << 20, 8))
     assert built and max(built) <= FULL_MAX_N
@@ -292,16 +300,8 @@ def test_a_reduced_systems_period_group_sizes_and_note_are_the_full_schedules(n,
         assert reduced.decent_dp_note == whole.decent_dp_note, name
 
 
-def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(monkeypatch):
-    import runtime_model.schedule as schedule_mod
-    from runtime_model.reduced_system import _built
-
-    _built.cache_clear()  # small schedules are kept across calls: build them afresh here
-    built = []
-    original = schedule_mod.Schedule.validate
-    monkeypatch.setattr(
-        schedule_mod.Schedule, "validate", lambda self: built.append(self.n) or original(self)
-    )
+def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(built_schedules):
+    built = built_schedules
     res = CliRunner().invoke(
         app, ["topologies", "--gpus", str(1 << 24), "--gpus-per-node", "8", "--format", "json"]
     )
