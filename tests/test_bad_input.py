@@ -36,10 +36,19 @@ def case(names: str, *argv: str) -> Case:
     return Case(tuple(argv), names)
 
 
+def _bad_group_samples() -> str:
+    """The profile with one group's own time not a number (the profiler's group_samples_s)."""
+    doc = json.loads(PROFILE.read_text())
+    doc["communication"]["patterns"][1]["results"][0]["group_samples_s"] = [[0.1, "x"]]
+    return json.dumps(doc)
+
+
 # Files each case may refer to, made in the working directory before it runs: a profile, a corrupt
-# profile, an existing result the failed command must not touch, a directory, and two bad scenario files.
+# profile, one with a bad group sample, an existing result the failed command must not touch, a
+# directory, and two bad scenario files.
 FIXTURES = {
     "profile.json": PROFILE.read_text(),
+    "bad-group.json": _bad_group_samples(),
     "corrupt.json": '{"schema": "rtmodel-profile/1", "cluster": ',
     "params.json": '{"kept": true}\n',
     "notes.txt": "not a profile\n",
@@ -129,6 +138,7 @@ CASES = [
     case("nosuch.json", "calibrate", "nosuch.json"),
     case("corrupt.json", "calibrate", "corrupt.json", "--out", "params.json"),
     case("notes.txt", "calibrate", "notes.txt"),
+    case("group_samples_s", "calibrate", "bad-group.json"),
     case("nosuch-dir", "calibrate", "profile.json", "--out", "nosuch-dir/params.json"),
     case("yaml", "calibrate", "profile.json", "--format", "yaml"),
     case("weird", "calibrate", "profile.json", "--distribution", "weird"),
