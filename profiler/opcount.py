@@ -37,6 +37,7 @@ aten = torch.ops.aten
 TINY_WIDTH_DIV = 32  # op counts are taken at width / 32 (d_model 16 for transformer-base)
 UNIT_PAIRS = {"token": (64, 128), "image": (1, 2)}  # two batch sizes for the per-unit slopes
 GPT2_UNIT_PAIR = (1024, 2048)  # whole 1024-token sequences: attention is quadratic within one
+TXL_UNIT_PAIR = (2 * reference_models.TXL_SEGMENT, 4 * reference_models.TXL_SEGMENT)  # whole segments
 MATMUL_PREFIXES = ("_scaled_dot_product", "_flash_attention", "_efficient_attention", "_cudnn_attention")
 MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_addmm_activation",
               "convolution", "_convolution", "convolution_backward", "mkldnn_convolution", "_scaled_mm"}
@@ -201,10 +202,13 @@ def count_iteration(model, step, amp: bool, cuda_like: bool = True, on_grad=None
 
 
 def unit_pair(name: str) -> tuple[int, int]:
-    return GPT2_UNIT_PAIR if name == "gpt2-small" else UNIT_PAIRS[reference_models.UNITS[name]]
+    special = {"gpt2-small": GPT2_UNIT_PAIR, "transformer-xl-base": TXL_UNIT_PAIR}
+    return special.get(name, UNIT_PAIRS[reference_models.UNITS[name]])
 
 
 def tiny_units(name: str) -> int:
+    if name == "transformer-xl-base":
+        return reference_models.TXL_SEGMENT
     return {"token": 2 * reference_models.SENTENCE_TOKENS, "image": 2}[reference_models.UNITS[name]]
 
 
@@ -328,7 +332,7 @@ def render_model(name: str, r: dict) -> str:
     for phase in ("forward", "backward"):
         top = ", ".join(f"{op} {n}" for op, n in r[f"_{phase}_by_op"].most_common(12))
         header.append(f"# {phase} ops by aten op: {top}")
-    if r["unit"] == "token" and name.startswith("transformer"):
+    if name in ("transformer-base", "transformer-big"):
         length = reference_models.SENTENCE_TOKENS
         header.append(f"# a token = one source and one target token; {length}-token sentences")
     keys = ["unit", "amp", "params", "tensors", "forward_ops", "backward_ops", "forward_view_ops",

@@ -6,6 +6,10 @@ the models the presets name, so the definitions must be the ones trained, not lo
   transformer/src/model.py), op for op; loss and batch as in its src/decent_train.py.
 - gpt2-small: nanoGPT's GPT-2 (the paper's gpt2/gpt/model.py), with GPT-2's 50,257-token vocabulary and
   biases; dropout 0.0 as in the paper's gpt2 config.
+- transformer-xl-base: NVIDIA DeepLearningExamples' Transformer-XL base (PyTorch/LanguageModeling/
+  Transformer-XL, mem_transformer.py, wt103_base.yaml): not a paper model but the reference for the GPUs'
+  large-batch efficiency (runtime_model/efficiency.py), because NVIDIA publishes its eager-PyTorch
+  throughput on A100, V100 and T4 and it has the paper model's width (d=512).
 - resnet50: torchvision's resnet50 (v1.5, stride in the 3x3 conv), channels_last and label smoothing
   0.1 as in the paper's cnn/decent_train.py and config; 224x224 images.
 
@@ -25,7 +29,13 @@ from torch import nn
 
 SENTENCE_TOKENS = 32  # transformer: U tokens = U/32 sentences, source and target each 32 tokens
 PAD_ID = 0  # '[PAD]' is the first special token of the paper's tokenizer
-UNITS = {"transformer-base": "token", "transformer-big": "token", "gpt2-small": "token", "resnet50": "image"}
+UNITS = {
+    "transformer-base": "token",
+    "transformer-big": "token",
+    "gpt2-small": "token",
+    "resnet50": "image",
+    "transformer-xl-base": "token",
+}
 
 
 # --- transformer-base / -big: the paper's TransformerModule -------------------------------------------
@@ -221,10 +231,137 @@ def _resnet50(width_div: int):
     return model, make_batch
 
 
+# --- transformer-xl-base: NVIDIA DeepLearningExamples' MemTransformerLM, wt103_base.yaml ----------------
+TXL_SEGMENT, TXL_MEMORY = 192, 192  # tgt_len, mem_len of the training config
+TXL_VOCAB, TXL_CUTOFFS = 267_735, (19_997, 39_997, 199_997)
+
+
+def zipf_shares(cutoffs: tuple[int, ...], vocab: int) -> list[float]:
+    """Share of running-text tokens in each adaptive-softmax cluster under Zipf's law (frequency ~ 1/rank):
+    the head and tail clusters' work depends on it, and uniform random ids would put 93 % outside the head."""
+    harmonic = lambda n: math.log(n) + 0.5772156649 + 1 / (2 * n)  # noqa: E731
+    edges = [0, *cutoffs, vocab]
+    total = harmonic(vocab)
+    return [
+        (harmonic(hi) - (harmonic(lo) if lo else 0.0)) / total
+        for lo, hi in zip(edges, edges[1:], strict=False)
+    ]
+
+
+class RelPartialLearnableAttn(nn.Module):
+    """mem_transformer.py RelPartialLearnableMultiHeadAttn with pre_lnorm=False, dropatt=0."""
+
+    def __init__(self, d: int, heads: int, d_head: int, dropout: float):
+        super().__init__()
+        self.heads, self.d_head, self.scale = heads, d_head, 1 / d_head**0.5
+        self.qkv_net = nn.Linear(d, 3 * heads * d_head, bias=False)
+        self.r_net = nn.Linear(d, heads * d_head, bias=False)
+        self.o_net = nn.Linear(heads * d_head, d, bias=False)
+        self.drop, self.layer_norm = nn.Dropout(dropout), nn.LayerNorm(d)
+
+    def forward(self, w, r, r_w_bias, r_r_bias, attn_mask, mems):
+        qlen, rlen, bsz, n, dh = w.size(0), r.size(0), w.size(1), self.heads, self.d_head
+        q, k, v = torch.chunk(self.qkv_net(torch.cat([mems, w], 0)), 3, dim=-1)
+        q, klen = q[-qlen:].view(qlen, bsz, n, dh), k.size(0)
+        k, v, r_k = k.view(klen, bsz, n, dh), v.view(klen, bsz, n, dh), self.r_net(r).view(rlen, n, dh)
+        ac = torch.einsum("ibnd,jbnd->bnij", q + r_w_bias, k)
+        bd = torch.einsum("ibnd,jnd->bnij", q + r_r_bias, r_k)
+        padded = torch.cat([bd.new_zeros(*bd.shape[:3], 1), bd], dim=3).view(*bd.shape[:2], -1, bd.size(2))
+        bd = padded.narrow(2, 1, padded.size(2) - 1).view_as(bd)  # _rel_shift
+        score = self.scale * (ac + bd)
+        score.masked_fill_(attn_mask[None, None, :, :], -float("inf"))
+        vec = torch.einsum("bnij,jbnd->ibnd", F.softmax(score, dim=3), v).contiguous().view(qlen, bsz, n * dh)
+        return self.layer_norm(w + self.drop(self.o_net(vec)))
+
+
+class TxlLayer(nn.Module):
+    def __init__(self, d: int, heads: int, d_head: int, d_inner: int, dropout: float):
+        super().__init__()
+        self.attn = RelPartialLearnableAttn(d, heads, d_head, dropout)
+        self.core = nn.Sequential(
+            nn.Linear(d, d_inner),
+            nn.ReLU(inplace=True),
+            nn.Dropout(dropout),
+            nn.Linear(d_inner, d),
+            nn.Dropout(dropout),
+        )
+        self.layer_norm = nn.LayerNorm(d)
+
+    def forward(self, x, r, r_w_bias, r_r_bias, mask, mems):
+        x = self.attn(x, r, r_w_bias, r_r_bias, mask, mems)
+        return self.layer_norm(x + self.core(x))
+
+
+class TransformerXL(nn.Module):
+    """MemTransformerLM, attn_type 0, div_val 1, tied adaptive softmax; the loss takes each cluster's
+    tokens as one contiguous block (Zipf shares) where the original gathers them by nonzero()."""
+
+    def __init__(self, vocab: int, d: int, heads: int, d_head: int, d_inner: int, layers: int, dropout=0.1):
+        super().__init__()
+        self.d, self.cutoffs = d, [c * vocab // TXL_VOCAB for c in TXL_CUTOFFS]
+        self.word_emb = nn.Embedding(vocab, d)
+        self.register_buffer("inv_freq", 1 / (10000 ** (torch.arange(0.0, d, 2.0) / d)))
+        self.drop = nn.Dropout(dropout)
+        self.r_w_bias, self.r_r_bias = (nn.Parameter(torch.zeros(heads, d_head)) for _ in range(2))
+        self.layers = nn.ModuleList(TxlLayer(d, heads, d_head, d_inner, dropout) for _ in range(layers))
+        self.out_bias = nn.Parameter(torch.zeros(vocab))
+        self.cluster_weight = nn.Parameter(torch.zeros(len(self.cutoffs), d))
+        self.cluster_bias = nn.Parameter(torch.zeros(len(self.cutoffs)))
+        self.shares = zipf_shares(tuple(self.cutoffs), vocab)
+
+    def forward(self, data, target, mems):
+        qlen, mlen = data.size(0), mems[0].size(0)
+        x = self.word_emb(data) * self.d**0.5
+        mask = torch.triu(x.new_ones(qlen, qlen + mlen), diagonal=1 + mlen).bool()
+        pos = torch.arange(qlen + mlen - 1, -1, -1.0, device=x.device, dtype=x.dtype)
+        r = self.drop(
+            torch.cat([torch.ger(pos, self.inv_freq).sin(), torch.ger(pos, self.inv_freq).cos()], -1)
+        )
+        x = self.drop(x)
+        for layer, mem in zip(self.layers, mems, strict=True):
+            x = layer(x, r, self.r_w_bias, self.r_r_bias, mask, mem)
+        return self.adaptive_nll(self.drop(x).view(-1, self.d), target.view(-1))
+
+    def adaptive_nll(self, hidden, target):
+        weight = self.word_emb.weight  # tie_weight: the softmax shares the embedding
+        edges = [0, *self.cutoffs, weight.size(0)]
+        head_w = torch.cat([weight[: edges[1]], self.cluster_weight], 0)
+        head_b = torch.cat([self.out_bias[: edges[1]], self.cluster_bias], 0)
+        head_logprob = F.log_softmax(F.linear(hidden, head_w, head_b), dim=1)
+        tokens, start, parts = hidden.size(0), 0, []
+        for i, share in enumerate(self.shares):
+            count = tokens - start if i == len(self.shares) - 1 else round(share * tokens)
+            rows, tgt = slice(start, start + count), target[start : start + count] % (edges[i + 1] - edges[i])
+            if i == 0:
+                logprob = head_logprob[rows].gather(1, tgt[:, None]).squeeze(1)
+            else:
+                cluster = slice(edges[i], edges[i + 1])
+                tail = F.log_softmax(F.linear(hidden[rows], weight[cluster], self.out_bias[cluster]), dim=1)
+                logprob = head_logprob[rows, -i] + tail.gather(1, tgt[:, None]).squeeze(1)
+            parts.append(-logprob)
+            start += count
+        return torch.cat(parts).mean()
+
+
+def _transformer_xl(width_div: int):
+    d, vocab = 512 // width_div, TXL_VOCAB // width_div
+    model = TransformerXL(vocab, d, 8, 64 // width_div, 2048 // width_div, 16)
+
+    def make_batch(units: int) -> Callable[[], torch.Tensor]:
+        bsz = max(1, units // TXL_SEGMENT)
+        data, target = (torch.randint(0, vocab, (TXL_SEGMENT, bsz)) for _ in range(2))
+        # memories from the previous segment, detached as _update_mems leaves them
+        mems = [torch.randn(TXL_MEMORY, bsz, d) for _ in range(len(model.layers))]
+        return lambda: model(data, target, mems)
+
+    return model, make_batch
+
+
 BUILDERS: dict[str, Callable[[int], tuple[nn.Module, Callable[[int], Callable[[], torch.Tensor]]]]] = {
     "transformer-base": lambda w: _transformer(512, 8, 2048, w),
     "transformer-big": lambda w: _transformer(1024, 16, 4096, w),
     "gpt2-small": _gpt2,
+    "transformer-xl-base": _transformer_xl,
     "resnet50": _resnet50,
 }
 

@@ -12,7 +12,9 @@ inputs' measured error: preset predictions moved as intended; the two profile sc
 identical, their factors, margin, verdict and provenance changed. Re-recorded again for networks as GPU
 clusters build them: achievable link bandwidth (line rate x published nccl-tests efficiency), NCCL's
 ring/tree costs on presets, nvlink3-x4 on the paper's A100 nodes: preset predictions moved as intended;
-the profile scenarios moved only through the preset links they fall back on for what was not measured.)
+the profile scenarios moved only through the preset links they fall back on for what was not measured.
+Re-recorded for the large-batch efficiency derived from Transformer-XL base (runtime_model/efficiency.py):
+device-bound preset predictions moved as intended, and every margin with the presets' measured error.)
 """
 
 import json
