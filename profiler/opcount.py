@@ -207,8 +207,6 @@ def unit_pair(name: str) -> tuple[int, int]:
 
 
 def tiny_units(name: str) -> int:
-    if name == "transformer-xl-base":
-        return reference_models.TXL_SEGMENT
     return {"token": 2 * reference_models.SENTENCE_TOKENS, "image": 2}[reference_models.UNITS[name]]
 
 
