@@ -39,6 +39,13 @@ from emulation import netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
 
+# Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR
+# the same 4 MB gloo all-reduce took 341 ms back to back but 351-359 ms, with stalls of +75..+180 ms,
+# once it alternated with idle compute, as training does (BBR paces by a bandwidth it estimates from
+# app-limited samples); with reno it took 341 ms both ways (MEASUREMENTS.md "TCP congestion control").
+# Reno, not cubic: a child namespace may only pick the host's allowed list (reno is always on it), and at
+# these bandwidth-delay products (< 64 KB, one segment) cubic grows its window as reno does.
+TCP_CONGESTION = "reno"
 IFNAME = "tun0"
 SUBNET = "10.213.0"
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -157,6 +164,9 @@ class EmulatedCluster:
         # 64 KB segments: with the stock 128 KB rmem default a fresh connection's receive window is ~1
         # segment (stop-and-wait for the first RTTs); 1 MB gives ~16 segments, like 64 KB at a 4 KB MSS
         netns.run_cmd(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 1048576 33554432"])
+        # a namespace inherits the host's congestion control; BBR (this VM's default) mis-paces the
+        # stop-and-go traffic of training, see TCP_CONGESTION
+        netns.run_cmd(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={TCP_CONGESTION}"])
         if self.shaping in ("tbf", "tbf+forwarder"):
             netns.run_cmd(["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "root", "tbf",
                            "rate", f"{self.inter_bandwidth_mbit * 1000:.0f}kbit", "burst", str(self.mtu + 8192),
@@ -365,7 +375,7 @@ class EmulatedCluster:
     def describe(self) -> str:
         lines = [f"{self.nodes} nodes x {self.ranks_per_node} ranks, inter-node {self.inter_bandwidth_mbit:g} Mbit/s "
                  f"per NIC, {self.inter_delay_ms:g} ms one-way (RTT {2 * self.inter_delay_ms:g} ms), "
-                 f"shaping={self.shaping}, intra-node: loopback"]
+                 f"shaping={self.shaping}, TCP {TCP_CONGESTION}, intra-node: loopback"]
         for i in range(self.nodes):
             lines.append(f"  node{i}: netns {self.namespaces[i]}  ip {self.node_ip(i)}  iface {IFNAME}")
         return "\n".join(lines)

@@ -314,3 +314,28 @@ def test_group_shape_keys_are_exact_beyond_max_gpus():
     costs = build_complete(shape).rounds[0].per_rank_cost(shape, lambda g: seen.append(g) or 1.0)
     assert seen == [GroupShape(size=n, nodes=n // k, nic_sharing=1)]
     assert costs.shape == (n,)
+
+
+def _allreduce_comm_s(*args) -> float:
+    res = run("advise", *args, "--format", "json")
+    assert res.exit_code == 0, res.output
+    return next(p["comm_s"] for p in json.loads(res.stdout)["predictions"] if p["topology"] == "allreduce")
+
+
+def test_eight_rails_cut_allreduce_comm_at_least_fourfold():
+    """An HGX H100 node has one 400G NIC per GPU: 8 rails carry All-Reduce's inter-node bytes in parallel,
+    bounded by NVLink inside the node, so its communication falls well below one shared NIC's."""
+    base = ("--gpus", "64", "--gpus-per-node", "8", "--gpu", "H100", "--network", "ib-400")
+    eight = _allreduce_comm_s(*base, "--nics-per-node", "8")
+    one = _allreduce_comm_s(*base, "--nics-per-node", "1")
+    assert one >= 4 * eight
+
+
+@pytest.mark.parametrize("cluster", ["dgx-a100", "dgx-h100"])
+def test_dgx_clusters_are_named_presets_with_a_nic_per_gpu(cluster):
+    res = run("advise", "--gpus", "64", "--cluster", cluster, "--format", "json")
+    assert res.exit_code == 0, res.output
+    inputs = json.loads(res.stdout)["inputs"]
+    assert inputs["gpus_per_node"] == 8
+    assert inputs["preset"]["nics_per_node"] == 8
+    assert "8 NICs per node" in inputs["network"]["name"]

@@ -151,6 +151,15 @@ def test_namespaces_exist_and_have_the_node_addresses(emulated_cluster):
 
 
 @emulated
+def test_nodes_run_loss_based_tcp_not_the_hosts_default(emulated_cluster):
+    from emulation.cluster import TCP_CONGESTION
+
+    for ns in emulated_cluster.namespaces:
+        cc = run_cmd(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"]).stdout
+        assert cc.strip() == TCP_CONGESTION == "reno"
+
+
+@emulated
 def test_ping_rtt_is_twice_the_one_way_delay(emulated_cluster):
     from emulation.probe import measure_rtt
 
