@@ -35,7 +35,10 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # sleeping (profiler/workloads.py "synthetic", optimizer=sleep), so 2 CPU cores can stand in for GPUs
 # that compute while NICs send, without the ranks' Adam steps fighting over the cores.
 WORKLOAD = {"param_mb": 4, "layers": 4, "forward_ms": 15, "backward_ms": 30, "optimizer": "sleep", "optimizer_ms": 8}
-ITERATIONS, WARMUP = 20, 4
+# 40 timed iterations per run and 9 repeats per profiled size: with 20 and 5, identical configurations
+# measured up to 7 % apart within one benchmark and the 8-rank profile's 4 MiB median moved 10 % between
+# benchmarks; the spread of a mean or median falls with the square root of the samples.
+ITERATIONS, WARMUP, PROFILE_REPS = 40, 4, 9
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float)
         _launch_with_one_retry(
             cluster, 29500,
             ["-m", "profiler", "--out", str(profile), "--model", "synthetic", *cfg.model_args(),
-             "--iterations", "30", "--warmup", "3", "--reps", "5", "--quiet", "--timeout-s", "300"],
+             "--iterations", "30", "--warmup", "3", "--reps", str(PROFILE_REPS), "--quiet", "--timeout-s", "300"],
             timeout_s,
         )
         for port, topo in enumerate(cfg.topologies, start=29600):

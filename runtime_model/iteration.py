@@ -222,23 +222,30 @@ def gossip_pending(
     """gossip_prediction waiting for its recurrence (recurrence.run_pending runs several at once)."""
     shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
-    rounds = [round_comm(schedule, i, shape, scenario.buckets, net) for i in range(period)]
-    # Two bounds hold whatever the flows' overlap: a rank never waits less than its flows' solo time
-    # (RoundComm.charged_s), and the NICs must carry every flow's bytes each period (nic_bound_s).
+    rounds = [round_comm(schedule, i, shape, scenario.buckets, net, comp.compute_s) for i in range(period)]
+    # Flows of a NIC overlap as far as their drifting offsets make them (flow_drift), and two bounds hold
+    # whatever the overlap: a rank never waits less than its flows' solo time (RoundComm.charged_s), and
+    # the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     job = plan_job(schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node)
 
     def finish(growth: Growth) -> IterationPrediction:
-        mean, free, samples = growth.mean_s, growth.free_s, growth.samples_s
-        floor = nic_bound_s(rounds, shape, net.nics_per_node)
-        if floor > mean:
-            samples = samples + (floor - mean)
-            mean = floor
+        mean, samples = nic_floored(growth, nic_bound_s(rounds, shape, net.nics_per_node))
         p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
-        return prediction_from_growth(scenario, schedule.name, per_rank, (mean, free, p50, p99), allreduce)
+        return prediction_from_growth(
+            scenario, schedule.name, per_rank, (mean, growth.free_s, p50, p99), allreduce
+        )
 
     return Pending(job, SIM_SEED, finish)
+
+
+def nic_floored(growth: Growth, floor_s: float) -> tuple[float, np.ndarray]:
+    """(mean, samples) of the recurrence raised to the NICs' byte bound where the charged exchanges
+    undercut it (flows that overlap less than their bytes allow)."""
+    if floor_s > growth.mean_s:
+        return floor_s, growth.samples_s + (floor_s - growth.mean_s)
+    return growth.mean_s, growth.samples_s
 
 
 def prediction_from_growth(

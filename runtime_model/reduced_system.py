@@ -2,7 +2,7 @@
 
 Why: above symmetry.FULL_MAX_N ranks the per-rank recurrence is replaced by the same recurrence on the
 quotient system. Communication costs are still those of the existing functions (Round.per_rank_cost,
-round_comm_per_rank_s, static_graph_comm_s), evaluated on the reduced rounds, so a change to the cost
+round_comm, group_costs_s, static_graph_comm_s), evaluated on the reduced rounds, so a change to the cost
 model flows through unchanged. Without compute variance the answer is exact (symmetry module doc); with
 variance it is a seeded Monte-Carlo of REDUCED_RANKS ranks whose standard error (batch means over
 periods) is reported as `se_s`.
@@ -19,7 +19,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from runtime_model.collectives import serial_allreduces_s
 from runtime_model.complete_system import CompleteJob
 from runtime_model.consensus import ConsensusMetrics, _metrics, circulant_rho, consensus_metrics
 from runtime_model.iteration import (
@@ -31,13 +30,14 @@ from runtime_model.iteration import (
     IterationPrediction,
     gossip_pending,
     last_bucket_optimizer_s,
+    nic_floored,
     plan_job,
     prediction_from_growth,
 )
 from runtime_model.order_stats import quantile_of_repeated
 from runtime_model.pending import Pending, run_pending
 from runtime_model.recurrence import Growth
-from runtime_model.round_comm import round_comm_per_rank_s, static_graph_comm_s
+from runtime_model.round_comm import RoundComm, group_costs_s, nic_bound_s, round_comm, static_graph_comm_s
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
 from runtime_model.symmetry import FULL_MAX_N, REDUCED_RANKS, NoReduction, Reduction, reduce
@@ -52,23 +52,30 @@ def has_variance(comp: Compute) -> bool:
     return comp.distribution.sd_s > 0 or comp.variation.node_cv > 0
 
 
-def reduced_comm_per_round(red: Reduction, scenario: Scenario) -> list[np.ndarray]:
-    """Each reduced rank's gossip time in every full round, from the existing cost functions."""
+def reduced_rounds(red: Reduction, scenario: Scenario) -> list[RoundComm]:
+    """Each reduced rank's gossip costs in every full round (RoundComm: solo, shared, NIC busy), from the
+    existing cost functions: a covering map keeps every group's shape, hence its costs."""
     net, buckets = scenario.network, scenario.buckets
+    window = scenario.decent_dp_compute.compute_s
     if red.static_offsets is not None:
-        cost = static_graph_comm_s(red.static_offsets, red.full, buckets.message_bytes, net)
-        return [np.full(red.n, cost)]
-    by_small: dict[int, np.ndarray] = {}
+        cost = np.full(red.n, static_graph_comm_s(red.static_offsets, red.full, buckets.message_bytes, net))
+        return [RoundComm(cost, cost, np.zeros(red.n), window)]
+    sizes = [b.nbytes for b in buckets.gossip]
+    by_small: dict[int, RoundComm] = {}
     for j in sorted(set(red.round_map)):
         if red.group_scale:
-            by_small[j] = red.small.rounds[j].per_rank_cost(
-                red.shape,
-                lambda g: serial_allreduces_s(red.lift(g), [b.nbytes for b in buckets.gossip], net),
-                net.nics_per_node,
+            per_rank = red.small.rounds[j].per_rank_cost(
+                red.shape, lambda g: group_costs_s(red.lift(g), sizes, net), net.nics_per_node
             )
+            by_small[j] = RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2], window)
         else:
-            by_small[j] = round_comm_per_rank_s(red.small, j, red.shape, buckets, net)
+            by_small[j] = round_comm(red.small, j, red.shape, buckets, net, window)
     return [by_small[j] for j in red.round_map]
+
+
+def reduced_comm_per_round(red: Reduction, scenario: Scenario) -> list[np.ndarray]:
+    """Each reduced rank's gossip time in every full round as the recurrence charges it."""
+    return [r.charged_s for r in reduced_rounds(red, scenario)]
 
 
 def reduced_compute(comp: Compute, red: Reduction) -> Compute:
@@ -133,7 +140,8 @@ def reduced_pending(
 ) -> Pending:
     """reduced_prediction waiting for its recurrence (recurrence.run_pending batches those that share n)."""
     comp = reduced_compute(scenario.decent_dp_compute, red)
-    per_rank = reduced_comm_per_round(red, scenario)
+    rounds = reduced_rounds(red, scenario)
+    per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in per_rank]
     k = red.shape.gpus_per_node
@@ -145,9 +153,11 @@ def reduced_pending(
         job = plan_job(red.schedule(), comp, comm, budget_n, k)
 
     def finish(growth: Growth) -> ReducedResult:
-        p50, p99 = quantile_of_repeated(growth.samples_s, [0.5, 0.99], red.orbit_size)
+        # the NICs' byte bound, on the reduced NICs: each carries what its full preimages carry
+        mean, samples = nic_floored(growth, nic_bound_s(rounds, red.shape, scenario.network.nics_per_node))
+        p50, p99 = quantile_of_repeated(samples, [0.5, 0.99], red.orbit_size)
         pred = prediction_from_growth(
-            scenario, red.name, per_rank, (growth.mean_s, growth.free_s, p50, p99), allreduce
+            scenario, red.name, per_rank, (mean, growth.free_s, p50, p99), allreduce
         )
         return ReducedResult(pred, growth.se_s, red.n)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, serial_allreduces_s
+from runtime_model.flow_drift import drift_charge_s
 from runtime_model.scenario import BucketLayout, ClusterShape, GroupShape, Network
 from runtime_model.schedule import Schedule, nic_of_ranks, nics_in_use
 
@@ -26,25 +27,34 @@ class RoundComm:
     shared_s: the same with the q flows that leave one NIC in this round sharing it throughout (what
         the rank waits for when they all start together);
     nic_busy_s: how long the NIC the rank sends through is busy with this round's flows (q x the
-        bytes at the NIC's bandwidth; 0 for a group inside one node).
+        bytes at the NIC's bandwidth; 0 for a group inside one node);
+    window_s: the compute each rank does between launching the exchange and waiting for it, over which
+        the co-flows' start offsets drift (0: lockstep).
     """
 
     solo_s: np.ndarray
     shared_s: np.ndarray
     nic_busy_s: np.ndarray
+    window_s: float = 0.0
 
     @property
     def charged_s(self) -> np.ndarray:
-        """What the recurrence charges: ranks in lockstep launch a round's exchanges together, so the
-        flows of a NIC share it throughout; never less than alone (a measured fit of the shared shape
-        may undercut the modelled solo time)."""
-        return np.maximum(self.shared_s, self.solo_s)
+        """What the recurrence charges: between sharing throughout (lockstep) and alone, by how much the
+        co-flows overlap at offsets drifting over the window (flow_drift); never less than alone (a
+        measured fit of the shared shape may undercut the modelled solo time)."""
+        return drift_charge_s(self.solo_s, self.shared_s, self.window_s)
 
 
 def round_comm(
-    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
+    schedule: Schedule,
+    round_index: int,
+    shape: ClusterShape,
+    buckets: BucketLayout,
+    net: Network,
+    window_s: float = 0.0,
 ) -> RoundComm:
-    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets.
+    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets (window_s:
+    see RoundComm).
 
     Per rank, not the round's slowest group: with a one-iteration slack a rank only waits for its
     own group, and which groups are slow changes from round to round (alternating-exp-ring).
@@ -53,31 +63,34 @@ def round_comm(
     if schedule.static_graph is not None:
         cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, buckets.message_bytes, net)
         full = np.full(shape.gpus, cost)
-        return RoundComm(full, full, np.zeros(shape.gpus))
+        return RoundComm(full, full, np.zeros(shape.gpus), window_s)
 
     memo = _memo(net)
 
     def costs(g: GroupShape) -> tuple[float, float, float]:
         key = (g, tuple(sizes))
         if key not in memo:
-            solo = replace(g, nic_sharing=1)
-            memo[key] = serial_allreduces_s(solo, sizes, net), serial_allreduces_s(g, sizes, net), nic_busy(g)
+            memo[key] = group_costs_s(g, sizes, net)
         return memo[key]
 
-    uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
-
-    def nic_busy(g: GroupShape) -> float:
-        """q flows' bytes at the NIC's capacity: q x a lone flow's transfer with no per-flow cap; where
-        the lone flow was measured (a cap, if any, inside it) the q flows sharing the NIC may show its
-        capacity better, so the lesser of the two."""
-        if g.nodes == 1:
-            return 0.0
-        alone = replace(g, nic_sharing=1)
-        q_alone = g.nic_sharing * sum(allreduce_parts_s(alone, s, uncapped)[1] for s in sizes)
-        return min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes))
-
     per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
-    return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+    return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2], window_s)
+
+
+def group_costs_s(g: GroupShape, sizes: Sequence[float], net: Network) -> tuple[float, float, float]:
+    """(solo, shared, NIC busy) of one group's serial all-reduces (RoundComm's three fields).
+
+    NIC busy is the q flows' bytes at the NIC's capacity: q x a lone flow's transfer with no per-flow
+    cap; where the lone flow was measured (a cap, if any, inside it) the q flows sharing the NIC may
+    show its capacity better, so the lesser of the two."""
+    solo = serial_allreduces_s(replace(g, nic_sharing=1), sizes, net)
+    shared = serial_allreduces_s(g, sizes, net)
+    if g.nodes == 1:
+        return solo, shared, 0.0
+    uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
+    alone = replace(g, nic_sharing=1)
+    q_alone = g.nic_sharing * sum(allreduce_parts_s(alone, s, uncapped)[1] for s in sizes)
+    return solo, shared, min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes))
 
 
 _MEMO: dict[
@@ -110,11 +123,15 @@ def _memo(net: Network) -> dict:
 
 
 def round_comm_per_rank_s(
-    schedule: Schedule, round_index: int, shape: ClusterShape, buckets: BucketLayout, net: Network
+    schedule: Schedule,
+    round_index: int,
+    shape: ClusterShape,
+    buckets: BucketLayout,
+    net: Network,
+    window_s: float = 0.0,
 ) -> np.ndarray:
-    """Each rank's gossip time in this round as the recurrence charges it (flows of a NIC sharing it
-    throughout, never less than alone); the reduced system (runtime_model.reduced_system) reads it."""
-    return round_comm(schedule, round_index, shape, buckets, net).charged_s
+    """Each rank's gossip time in this round as the recurrence charges it (RoundComm.charged_s)."""
+    return round_comm(schedule, round_index, shape, buckets, net, window_s).charged_s
 
 
 def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:

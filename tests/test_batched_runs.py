@@ -39,7 +39,8 @@ def _jobs(sc):
         except TopologyNotApplicable:
             continue
         period = 1 if sch.static_graph is not None else sch.period
-        comm = [round_comm_per_rank_s(sch, t, sc.shape, sc.buckets, sc.network) + opt for t in range(period)]
+        window = comp.compute_s
+        comm = [round_comm_per_rank_s(sch, t, sc.shape, sc.buckets, sc.network, window) + opt for t in range(period)]
         out.append(plan_job(sch, comp, comm, gpus_per_node=k))
     return out
 

@@ -40,10 +40,12 @@ def test_gossip_deterministic_is_mean_of_round_maxima():
     sc = scenario(n=4, k=2, fwd=0.001, bwd=0.002, opt=0.0, nbytes=(1_000_000,), ready=(1.0,), inter_bw=1e8, inter_lat=0)
     intra = Schedule("x", (Round.from_groups(4, [[0, 1], [2, 3]]), Round.from_groups(4, [[0, 2], [1, 3]])))
     p = gossip_prediction(sc, intra)
-    # round 0 intra (fast): 3 ms compute; round 1 crosses with 2 flows per NIC: 2 * 1e6 / 1e8 = 20 ms
-    comm1 = 2 * 1e6 / 1e8
-    assert p.per_round_comm_s[1] == pytest.approx(comm1)
-    assert p.mean_s == pytest.approx((0.003 + comm1) / 2)
+    # round 0 intra (fast): 3 ms compute; round 1 crosses with 2 flows per NIC: 10 ms alone, 20 ms in
+    # lockstep; offsets drift over the 3 ms window (flow_drift): d = 20 - x, x ~ U[0, 3] ms, so
+    # E[d] = 18.5 > W and the charge is W + E[(d - W)+] = 3 + 15.5 ms
+    comm1 = 0.003 + (0.020 - 0.0015 - 0.003)
+    assert p.per_round_comm_s[1] == pytest.approx(comm1, rel=1e-4)
+    assert p.mean_s == pytest.approx((0.003 + comm1) / 2, rel=1e-4)
 
 
 def test_factors_sum_to_the_gap():
@@ -144,9 +146,20 @@ def test_cluster_shape_errors():
 
 def test_last_bucket_optimizer_step_runs_after_the_gossip_wait():
     """One bucket: the exchange hides behind forward + backward only; the optimizer step follows the wait."""
+    sc = scenario(n=2, k=1, fwd=0.01, bwd=0.02, opt=0.005, nbytes=(1_000_000,), ready=(1.0,),
+                  inter_bw=1e7, inter_lat=0)
+    sch = Schedule("x", (Round.from_groups(2, [[0, 1]]),))
+    p = gossip_prediction(sc, sch)
+    comm = 1e6 / 1e7  # one flow per NIC
+    assert p.mean_s == pytest.approx(comm + 0.005)
+
+
+def test_flows_that_drift_apart_are_held_to_the_nics_byte_bound():
+    """Two flows per NIC every iteration, 100 ms each alone, over a 30 ms window: drifting offsets
+    charge each exchange 185 ms, but the NIC must carry 2 x 100 ms of bytes per iteration."""
     sc = scenario(n=4, k=2, fwd=0.01, bwd=0.02, opt=0.005, nbytes=(1_000_000,), ready=(1.0,),
                   inter_bw=1e7, inter_lat=0)
     sch = Schedule("x", (Round.from_groups(4, [[0, 2], [1, 3]]),))
     p = gossip_prediction(sc, sch)
-    comm = 2 * 1e6 / 1e7  # two flows per NIC
-    assert p.mean_s == pytest.approx(comm + 0.005)
+    assert p.per_round_comm_s[0] == pytest.approx(0.185, rel=1e-4)  # 30 + E[(200 - x - 30)+], x ~ U[0, 30]
+    assert p.mean_s == pytest.approx(2 * 1e6 / 1e7)

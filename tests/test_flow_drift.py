@@ -1,0 +1,47 @@
+"""The charge for flows that share a NIC at drifting offsets (runtime_model.flow_drift), on hand-computed
+cases and as properties: between the solo and the lockstep time, monotone in the window."""
+
+import numpy as np
+import pytest
+
+from runtime_model.flow_drift import drift_charge_s
+
+
+def charge(solo, shared, window):
+    return float(drift_charge_s(np.array([solo]), np.array([shared]), window)[0])
+
+
+def test_lockstep_window_charges_full_sharing():
+    assert charge(0.034, 0.068, 0.0) == 0.068
+
+
+def test_two_equal_flows_hand_computed():
+    # s = 34 ms each, W = 45 ms, |delta| ~ U[0, 45]: d = 68 - |delta| below 34, else 34.
+    # exposed beyond W: (23 - |delta|)+ -> 23^2 / (2 x 45) = 5.878 ms; charge = 45 + 5.878
+    assert charge(0.034, 0.068, 0.045) == pytest.approx(0.045 + 0.023**2 / (2 * 0.045), rel=1e-4)
+
+
+def test_nothing_exposed_charges_the_expected_exchange():
+    # s = 10 ms, W = 45: d = 20 - |delta| below 10, never above W; E[d] = 10 + (10 - 10^2/20) / 45 x 10
+    assert charge(0.010, 0.020, 0.045) == pytest.approx(0.010 + 0.010 * (0.010 - 0.005) / 0.045, rel=1e-4)
+
+
+def test_no_sharing_is_the_solo_time():
+    assert charge(0.034, 0.034, 0.045) == 0.034
+    assert charge(0.034, 0.020, 0.045) == 0.034  # a fitted shared time below solo: never less than alone
+
+
+@pytest.mark.parametrize("solo,shared", [(0.034, 0.068), (0.3, 0.6), (0.01, 0.04), (0.2, 0.25)])
+def test_between_solo_and_lockstep_and_falls_as_the_window_grows(solo, shared):
+    windows = [0.0, 0.001, 0.01, 0.045, 0.1, 1.0, 10.0, 100.0]
+    got = [charge(solo, shared, w) for w in windows]
+    assert all(solo - 1e-12 <= g <= shared + 1e-12 for g in got)
+    assert all(a >= b - 1e-12 for a, b in zip(got, got[1:], strict=False))
+    assert got[-1] == pytest.approx(solo, rel=0.01)  # a window far past the exchange: no overlap left
+
+
+def test_vectorised_over_ranks_keeps_each_ranks_pair():
+    solo = np.array([0.034, 0.010, 0.034])
+    shared = np.array([0.068, 0.020, 0.034])
+    got = drift_charge_s(solo, shared, 0.045)
+    assert got == pytest.approx([charge(s, h, 0.045) for s, h in zip(solo, shared, strict=True)])
