@@ -13,9 +13,9 @@ The charge is min(E[d], W) + E[(d - W)+]. Where the expected exchange outlasts t
 exposure beyond the window is the expected exposure (not the exposure of the expected exchange, which
 is smaller). Where no offset exposes anything, it is the expected exchange time. In between it is
 continuous. It runs from the full-sharing time (W = 0: lockstep) down to the solo time (W >> s), so the
-solo bound and the NIC's byte bound (round_comm.nic_bound_s) still hold. With q > 2 flows the q - 1 others are taken at one
-common offset, and the sharing penalty (shared - solo) shrinks by the same overlap fraction; for two
-flows this is exact.
+solo bound and the NIC's byte bound (round_comm.nic_bound_s) still hold. With q > 2 flows the q - 1
+others are taken at one common offset, and the sharing penalty (shared - solo) shrinks by the same
+overlap fraction; for two flows this is exact.
 """
 
 from __future__ import annotations
@@ -27,21 +27,14 @@ import numpy as np
 _OFFSET_FRACTIONS = (np.arange(512) + 0.5) / 512
 
 
-def drift_charge_s(solo_s: np.ndarray, shared_s: np.ndarray, window_s: float) -> np.ndarray:
-    """Per rank: what the recurrence charges for an exchange whose solo time is solo_s and whose time
-    with its NIC's flows in lockstep is shared_s, when the co-flows' offset is uniform on [0, window_s]."""
-    solo = np.asarray(solo_s, dtype=float)
-    shared = np.maximum(np.asarray(shared_s, dtype=float), solo)
-    if window_s <= 0:
-        return shared
-    pairs, inverse = np.unique(np.stack([solo.ravel(), shared.ravel()]), axis=1, return_inverse=True)
-    out = np.array([_one(s, sh, window_s) for s, sh in pairs.T])
-    return out[np.asarray(inverse).reshape(-1)].reshape(solo.shape)
-
-
-def _one(solo_s: float, shared_s: float, window_s: float) -> float:
+def drift_charge_s(solo_s: float, shared_s: float, window_s: float) -> float:
+    """What the recurrence charges for an exchange whose solo time is solo_s and whose time with its
+    NIC's flows in lockstep is shared_s, when the co-flows' offset is uniform on [0, window_s]; never
+    less than solo_s (a measured fit of the shared shape may undercut the modelled solo time)."""
     penalty = shared_s - solo_s
     if penalty <= 0 or solo_s <= 0:
+        return max(shared_s, solo_s)
+    if window_s <= 0:
         return shared_s
     offset = _OFFSET_FRACTIONS * window_s
     exchange = solo_s + penalty * np.maximum(0.0, 1.0 - offset / solo_s)

@@ -53,29 +53,24 @@ def has_variance(comp: Compute) -> bool:
 
 
 def reduced_rounds(red: Reduction, scenario: Scenario) -> list[RoundComm]:
-    """Each reduced rank's gossip costs in every full round (RoundComm: solo, shared, NIC busy), from the
-    existing cost functions: a covering map keeps every group's shape, hence its costs."""
+    """Each reduced rank's gossip costs in every full round (RoundComm: solo, shared, NIC busy, charged),
+    from the existing cost functions: a covering map keeps every group's shape, hence its costs."""
     net, buckets = scenario.network, scenario.buckets
     window = scenario.decent_dp_compute.compute_s
     if red.static_offsets is not None:
         cost = np.full(red.n, static_graph_comm_s(red.static_offsets, red.full, buckets.message_bytes, net))
-        return [RoundComm(cost, cost, np.zeros(red.n), window)]
+        return [RoundComm(cost, cost, np.zeros(red.n), cost)]
     sizes = [b.nbytes for b in buckets.gossip]
     by_small: dict[int, RoundComm] = {}
     for j in sorted(set(red.round_map)):
         if red.group_scale:
             per_rank = red.small.rounds[j].per_rank_cost(
-                red.shape, lambda g: group_costs_s(red.lift(g), sizes, net), net.nics_per_node
+                red.shape, lambda g: group_costs_s(red.lift(g), sizes, net, window), net.nics_per_node
             )
-            by_small[j] = RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2], window)
+            by_small[j] = RoundComm(*per_rank.T)
         else:
             by_small[j] = round_comm(red.small, j, red.shape, buckets, net, window)
     return [by_small[j] for j in red.round_map]
-
-
-def reduced_comm_per_round(red: Reduction, scenario: Scenario) -> list[np.ndarray]:
-    """Each reduced rank's gossip time in every full round as the recurrence charges it."""
-    return [r.charged_s for r in reduced_rounds(red, scenario)]
 
 
 def reduced_compute(comp: Compute, red: Reduction) -> Compute:

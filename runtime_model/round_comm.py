@@ -28,21 +28,15 @@ class RoundComm:
         the rank waits for when they all start together);
     nic_busy_s: how long the NIC the rank sends through is busy with this round's flows (q x the
         bytes at the NIC's bandwidth; 0 for a group inside one node);
-    window_s: the compute each rank does between launching the exchange and waiting for it, over which
-        the co-flows' start offsets drift (0: lockstep).
+    charged_s: what the recurrence charges: between sharing throughout (lockstep) and alone, by how
+        much the co-flows overlap at offsets drifting over the compute window (flow_drift); per group
+        shape, like the other three.
     """
 
     solo_s: np.ndarray
     shared_s: np.ndarray
     nic_busy_s: np.ndarray
-    window_s: float = 0.0
-
-    @property
-    def charged_s(self) -> np.ndarray:
-        """What the recurrence charges: between sharing throughout (lockstep) and alone, by how much the
-        co-flows overlap at offsets drifting over the window (flow_drift); never less than alone (a
-        measured fit of the shared shape may undercut the modelled solo time)."""
-        return drift_charge_s(self.solo_s, self.shared_s, self.window_s)
+    charged_s: np.ndarray
 
 
 def round_comm(
@@ -53,8 +47,9 @@ def round_comm(
     net: Network,
     window_s: float = 0.0,
 ) -> RoundComm:
-    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets (window_s:
-    see RoundComm).
+    """Each rank's gossip in this round: its own group's all-reduces, serial over buckets; window_s is
+    the compute each rank does between launching the exchange and waiting for it, over which the
+    co-flows' start offsets drift (0: lockstep).
 
     Per rank, not the round's slowest group: with a one-iteration slack a rank only waits for its
     own group, and which groups are slow changes from round to round (alternating-exp-ring).
@@ -63,39 +58,41 @@ def round_comm(
     if schedule.static_graph is not None:
         cost = static_graph_comm_s(schedule.static_graph.peer_offsets, shape, buckets.message_bytes, net)
         full = np.full(shape.gpus, cost)
-        return RoundComm(full, full, np.zeros(shape.gpus), window_s)
+        return RoundComm(full, full, np.zeros(shape.gpus), full)
 
     memo = _memo(net)
 
-    def costs(g: GroupShape) -> tuple[float, float, float]:
-        key = (g, tuple(sizes))
+    def costs(g: GroupShape) -> tuple[float, float, float, float]:
+        key = (g, tuple(sizes), window_s)
         if key not in memo:
-            memo[key] = group_costs_s(g, sizes, net)
+            memo[key] = group_costs_s(g, sizes, net, window_s)
         return memo[key]
 
-    per_rank = schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node)
-    return RoundComm(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2], window_s)
+    return RoundComm(*schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node).T)
 
 
-def group_costs_s(g: GroupShape, sizes: Sequence[float], net: Network) -> tuple[float, float, float]:
-    """(solo, shared, NIC busy) of one group's serial all-reduces (RoundComm's three fields).
+def group_costs_s(
+    g: GroupShape, sizes: Sequence[float], net: Network, window_s: float
+) -> tuple[float, float, float, float]:
+    """(solo, shared, NIC busy, charged) of one group's serial all-reduces: RoundComm's four fields.
 
     NIC busy is the q flows' bytes at the NIC's capacity: q x a lone flow's transfer with no per-flow
     cap; where the lone flow was measured (a cap, if any, inside it) the q flows sharing the NIC may
     show its capacity better, so the lesser of the two."""
-    solo = serial_allreduces_s(replace(g, nic_sharing=1), sizes, net)
-    shared = serial_allreduces_s(g, sizes, net)
-    if g.nodes == 1:
-        return solo, shared, 0.0
-    uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
     alone = replace(g, nic_sharing=1)
+    solo = serial_allreduces_s(alone, sizes, net)
+    shared = serial_allreduces_s(g, sizes, net)
+    charged = drift_charge_s(solo, shared, window_s)
+    if g.nodes == 1:
+        return solo, shared, 0.0, charged
+    uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
     q_alone = g.nic_sharing * sum(allreduce_parts_s(alone, s, uncapped)[1] for s in sizes)
-    return solo, shared, min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes))
+    return solo, shared, min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes)), charged
 
 
 _MEMO: dict[
     object, tuple[Network, dict]
-] = {}  # network's value (or id) -> (network, {(shape, sizes): costs})
+] = {}  # network's value (or id) -> (network, {(shape, sizes, window): costs})
 
 
 def _memo(net: Network) -> dict:
@@ -120,18 +117,6 @@ def _memo(net: Network) -> dict:
             _MEMO.clear()
         entry = _MEMO[key] = (net, {})
     return entry[1]
-
-
-def round_comm_per_rank_s(
-    schedule: Schedule,
-    round_index: int,
-    shape: ClusterShape,
-    buckets: BucketLayout,
-    net: Network,
-    window_s: float = 0.0,
-) -> np.ndarray:
-    """Each rank's gossip time in this round as the recurrence charges it (RoundComm.charged_s)."""
-    return round_comm(schedule, round_index, shape, buckets, net, window_s).charged_s
 
 
 def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node: int) -> float:

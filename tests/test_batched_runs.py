@@ -18,7 +18,7 @@ from runtime_model.distributions import NormalCompute
 from runtime_model.iteration import SIM_SEED, last_bucket_optimizer_s, plan_job
 from runtime_model.pending import Pending, run_pending
 from runtime_model.recurrence import batch_se, run_jobs
-from runtime_model.round_comm import round_comm_per_rank_s
+from runtime_model.round_comm import round_comm
 from runtime_model.scenario import ClusterShape, Compute
 from runtime_model.schedule import Round, ScheduleError
 from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
@@ -40,7 +40,10 @@ def _jobs(sc):
             continue
         period = 1 if sch.static_graph is not None else sch.period
         window = comp.compute_s
-        comm = [round_comm_per_rank_s(sch, t, sc.shape, sc.buckets, sc.network, window) + opt for t in range(period)]
+        comm = [
+            round_comm(sch, t, sc.shape, sc.buckets, sc.network, window).charged_s + opt
+            for t in range(period)
+        ]
         out.append(plan_job(sch, comp, comm, gpus_per_node=k))
     return out
 

@@ -5,10 +5,13 @@ import numpy as np
 import pytest
 
 from runtime_model.flow_drift import drift_charge_s
+from runtime_model.round_comm import round_comm
+from runtime_model.schedule import Round, Schedule
+from tests.helpers import scenario
 
 
 def charge(solo, shared, window):
-    return float(drift_charge_s(np.array([solo]), np.array([shared]), window)[0])
+    return drift_charge_s(solo, shared, window)
 
 
 def test_lockstep_window_charges_full_sharing():
@@ -40,8 +43,15 @@ def test_between_solo_and_lockstep_and_falls_as_the_window_grows(solo, shared):
     assert got[-1] == pytest.approx(solo, rel=0.01)  # a window far past the exchange: no overlap left
 
 
-def test_vectorised_over_ranks_keeps_each_ranks_pair():
-    solo = np.array([0.034, 0.010, 0.034])
-    shared = np.array([0.068, 0.020, 0.034])
-    got = drift_charge_s(solo, shared, 0.045)
-    assert got == pytest.approx([charge(s, h, 0.045) for s, h in zip(solo, shared, strict=True)])
+def test_each_rank_is_charged_its_own_groups_exchange():
+    # 2 nodes x 2 ranks; round 1 crosses with 2 flows per NIC, round 0 stays inside the nodes (one flow)
+    sc = scenario(
+        n=4, k=2, fwd=0.001, bwd=0.002, opt=0.0, nbytes=(1_000_000,), ready=(1.0,), inter_bw=1e8, inter_lat=0
+    )
+    sch = Schedule("x", (Round.from_groups(4, [[0, 1], [2, 3]]), Round.from_groups(4, [[0, 2], [1, 3]])))
+    window = sc.decent_dp_compute.compute_s
+    for t in range(2):
+        r = round_comm(sch, t, sc.shape, sc.buckets, sc.network, window)
+        want = [charge(s, h, window) for s, h in zip(r.solo_s, r.shared_s, strict=True)]
+        assert r.charged_s == pytest.approx(want)
+    assert r.charged_s == pytest.approx(np.full(4, charge(0.01, 0.02, 0.003)))

@@ -27,7 +27,7 @@ from runtime_model.iteration import (
 )
 from runtime_model.order_stats import max_of_ranks, quantile_of_repeated
 from runtime_model.reduced_system import reduced_consensus, reduced_prediction, topology_model
-from runtime_model.round_comm import nic_bound_s, round_comm, round_comm_per_rank_s
+from runtime_model.round_comm import nic_bound_s, round_comm
 from runtime_model.scenario import ClusterShape, Compute
 from runtime_model.symmetry import FULL_MAX_N, reduce
 from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
@@ -69,14 +69,14 @@ def test_reduced_costs_are_the_existing_functions_on_the_covering_ranks(n, k):
         if full.static_graph is not None:
             continue
         red = reduce(name, sc.shape, build_schedule, 64)
-        from runtime_model.reduced_system import reduced_comm_per_round
+        from runtime_model.reduced_system import reduced_rounds
 
-        reduced = reduced_comm_per_round(red, sc)
+        reduced = [r.charged_s for r in reduced_rounds(red, sc)]
         ranks = np.arange(n)
         image = red.rank_map(ranks)
         for t in range(full.period):
             window = sc.decent_dp_compute.compute_s
-            per_rank = round_comm_per_rank_s(full, t, sc.shape, sc.buckets, sc.network, window)
+            per_rank = round_comm(full, t, sc.shape, sc.buckets, sc.network, window).charged_s
             np.testing.assert_allclose(reduced[t][image], per_rank, rtol=1e-12, err_msg=f"{name} round {t}")
 
 
