@@ -46,8 +46,14 @@ LEGEND = (
     ),
     (
         EQUIVALENT_MARK,
-        "\u2248 best = mean iteration time within the advisor's margin ({margin}) of the best "
-        "runnable one: equivalent within the model's accuracy.",
+        "\u2248 best = mean iteration time within the advisor's margin ({margin}) of the fastest "
+        "runnable one: equivalent within the model's accuracy; among them the best consensus is picked.",
+    ),
+    (
+        "agreement",
+        "agreement = what the consensus costs in iterations (Koloskova et al. 2020): exact (All-Reduce's "
+        "iterations), measured (within what the paper measured to keep accuracy), extrapolated (beyond "
+        "it), hopeless (an order of magnitude beyond it); JSON/CSV give the transient ratio.",
     ),
     (
         "runs on",
@@ -61,9 +67,10 @@ LEGEND = (
     ),
 )
 FACTORS_LEGEND = (
-    "factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap."
+    "factors = ms of All-Reduce's time each factor removes (positive = gossip faster); they sum to the gap. "
+    "uneven = what waiting only for the own group gains where exchanges differ by round or rank."
 )
-FACTOR_LABELS = ("overlap ms", "links ms", "variance ms")
+FACTOR_LABELS = ("overlap ms", "links ms", "variance ms", "uneven ms")
 
 
 def terminal_console() -> Console:
@@ -136,8 +143,9 @@ def _reason_lines(console: Console, entries: list[dict]) -> None:
             _plain(console, f"{e['topology']}: {runs_on}: {e['reason']}", "yellow")
 
 
-def render_advice(advice: Advice, console: Console, header: str = "") -> None:
-    """The human view: one row per topology, then the verdict and the exact lines to run it."""
+def render_advice(advice: Advice, console: Console, header: str = "", verbose: bool = False) -> None:
+    """The human view: one row per topology, the verdict and the exact lines to run it, then where the
+    numbers came from; the notes (a profile has dozens) only with `verbose`, else their count."""
     sc = advice.scenario
     title = header or (
         f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}, network {sc.network.name}"
@@ -158,6 +166,12 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
     printed = shown_text(headers, rows, dropped)
     _reason_lines(console, entries)
     print_dropped(console, dropped, "--format json or csv")
+    rec = advice.recommendation
+    _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
+    console.print("Run it with:")
+    width = max(console.width, 20)
+    for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):
+        _plain(console, line)
     comp = sc.compute
     where = "" if comp.variation.is_iid else f"; {comp.variation.describe()}"  # where the stragglers sit
     _plain(
@@ -170,14 +184,16 @@ def render_advice(advice: Advice, console: Console, header: str = "") -> None:
         _plain(console, FACTORS_LEGEND, "dim")
     for k, v in advice.provenance.items():
         _plain(console, f"{k}: {v}", "dim")
-    for note in advice.notes:
-        _plain(console, f"note: {note}", "dim")
-    rec = advice.recommendation
-    _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
-    console.print("Run it with:")
-    width = max(console.width, 20)
-    for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):
-        _plain(console, line)
+    if verbose:
+        for note in advice.notes:
+            _plain(console, f"note: {note}", "dim")
+    elif advice.notes:
+        n = len(advice.notes)
+        _plain(
+            console,
+            f"{n} note{'' if n == 1 else 's'} on the inputs: --verbose shows them (or --format json)",
+            "dim",
+        )
     _legend(console, printed + " " + rec.code_line, advice.margin)
 
 

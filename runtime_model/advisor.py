@@ -2,9 +2,12 @@
 
 Why a margin: a prediction is only as good as the model's measured accuracy (README, accuracy
 benchmark) and the inputs' uncertainty; a win smaller than that is reported as too close to call.
-The same margin makes options equivalent: everything is ranked on the MEAN iteration time (what
+The verdict is a speedup, so the margin is the measured error of predicted *speedups* (confidence.py).
+The same margin makes options equivalent: options are ranked on the MEAN iteration time (what
 throughput follows), and a runnable option whose mean is within the margin of the fastest one's is
-called equivalent to it (`standing`; the verdict names them), not slower.
+equivalent to it per iteration (`standing`; the verdict names them), not slower. Among equivalent
+options the pick is the one whose models agree best (convergence.py): inside the model's accuracy,
+consensus decides, not 0.03 ms. `--objective accuracy` ranks by time to the same loss instead.
 """
 
 from __future__ import annotations
@@ -12,12 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from runtime_model.consensus import ConsensusMetrics
+from runtime_model.convergence import EXACT, EXACT_COST, HOPELESS, MEASURED, ConsensusCost, consensus_cost
 from runtime_model.defaults import MARGIN
+from runtime_model.errors import UserError
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
+
+ITERATION, ACCURACY = "iteration", "accuracy"
+OBJECTIVES = (ITERATION, ACCURACY)
+RANKED_BY = {
+    ITERATION: "ranked by time per iteration (--objective iteration), ties inside the margin by consensus",
+    ACCURACY: "ranked by time to the same loss (--objective accuracy): options known to keep All-Reduce's "
+    "iterations first, hopeless consensus never",
+}
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,7 @@ class TopologyRow:
     decent_dp_builtin: bool
     uncertainty_s: float = 0.0
     runnable: bool = True  # can Decent-DP run it (the model can predict more than Decent-DP can run)
+    convergence: ConsensusCost = EXACT_COST  # what its consensus costs in iterations (convergence.py)
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,9 @@ class Recommendation:
     code_line: str
     torchrun_line: str
     equivalent: tuple[str, ...] = ()  # runnable options whose mean is within the margin of the fastest one's
+    candidate: str | None = (
+        None  # with too_close_to_call: the decentralized option a validation run should try
+    )
 
 
 @dataclass(frozen=True)
@@ -54,10 +71,11 @@ class Advice:
     margin: float
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    objective: str = "iteration"
 
     def standing(self) -> dict[str, str]:
         """See `standing`."""
-        return standing(self.allreduce.mean_s, self.rows, self.margin)
+        return standing(self.allreduce.mean_s, self.rows, self.margin, self.recommendation.topology)
 
 
 def within_margin(mean_s: float, best_mean_s: float, margin: float) -> bool:
@@ -65,13 +83,41 @@ def within_margin(mean_s: float, best_mean_s: float, margin: float) -> bool:
     return abs(mean_s - best_mean_s) <= margin * best_mean_s
 
 
-def standing(allreduce_mean_s: float, rows: list[TopologyRow], margin: float) -> dict[str, str]:
-    """'best' for the fastest runnable option by mean (All-Reduce included), 'equivalent' for every other
-    runnable option whose mean is within the margin of it; options not named are neither."""
+def _consensus_key(row: TopologyRow) -> tuple[float, float]:
+    """Ties inside the margin go to the better consensus, then to the faster mean (module doc)."""
+    return (row.convergence.transient_ratio, row.prediction.mean_s)
+
+
+def pick(rows: list[TopologyRow], margin: float, objective: str = ITERATION) -> TopologyRow | None:
+    """The decentralized option to recommend, or None where none may be.
+
+    ITERATION: the fastest mean, except that among the options within the margin of it the one with the
+    best consensus is taken (a 0.03 ms gap inside a 30 % margin must not choose a ring of 1,024).
+    ACCURACY (time to the same loss): hopeless consensus is never picked; options known to keep
+    All-Reduce's iterations (exact, or within what was measured) are ranked before extrapolated ones,
+    since only theirs is a known time to the same loss; then as ITERATION."""
+    pool = [r for r in rows if r.applicable and r.runnable]
+    if objective == ACCURACY:
+        pool = [r for r in pool if r.convergence.kind != HOPELESS]
+        pool = [r for r in pool if r.convergence.kind in (EXACT, MEASURED)] or pool
+    if not pool:
+        return None
+    fastest_s = min(r.prediction.mean_s for r in pool)
+    tied = [r for r in pool if within_margin(r.prediction.mean_s, fastest_s, margin)]
+    return min(tied, key=_consensus_key)
+
+
+def standing(
+    allreduce_mean_s: float, rows: list[TopologyRow], margin: float, best: str | None = None
+) -> dict[str, str]:
+    """'best' for the recommended option (`best`; by default the fastest runnable mean, All-Reduce
+    included), 'equivalent' for every other runnable option whose mean is within the margin of the
+    fastest; options not named are neither."""
     means = {"allreduce": allreduce_mean_s}
     means.update({r.topology: r.prediction.mean_s for r in rows if r.applicable and r.runnable})
-    best = min(means, key=means.get)
-    out = {name: "equivalent" for name, m in means.items() if within_margin(m, means[best], margin)}
+    fastest = min(means, key=means.get)
+    best = fastest if best not in means else best
+    out = {name: "equivalent" for name, m in means.items() if within_margin(m, means[fastest], margin)}
     out[best] = "best"
     return out
 
@@ -81,18 +127,17 @@ def _display(name: str) -> str:
 
 
 def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[TopologyRow], margin: float):
-    """Add the options equivalent to the fastest (within the margin) to the recommendation and its verdict."""
-    st = standing(ar.mean_s, rows, margin)
+    """Add the options equivalent to the pick (within the margin of the fastest) to the recommendation."""
+    st = standing(ar.mean_s, rows, margin, rec.topology)
     same = tuple(name for name, s in st.items() if s == "equivalent")
     if not same:
         return rec
     means = {"allreduce": ar.mean_s, **{r.topology: r.prediction.mean_s for r in rows if r.prediction}}
-    best = next(name for name, s in st.items() if s == "best")
+    fastest = min((n for n in st), key=means.get)
     listed = ", ".join(f"{_display(n)} ({means[n] * 1e3:.1f} ms)" for n in same)
-    are = "is equivalent: its mean is" if len(same) == 1 else "are equivalent: their means are"
     verdict = (
-        f"{rec.verdict} {listed} {are} within the {margin * 100:g}% margin "
-        f"of {_display(best)}'s ({means[best] * 1e3:.1f} ms)."
+        f"{rec.verdict} Equivalent per iteration (within the {margin:.1%} margin of the fastest, "
+        f"{_display(fastest)} at {means[fastest] * 1e3:.1f} ms): {listed}."
     )
     return replace(rec, verdict=verdict, equivalent=same)
 
@@ -149,9 +194,10 @@ def advise(
     margin: float = MARGIN,
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
+    objective: str = ITERATION,
 ) -> Advice:
     """Predict every topology, rank them, and decide (or say it is too close to call)."""
-    return advise_many([scenario], margin, topologies, provenance)[0]
+    return advise_many([scenario], margin, topologies, provenance, objective)[0]
 
 
 def advise_many(
@@ -159,9 +205,12 @@ def advise_many(
     margin: float = MARGIN,
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
+    objective: str = ITERATION,
 ) -> list[Advice]:
     """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
     draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop."""
+    if objective not in OBJECTIVES:
+        raise UserError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     plans, pending = [], []
     for scenario in scenarios:
         ar = allreduce_prediction(scenario)
@@ -175,10 +224,12 @@ def advise_many(
             pending.append(models[name].pending(scenario, ar))
         plans.append((scenario, ar, models))
     preds = iter(run_pending(pending))
-    return [_advice(scenario, ar, models, preds, margin, provenance) for scenario, ar, models in plans]
+    return [
+        _advice(scenario, ar, models, preds, margin, provenance, objective) for scenario, ar, models in plans
+    ]
 
 
-def _advice(scenario: Scenario, ar: IterationPrediction, models: dict, preds, margin, provenance) -> Advice:
+def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) -> Advice:
     """One scenario's Advice from its models and (the next of) the batch's predictions."""
     ar_sd = _uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
@@ -189,6 +240,7 @@ def _advice(scenario: Scenario, ar: IterationPrediction, models: dict, preds, ma
             continue
         pred = next(preds)
         sd = _uncertainty_s(scenario, lambda s, m=model: m.predict(s))
+        metrics = model.consensus()
         rows.append(
             TopologyRow(
                 name,
@@ -196,62 +248,68 @@ def _advice(scenario: Scenario, ar: IterationPrediction, models: dict, preds, ma
                 reason=model.decent_dp_note,
                 prediction=pred,
                 speedup=ar.mean_s / pred.mean_s,
-                consensus=model.consensus(),
+                consensus=metrics,
                 decent_dp_builtin=builtin,
                 uncertainty_s=sd,
                 runnable=model.decent_dp_runnable,
+                convergence=consensus_cost(scenario.shape.gpus, metrics),
             )
         )
-    rec = _with_equivalents(_recommend(scenario, ar, ar_sd, rows, margin), ar, rows, margin)
-    return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}))
+    rec = _recommend(scenario, ar, ar_sd, rows, margin, objective)
+    rec = _with_equivalents(rec, ar, rows, margin)
+    return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}), objective=objective)
 
 
-def _recommend(scenario, ar, ar_sd, rows, margin) -> Recommendation:
-    runnable = [r for r in rows if r.applicable and r.runnable]
-    if not runnable:
-        return Recommendation(
-            "allreduce",
-            1.0,
-            False,
-            "No decentralized topology fits this shape: keep All-Reduce.",
-            code_line("allreduce", True),
-            torchrun_line(scenario),
+def _keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:
+    """Keep All-Reduce: the verdict, and DDP's line to run (never a topology's)."""
+    return Recommendation(
+        "allreduce", 1.0, False, verdict, code_line("allreduce", True), torchrun_line(scenario), **kw
+    )
+
+
+def speedup_uncertainty(best: TopologyRow, ar: IterationPrediction, ar_sd: float, margin: float) -> float:
+    """Relative uncertainty of a predicted speedup: the measured error of speedups from these inputs
+    (`margin`) plus the inputs' stated 1-sigma of both predictions."""
+    stated = ((best.uncertainty_s / best.prediction.mean_s) ** 2 + (ar_sd / ar.mean_s) ** 2) ** 0.5
+    return margin + stated
+
+
+def _recommend(scenario, ar, ar_sd, rows, margin, objective) -> Recommendation:
+    ranked = RANKED_BY[objective]
+    if not any(r.applicable and r.runnable for r in rows):
+        return _keep_allreduce(scenario, "No decentralized topology fits this shape: keep All-Reduce.")
+    best = pick(rows, margin, objective)
+    if best is None:
+        return _keep_allreduce(
+            scenario,
+            f"Keep All-Reduce: every runnable topology's consensus is hopeless at {scenario.shape.gpus} GPUs "
+            f"({ranked}).",
         )
-    best = min(runnable, key=lambda r: r.prediction.mean_s)
-    gain = (ar.mean_s - best.prediction.mean_s) / ar.mean_s
-    noise = margin + ((best.uncertainty_s**2 + ar_sd**2) ** 0.5) / ar.mean_s
-    too_close = abs(gain) <= noise
-    if too_close:
+    s, noise = best.speedup, speedup_uncertainty(best, ar, ar_sd, margin)
+    low, high = s * (1 - noise), s * (1 + noise)
+    if low <= 1.0 <= high:
         verdict = (
-            f"Too close to call: {best.topology} is {gain:+.1%} vs All-Reduce, inside the model's "
-            f"uncertainty (±{noise:.1%}). Keep All-Reduce unless a validation run says otherwise "
-            "(rtmodel validate)."
+            f"Too close to call: {best.topology} is predicted at {s:.2f}x All-Reduce's speed, and speedups "
+            f"from these inputs err by ±{noise:.1%} ({low:.2f}x..{high:.2f}x). Keep All-Reduce unless a "
+            f"validation run says otherwise (rtmodel validate --topology {best.topology})."
         )
-        return Recommendation(
-            best.topology,
-            best.speedup,
-            True,
-            verdict,
-            code_line(best.topology, best.decent_dp_builtin),
-            torchrun_line(scenario),
+        verdict += _consensus_warning(best, scenario.shape.gpus)
+        rec = _keep_allreduce(scenario, verdict, candidate=best.topology)
+        return replace(rec, too_close_to_call=True)
+    if s < 1.0:
+        return _keep_allreduce(
+            scenario,
+            f"Keep All-Reduce: the best decentralized topology ({best.topology}) is {s:.2f}x All-Reduce's "
+            f"speed ({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; {ranked}).",
         )
-    if gain < 0:
-        verdict = (
-            f"Keep All-Reduce: the best decentralized topology ({best.topology}) is "
-            f"{-gain:.1%} slower per iteration."
-        )
-        return Recommendation(
-            "allreduce", 1.0, False, verdict, code_line("allreduce", True), torchrun_line(scenario)
-        )
-    f = best.prediction.factors
     parts = sorted(
-        (("overlap", f.overlap_s), ("heterogeneous links", f.links_s), ("variance", f.variance_s)),
-        key=lambda kv: -abs(kv[1]),
+        ((name, v) for name, v in best.prediction.factors.named_s() if v != 0.0), key=lambda kv: -abs(kv[1])
     )
     why = ", ".join(f"{name} {val * 1e3:+.1f} ms" for name, val in parts)
     verdict = (
-        f"Use {best.topology}: {best.speedup:.2f}x faster per iteration than All-Reduce "
-        f"({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms); why: {why}."
+        f"Use {best.topology}: {s:.2f}x All-Reduce's speed per iteration "
+        f"({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; ±{noise:.1%} on the speedup; "
+        f"{ranked}); why: {why}.{_consensus_warning(best, scenario.shape.gpus)}"
     )
     return Recommendation(
         best.topology,
@@ -261,3 +319,16 @@ def _recommend(scenario, ar, ar_sd, rows, margin) -> Recommendation:
         code_line(best.topology, best.decent_dp_builtin),
         torchrun_line(scenario),
     )
+
+
+def _consensus_warning(row: TopologyRow, gpus: int) -> str:
+    """The explicit warning a pick beyond the measured consensus carries (convergence.py)."""
+    cost = row.convergence
+    if cost.kind == HOPELESS:
+        return (
+            f" WARNING: {row.topology}'s consensus is hopeless at {gpus} GPUs: {cost.describe()}; its "
+            "models will barely agree. Rank by time to the same loss with --objective accuracy."
+        )
+    if cost.kind not in (EXACT, MEASURED):
+        return f" Caution: {row.topology}'s {cost.describe()} at {gpus} GPUs."
+    return ""

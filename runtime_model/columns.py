@@ -91,6 +91,11 @@ def _consensus_field(entry: dict, key: str, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
+def _convergence_number(entry: dict, key: str) -> str:
+    value = (entry.get("convergence") or {}).get(key)
+    return "" if value is None else format(value, ".6g")
+
+
 def _speedup(spec: str, suffix: str = "") -> Callable[[dict], str]:
     return lambda e: (
         "" if e.get("speedup_vs_allreduce") is None else f"{e['speedup_vs_allreduce']:{spec}}{suffix}"
@@ -126,6 +131,15 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
     Column("worst_round_contraction", None, lambda e: _consensus_field(e, "worst_round_contraction", ".6g")),
     Column("tau_over_p", None, lambda e: _consensus_field(e, "tau_over_p", ".6g")),
     Column("vs_best", None, lambda e: e.get("vs_best") or "", numeric=False),
+    Column(
+        "convergence",
+        "agreement",
+        lambda e: (e.get("convergence") or {}).get("kind", ""),
+        numeric=False,
+        priority=1,
+    ),
+    Column("transient_ratio", None, lambda e: _convergence_number(e, "transient_ratio")),
+    Column("uneven_ms", "uneven ms", _factor("uneven_s", ".4f"), _factor("uneven_s", "+.2f"), priority=4),
 )
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)
 TABLE_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.label is not None)

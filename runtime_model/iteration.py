@@ -25,7 +25,7 @@ upper bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -266,7 +266,8 @@ def prediction_from_growth(
     exposed = max(0.0, mean - wait - comp.optimizer_s)  # time waiting on gossip beyond compute
 
     ar = allreduce if allreduce is not None else allreduce_prediction(scenario)
-    factors = shapley_factors(_worlds(scenario, ar, mean, wait, opt_last, comm_rounds))
+    worlds = _worlds(scenario, ar, mean, wait, opt_last, comm_rounds)
+    factors = shapley_factors(replace(worlds, uneven_exchanges=uneven_exchanges(per_rank)))
     return IterationPrediction(
         name=name,
         mean_s=mean,
@@ -279,6 +280,25 @@ def prediction_from_growth(
         factors=factors,
         per_round_comm_s=tuple(comm_rounds),
     )
+
+
+UNEVEN_REL_TOL = 1e-6  # exchanges within this relative spread are even (rounding, not cause)
+
+
+def uneven_exchanges(per_rank: Sequence[np.ndarray]) -> bool:
+    """Do the exchanges differ between rounds or between the ranks of a round (factors module doc)?"""
+    lo = min(float(np.min(c)) for c in per_rank)
+    hi = max(float(np.max(c)) for c in per_rank)
+    return hi - lo > UNEVEN_REL_TOL * max(hi, 1e-12)
+
+
+def compute_varies(scenario: Scenario) -> bool:
+    """Any compute variation (i.i.d., persistent or node-correlated) in either execution's compute."""
+    for comp in (scenario.compute, scenario.decent_dp_compute):
+        dist = comp.distribution
+        if (dist is not None and getattr(dist, "sd_s", 1.0) > 0) or not comp.variation.is_iid:
+            return True
+    return False
 
 
 def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_last_s, comm_rounds) -> Worlds:
@@ -303,4 +323,5 @@ def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_las
         dp_last_step_s=opt_last_s,
         allreduce_comm_s=ar.comm_s,
         round_comm_s=tuple(comm_rounds),
+        varied=compute_varies(scenario),
     )

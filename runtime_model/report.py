@@ -6,18 +6,22 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
            message_bytes, ...preset choices}
   provenance: {parameter: where it came from}
   predictions[]: {topology, applicable, reason, iteration_s: {mean, p50, p99}, speedup_vs_allreduce,
-                  factors: {overlap_s, links_s, variance_s, total_s} | null, consensus: {...} | null,
+                  factors: {overlap_s, links_s, variance_s, uneven_s, total_s} | null,
+                  consensus: {...} | null, convergence: {kind, transient_ratio, term_factor, about} | null,
                   comm_s, exposed_comm_s, compute_wait_s, optimizer_s, uncertainty_s, decent_dp_builtin,
                   runs_on_decent_dp, vs_best}
                  (the first entry is "allreduce", the DDP baseline)
                  consensus: {exact_rounds, rho, rho_per_round, spectral_gap, transient_proxy, method,
                              worst_round_contraction, tau_over_p} (runtime_model.consensus)
                  runs_on_decent_dp: Schedule.decent_dp_runnable (reason: the note why not)
-                 vs_best: "best" (fastest runnable mean, All-Reduce included), "equivalent" (mean within
-                          `margin` of it) or null; the advisor ranks on the mean
-  recommendation: {topology, speedup_vs_allreduce, too_close_to_call, verdict, code, torchrun, equivalent}
-                  equivalent: the options whose vs_best is "equivalent"
-  margin: relative margin used for "too close to call" and for "equivalent"
+                 convergence: what the consensus costs in iterations (runtime_model.convergence)
+                 vs_best: "best" (the recommended option), "equivalent" (mean within `margin` of the
+                          fastest runnable mean, All-Reduce included) or null
+  recommendation: {topology, speedup_vs_allreduce, too_close_to_call, verdict, code, torchrun, equivalent,
+                   candidate, objective}
+                  equivalent: the options whose vs_best is "equivalent"; candidate: with too_close_to_call,
+                  the decentralized option to validate; objective: "iteration" or "accuracy"
+  margin: relative margin on speedups used for "too close to call" and for "equivalent"
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import asdict
 
 from runtime_model.advisor import Advice
 from runtime_model.columns import CSV_COLUMNS
+from runtime_model.convergence import EXACT_COST, ConsensusCost
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
 from runtime_model.scenario import ClusterShape
@@ -43,6 +48,10 @@ def _pred_dict(p: IterationPrediction) -> dict:
         "compute_wait_s": p.compute_wait_s,
         "optimizer_s": p.optimizer_s,
     }
+
+
+def _convergence_dict(cost: ConsensusCost) -> dict:
+    return {**asdict(cost), "about": cost.describe()}
 
 
 def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
@@ -64,6 +73,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
                 "worst_round_contraction": 0.0,
                 "tau_over_p": 1.0,
             },
+            "convergence": _convergence_dict(EXACT_COST),
             "uncertainty_s": advice.allreduce_uncertainty_s,
             "decent_dp_builtin": False,
             "vs_best": standing.get("allreduce"),
@@ -80,14 +90,18 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
                     "overlap_s": f.overlap_s,
                     "links_s": f.links_s,
                     "variance_s": f.variance_s,
+                    "uneven_s": f.uneven_s,
                     "total_s": f.total_s,
                 },
                 consensus=asdict(r.consensus),
+                convergence=_convergence_dict(r.convergence),
                 per_round_comm_s=list(r.prediction.per_round_comm_s),
                 uncertainty_s=r.uncertainty_s,
             )
         else:
-            entry.update(iteration_s=None, speedup_vs_allreduce=None, factors=None, consensus=None)
+            entry.update(
+                iteration_s=None, speedup_vs_allreduce=None, factors=None, consensus=None, convergence=None
+            )
         entry["decent_dp_builtin"] = r.decent_dp_builtin
         entry["runs_on_decent_dp"] = r.runnable and r.applicable
         entry["vs_best"] = standing.get(r.topology)
@@ -135,6 +149,8 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
             "code": rec.code_line,
             "torchrun": rec.torchrun_line,
             "equivalent": list(rec.equivalent),
+            "candidate": rec.candidate,
+            "objective": advice.objective,
         },
         "margin": advice.margin,
     }

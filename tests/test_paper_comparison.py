@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from validation.paper import compare, published
+from validation.paper import compare, published, speedup_errors
 
 
 def test_every_published_number_is_compared():
@@ -39,6 +39,10 @@ def test_the_presets_measured_error_kept_as_data_is_the_comparisons():
     assert kept.predictions == len(df)
     assert abs(kept.mean_abs_error - df["error"].abs().mean()) < 5e-4
     assert abs(kept.max_abs_error - df["error"].abs().max()) < 5e-4
+    sp = speedup_errors(df)
+    assert kept.speedups == len(sp)
+    assert abs(kept.speedup_mean_abs_error - sp["error"].abs().mean()) < 5e-4
+    assert abs(kept.speedup_max_abs_error - sp["error"].abs().max()) < 5e-4
 
 
 def test_the_profiles_measured_error_kept_as_data_is_the_benchmarks():
@@ -52,3 +56,6 @@ def test_the_profiles_measured_error_kept_as_data_is_the_benchmarks():
     assert kept.predictions == summary["predictions"]
     assert abs(kept.mean_abs_error - summary["mean_abs_error"]) < 5e-4
     assert abs(kept.max_abs_error - summary["max_abs_error"]) < 5e-4
+    assert kept.speedups == summary["speedups"]
+    assert abs(kept.speedup_mean_abs_error - summary["speedup_mean_abs_error"]) < 5e-4
+    assert abs(kept.speedup_max_abs_error - summary["speedup_max_abs_error"]) < 5e-4
