@@ -34,14 +34,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # The workload every configuration trains: real fp32 parameters, compute and optimizer step emulated by
 # sleeping (profiler/workloads.py "synthetic", optimizer=sleep), so 2 CPU cores can stand in for GPUs
 # that compute while NICs send, without the ranks' Adam steps fighting over the cores.
-WORKLOAD = {
-    "param_mb": 4,
-    "layers": 4,
-    "forward_ms": 15,
-    "backward_ms": 30,
-    "optimizer": "sleep",
-    "optimizer_ms": 8,
-}
+WORKLOAD = {"param_mb": 4, "layers": 4, "forward_ms": 15, "backward_ms": 30, "optimizer": "sleep", "optimizer_ms": 8}
 # 40 timed iterations per run and 9 repeats per profiled size: with 20 and 5, identical configurations
 # measured up to 7 % apart within one benchmark and the 8-rank profile's 4 MiB median moved 10 % between
 # benchmarks; the spread of a mean or median falls with the square root of the samples.
@@ -92,15 +85,9 @@ FULL = (
     ClusterConfig(4, 1, 200, 0.2, ("ring", "one-peer-exp"), jitter_cv=0.3),
     # Persistent stragglers (calibration measures per-rank speed factors): one GPU 1.5x slower, a whole
     # node 1.3x slower, and a 1.5x GPU hidden in i.i.d. jitter of cv 0.3.
-    ClusterConfig(
-        2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0", slowdown=1.5
-    ),
-    ClusterConfig(
-        2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0-1", slowdown=1.3
-    ),
-    ClusterConfig(
-        2, 2, 1000, 0.2, ("ring", "alternating-exp-ring"), jitter_cv=0.3, slow_ranks="0", slowdown=1.5
-    ),
+    ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0", slowdown=1.5),
+    ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0-1", slowdown=1.3),
+    ClusterConfig(2, 2, 1000, 0.2, ("ring", "alternating-exp-ring"), jitter_cv=0.3, slow_ranks="0", slowdown=1.5),
 )
 CI = (ClusterConfig(2, 2, 200, 0.5, ("ring", "alternating-exp-ring")),)
 SUBSETS = {"full": FULL, "ci": CI}
@@ -157,53 +144,18 @@ def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float)
     with EmulatedCluster(cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms) as cluster:
         _progress(f"{cfg.name}: profiling")
         _launch_with_one_retry(
-            cluster,
-            29500,
-            [
-                "-m",
-                "profiler",
-                "--out",
-                str(profile),
-                "--model",
-                "synthetic",
-                *cfg.model_args(),
-                "--iterations",
-                "30",
-                "--warmup",
-                "3",
-                "--reps",
-                str(PROFILE_REPS),
-                "--quiet",
-                "--timeout-s",
-                "300",
-            ],
+            cluster, 29500,
+            ["-m", "profiler", "--out", str(profile), "--model", "synthetic", *cfg.model_args(),
+             "--iterations", "30", "--warmup", "3", "--reps", str(PROFILE_REPS), "--quiet", "--timeout-s", "300"],
             timeout_s,
         )
         for port, topo in enumerate(cfg.topologies, start=29600):
             _progress(f"{cfg.name}: validating {topo}")
             _launch_with_one_retry(
-                cluster,
-                port,
-                [
-                    "-m",
-                    "rtmodel_cli",
-                    "validate",
-                    "--profile",
-                    str(profile),
-                    "--topology",
-                    topo,
-                    "--iterations",
-                    str(ITERATIONS),
-                    "--warmup",
-                    str(WARMUP),
-                    "--results",
-                    str(results),
-                    "--format",
-                    "json",
-                    "--timeout-s",
-                    "300",
-                    *cfg.straggler_args(),
-                ],
+                cluster, port,
+                ["-m", "rtmodel_cli", "validate", "--profile", str(profile), "--topology", topo,
+                 "--iterations", str(ITERATIONS), "--warmup", str(WARMUP), "--results", str(results),
+                 "--format", "json", "--timeout-s", "300", *cfg.straggler_args()],
                 timeout_s,
             )
 
@@ -255,29 +207,13 @@ def _analyse(cfg: ClusterConfig, cal, results: Path) -> list[Row]:
     for r in records:
         ar_meas, topo_meas = r["allreduce"]["measured"]["mean_s"], r["decentralized"]["measured"]["mean_s"]
         topo_pred = gossip_prediction(scenario, build_schedule(r["topology"], shape)).mean_s
-        rows.append(
-            Row(
-                cfg.name,
-                cfg.nodes,
-                cfg.ranks_per_node,
-                cfg.bandwidth_mbit,
-                cfg.delay_ms,
-                cfg.jitter_cv,
-                r["topology"],
-                ar_pred * 1e3,
-                ar_meas * 1e3,
-                (ar_pred - ar_meas) / ar_meas,
-                topo_pred * 1e3,
-                topo_meas * 1e3,
-                (topo_pred - topo_meas) / topo_meas,
-                ar_pred / topo_pred,
-                ar_meas / topo_meas,
-                pick,
-                fastest,
-                gap,
-                pick == fastest or gap <= 0.10,
-            )
-        )
+        rows.append(Row(
+            cfg.name, cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms, cfg.jitter_cv, r["topology"],
+            ar_pred * 1e3, ar_meas * 1e3, (ar_pred - ar_meas) / ar_meas,
+            topo_pred * 1e3, topo_meas * 1e3, (topo_pred - topo_meas) / topo_meas,
+            ar_pred / topo_pred, ar_meas / topo_meas,
+            pick, fastest, gap, pick == fastest or gap <= 0.10,
+        ))
     return rows
 
 
@@ -377,13 +313,10 @@ def merge_into(rows: list[Row], subset: str, target: Path, workdir: Path) -> dic
     return write_results(merged, subset, target)
 
 
-def select(
-    subset: str, only: list[str] | None = None, skip: list[str] | None = None
-) -> tuple[ClusterConfig, ...]:
+def select(subset: str, only: list[str] | None = None, skip: list[str] | None = None) -> tuple[ClusterConfig, ...]:
     """The subset's clusters whose names contain any of `only` (all when empty) and none of `skip`."""
     chosen = tuple(
-        c
-        for c in SUBSETS[subset]
+        c for c in SUBSETS[subset]
         if (not only or any(o in c.name for o in only)) and not any(x in c.name for x in skip or ())
     )
     if not chosen:
@@ -404,9 +337,7 @@ def run(
 
     configs = select(subset, only, skip)
     if merge_dir is not None and out_dir.resolve() == merge_dir.resolve():
-        raise SystemExit(
-            "error: --out-dir must differ from --merge-into (it holds only the clusters run now)"
-        )
+        raise SystemExit("error: --out-dir must differ from --merge-into (it holds only the clusters run now)")
     rescore_only = keep is not None and all(_done(keep / f"{c.name}.validations.jsonl", c) for c in configs)
     if not rescore_only:  # re-scoring kept runs needs no emulated cluster
         ok, why = available()
@@ -423,53 +354,30 @@ def run(
         print(to_markdown(rows, summary))
         if merge_dir is not None:
             merged = merge_into(rows, subset, merge_dir, workdir)
-            print(
-                f"merged into {merge_dir}: {merged['configurations']} configurations, mean |error| "
-                f"{merged['mean_abs_error']:.1%}, max |error| {merged['max_abs_error']:.1%}"
-            )
+            print(f"merged into {merge_dir}: {merged['configurations']} configurations, mean |error| "
+                  f"{merged['mean_abs_error']:.1%}, max |error| {merged['max_abs_error']:.1%}")
     return rows, summary
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subset", choices=sorted(SUBSETS), default="full")
-    ap.add_argument(
-        "--out-dir",
-        type=Path,
-        default=None,
-        help="where accuracy-<subset>.{csv,md,json} of the clusters run go (default: benchmarks/results; "
-        "with --only or --merge-into: the --keep folder, else a temporary one)",
-    )
-    ap.add_argument(
-        "--keep", type=Path, default=None, help="keep profiles and validation logs in this folder"
-    )
-    ap.add_argument(
-        "--only",
-        action="append",
-        metavar="SUBSTRING",
-        help="run only the clusters whose name contains SUBSTRING (repeatable: any of them)",
-    )
-    ap.add_argument(
-        "--skip",
-        action="append",
-        metavar="SUBSTRING",
-        help="leave out the clusters whose name contains SUBSTRING (repeatable)",
-    )
-    ap.add_argument(
-        "--merge-into",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="also replace these clusters' rows in DIR/accuracy-<subset>.{csv,md,json} (summary "
-        "recomputed over all rows) and copy their raw runs into DIR/runs",
-    )
+    ap.add_argument("--out-dir", type=Path, default=None,
+                    help="where accuracy-<subset>.{csv,md,json} of the clusters run go (default: benchmarks/results; "
+                         "with --only or --merge-into: the --keep folder, else a temporary one)")
+    ap.add_argument("--keep", type=Path, default=None, help="keep profiles and validation logs in this folder")
+    ap.add_argument("--only", action="append", metavar="SUBSTRING",
+                    help="run only the clusters whose name contains SUBSTRING (repeatable: any of them)")
+    ap.add_argument("--skip", action="append", metavar="SUBSTRING",
+                    help="leave out the clusters whose name contains SUBSTRING (repeatable)")
+    ap.add_argument("--merge-into", type=Path, default=None, metavar="DIR",
+                    help="also replace these clusters' rows in DIR/accuracy-<subset>.{csv,md,json} (summary "
+                         "recomputed over all rows) and copy their raw runs into DIR/runs")
     args = ap.parse_args(argv)
     out_dir = args.out_dir
     if out_dir is None:  # never overwrite the full results with some clusters' rows
         partial = args.only or args.skip or args.merge_into
-        out_dir = (
-            (args.keep or Path(tempfile.mkdtemp(prefix="rtmodel-accuracy-"))) if partial else RESULTS_DIR
-        )
+        out_dir = (args.keep or Path(tempfile.mkdtemp(prefix="rtmodel-accuracy-"))) if partial else RESULTS_DIR
     run(args.subset, out_dir, args.keep, args.only, args.merge_into, args.skip)
 
 

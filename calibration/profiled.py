@@ -30,6 +30,28 @@ class ProfiledScenario:
     notes: tuple[str, ...]
     measured_shape: ClusterShape
 
+    def links_used(self) -> dict[str, tuple[bool, float]]:
+        """For each link class the target shape uses: (measured on this cluster?, the fit's relative
+        1-sigma on bandwidth), what `confidence.profile_margin` composes the margin from."""
+        shape, net = self.scenario.shape, self.scenario.network
+        used = {"intra": shape.gpus_per_node > 1, "inter": shape.nodes > 1}
+        return {
+            cls: (
+                self.provenance.get(f"{cls}.bandwidth_Bps", "").startswith("measured"),
+                getattr(net, cls).bandwidth_rel_sd,
+            )
+            for cls, on in used.items()
+            if on
+        }
+
+    def margin(self) -> tuple[float, str]:
+        """(margin on the speedup, why): the calibrated profiles' measured error, widened by each link
+        not measured or fitted loosely and by extrapolation beyond the measured shape (confidence.py)."""
+        from runtime_model.confidence import describe_parts, profile_margin
+
+        margin, parts = profile_margin(self.scenario.shape.gpus, self.measured_shape.gpus, self.links_used())
+        return margin, f"±{margin:.1%} on the speedup: {describe_parts(parts)}"
+
 
 def scenario_from_profile(
     profile: str | Path | Profile,

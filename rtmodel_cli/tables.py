@@ -85,7 +85,7 @@ def _plain(console: Console, text: str, style: str | None = None) -> None:
 def _legend(console: Console, printed: str, margin: float | None = None) -> None:
     for word, line in LEGEND:
         if word in printed:
-            _plain(console, line.format(margin=f"{(margin or 0) * 100:g}%"), "dim")
+            _plain(console, line.format(margin=f"{margin or 0:.1%}"), "dim")
 
 
 def _wrap_words(words: list[str], width: int, join: str, cont: str, indent: str) -> list[str]:

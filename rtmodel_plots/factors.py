@@ -26,7 +26,8 @@ def factor_breakdown_bars(
     topologies: Sequence[str] | None = None,
     **preset_kw,
 ):
-    """The three factors (overlap window, heterogeneous links, compute variance) as stacked bars, in ms.
+    """The factors (overlap window, heterogeneous links, compute variance, uneven exchanges) as stacked
+    bars, in ms.
 
     One n: a bar per topology (inapplicable ones leave an empty slot marked n/a). Several n: a bar
     per n for `topology`, or for the fastest topology at each n if none is named. Each part is what
@@ -57,7 +58,7 @@ def factor_breakdown_bars(
     x = np.arange(len(names))
     pos_base = np.zeros(len(names))
     neg_base = np.zeros(len(names))
-    for factor in ("overlap", "links", "variance"):
+    for factor in FACTOR_COLORS:
         v = np.nan_to_num(bars[f"{factor}_ms"].to_numpy(dtype=float))
         ax.bar(x, v, 0.62, bottom=np.where(v >= 0, pos_base, neg_base), color=FACTOR_COLORS[factor],
                label=FACTOR_LABELS[factor], edgecolor="white", lw=0.6)
@@ -71,7 +72,7 @@ def factor_breakdown_bars(
     span = max(high - low, 1e-9)
     clipped = neg_base < floor
     inside = ok & ~clipped
-    ax.plot(x[inside], total[inside], "D", color="black", ms=6, label="net saving (sum of the three)", zorder=5)
+    ax.plot(x[inside], total[inside], "D", color="black", ms=6, label="net saving (sum of the parts)", zorder=5)
     if (ok & clipped).any():
         ax.plot(x[ok & clipped], np.full((ok & clipped).sum(), floor + 0.015 * (0 - floor)), "v", color="black",
                 ms=7, label="net saving below the axis", zorder=5)

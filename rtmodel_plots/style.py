@@ -16,11 +16,12 @@ import numpy as np
 from rtmodel_plots.errors import PlotError
 
 FIGURE_FORMATS = ("png", "svg")
-FACTOR_COLORS = {"overlap": "#4C72B0", "links": "#DD8452", "variance": "#55A868"}
+FACTOR_COLORS = {"overlap": "#4C72B0", "links": "#DD8452", "variance": "#55A868", "uneven": "#8172B3"}
 FACTOR_LABELS = {
     "overlap": "overlap window",
     "links": "heterogeneous links",
     "variance": "compute variance",
+    "uneven": "uneven exchanges",
 }
 TOPOLOGY_STYLE = {  # (colour, marker, line style), fixed so that every figure draws a topology the same way
     "complete": ("#8C8C8C", "s", "-"),

@@ -100,7 +100,7 @@ def sweep(
     """Advise at every n; one row per (gpus, topology), times in ms, NaN where a topology does not fit.
 
     Columns: gpus, topology, applicable, reason, allreduce_ms, topology_ms, speedup, overlap_ms,
-    links_ms, variance_ms, saved_ms (= the three factors' sum = allreduce_ms - topology_ms).
+    links_ms, variance_ms, uneven_ms, saved_ms (= the factors' sum = allreduce_ms - topology_ms).
     `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
     """
     from runtime_model.advisor import advise_many
@@ -129,6 +129,7 @@ def sweep(
                     "overlap_ms": f.overlap_s * 1e3 if f else math.nan,
                     "links_ms": f.links_s * 1e3 if f else math.nan,
                     "variance_ms": f.variance_s * 1e3 if f else math.nan,
+                    "uneven_ms": f.uneven_s * 1e3 if f else math.nan,
                     "saved_ms": f.total_s * 1e3 if f else math.nan,
                 }
             )

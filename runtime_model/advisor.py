@@ -24,6 +24,7 @@ from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
 
+SHOWN_FACTOR_S = 0.05e-3  # the verdict prints ms to one decimal: a smaller part would read "+0.0 ms"
 ITERATION, ACCURACY = "iteration", "accuracy"
 OBJECTIVES = (ITERATION, ACCURACY)
 RANKED_BY = {
@@ -303,7 +304,8 @@ def _recommend(scenario, ar, ar_sd, rows, margin, objective) -> Recommendation:
             f"speed ({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; {ranked}).",
         )
     parts = sorted(
-        ((name, v) for name, v in best.prediction.factors.named_s() if v != 0.0), key=lambda kv: -abs(kv[1])
+        ((name, v) for name, v in best.prediction.factors.named_s() if abs(v) >= SHOWN_FACTOR_S),
+        key=lambda kv: -abs(kv[1]),
     )
     why = ", ".join(f"{name} {val * 1e3:+.1f} ms" for name, val in parts)
     verdict = (

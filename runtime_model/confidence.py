@@ -95,7 +95,7 @@ def profile_margin(
                 MarginPart(f"{cls}-node link from a preset, not measured", pre.speedup_mean_abs_error)
             )
         elif rel_sd > prof.speedup_mean_abs_error:
-            parts.append(MarginPart(f"{cls}-node link fitted ±{rel_sd:.1%}", rel_sd))
+            parts.append(MarginPart(f"{cls}-node link measured, its fit's 1-sigma", rel_sd))
     if target_gpus > measured_gpus:
         parts.append(
             MarginPart(f"extrapolated from {measured_gpus} to {target_gpus} GPUs", prof.speedup_max_abs_error)

@@ -38,6 +38,13 @@ class FactorBreakdown:
     links_s: float
     variance_s: float
     uneven_s: float = 0.0  # uneven exchanges: what the recurrence gains over the lockstep worlds
+    one_node: bool = False  # every exchange on one node: the links part is the exchange pattern alone
+
+    @property
+    def links_name(self) -> str:
+        """On one node there is no link heterogeneity: the links switch then only changes the exchange
+        pattern (pairs or groups instead of the global all-reduce), and is named for that."""
+        return "smaller exchanges" if self.one_node else "heterogeneous links"
 
     @property
     def total_s(self) -> float:
@@ -47,7 +54,7 @@ class FactorBreakdown:
         """(effect, seconds) for the verdict's "why", each effect named for its cause."""
         return (
             ("overlap", self.overlap_s),
-            ("heterogeneous links", self.links_s),
+            (self.links_name, self.links_s),
             ("variance", self.variance_s),
             ("uneven exchanges", self.uneven_s),
         )
@@ -72,6 +79,7 @@ class Worlds:
     round_comm_s: tuple[float, ...]  # the topology's slowest group per round
     uneven_exchanges: bool = False  # do exchanges differ between rounds or ranks (module doc)
     varied: bool = True  # does compute vary (i.i.d., persistent or node-correlated)? Without, no variance
+    one_node: bool = False
 
 
 def _iteration_s(w: Worlds, on: frozenset) -> float:
@@ -100,4 +108,4 @@ def shapley_factors(worlds: Worlds) -> FactorBreakdown:
             variance_s += slack_s
         else:
             links_s += slack_s
-    return FactorBreakdown(overlap_s, links_s, variance_s, uneven_s)
+    return FactorBreakdown(overlap_s, links_s, variance_s, uneven_s, worlds.one_node)

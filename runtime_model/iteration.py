@@ -324,4 +324,5 @@ def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_las
         allreduce_comm_s=ar.comm_s,
         round_comm_s=tuple(comm_rounds),
         varied=compute_varies(scenario),
+        one_node=shape.nodes == 1,
     )

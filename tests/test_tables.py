@@ -115,7 +115,7 @@ def test_equivalent_topologies_are_marked_and_named_in_the_verdict():
     text = console.export_text()
     ring_line = next(ln for ln in text.splitlines() if "│ ring" in ln)
     assert "≈ best" in ring_line
-    assert "≈ best = mean iteration time within the advisor's margin (20%)" in " ".join(text.split())
+    assert "≈ best = mean iteration time within the advisor's margin (20.0%)" in " ".join(text.split())
 
 
 def test_nothing_equivalent_when_the_margin_is_zero():

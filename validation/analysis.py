@@ -5,6 +5,11 @@ per-iteration time. Time-varying topologies (ring, alternating-exp-ring) alterna
 slow inter-node rounds, so their per-iteration times are bimodal and the p50 falls anywhere between
 the modes; it is still reported (pooled over ranks and iterations, like the model's) but not judged. The spread across ranks
 (max / min of per-rank medians) shows whether some rank was systematically slower.
+
+Why a run-to-run spread: one run's mean is itself a sample. Its standard error comes from batch means
+(the rank-averaged iteration times cut into BATCHES contiguous blocks: neighbouring iterations are
+correlated, blocks much less), and the measured speedup carries both runs' errors. When the speedup's
++-2 sigma interval reaches across the margin, one run cannot settle the verdict, and validate says so.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ if TYPE_CHECKING:
     from runtime_model.iteration import IterationPrediction
 
 
-
 @dataclass(frozen=True)
 class Measured:
     """Measured per-iteration wall time of one run (all ranks' timed iterations pooled)."""
@@ -33,6 +37,7 @@ class Measured:
     samples: int
     per_rank_median_s: tuple[float, ...]
     rank_spread: float  # max / min of per-rank medians (1.0 = all ranks alike)
+    mean_se_s: float = 0.0  # standard error of mean_s by batch means (module doc); 0 with too few iterations
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,23 @@ class Verdict:
     measured: str
     held: bool
     margin: float
+    measured_speedup_rel_se: float = 0.0  # relative standard error of measured_speedup (module doc)
+    settled: bool = True  # does the measured ordering hold across the speedup's +-2 sigma?
+
+
+BATCHES = 4  # batch means: enough blocks for a spread, long enough blocks to decorrelate
+
+
+def batch_means_se(per_rank_times_s: list[list[float]]) -> float:
+    """Standard error of the mean iteration time from BATCHES contiguous blocks of the rank-averaged
+    series (0.0 when there are fewer iterations than blocks)."""
+    length = min(len(t) for t in per_rank_times_s)
+    if length < BATCHES:
+        return 0.0
+    series = np.mean([np.asarray(t[:length], dtype=float) for t in per_rank_times_s], axis=0)
+    block = length // BATCHES
+    means = series[: block * BATCHES].reshape(BATCHES, block).mean(axis=1)
+    return float(means.std(ddof=1) / np.sqrt(BATCHES))
 
 
 def measure(per_rank_times_s: list[list[float]]) -> Measured:
@@ -74,6 +96,7 @@ def measure(per_rank_times_s: list[list[float]]) -> Measured:
         samples=int(pooled.size),
         per_rank_median_s=medians,
         rank_spread=max(medians) / min(medians) if min(medians) > 0 else float("inf"),
+        mean_se_s=batch_means_se(per_rank_times_s),
     )
 
 
@@ -107,4 +130,11 @@ def verdict(allreduce: Comparison, topology: Comparison, margin: float = MARGIN)
     pred = allreduce.predicted_mean_s / topology.predicted_mean_s
     meas = allreduce.measured.mean_s / topology.measured.mean_s
     p, m = ordering(pred, margin), ordering(meas, margin)
-    return Verdict(pred, meas, p, m, p == m, margin)
+    rel_se = float(
+        np.hypot(
+            allreduce.measured.mean_se_s / allreduce.measured.mean_s,
+            topology.measured.mean_se_s / topology.measured.mean_s,
+        )
+    )
+    settled = ordering(meas * (1 - 2 * rel_se), margin) == m == ordering(meas * (1 + 2 * rel_se), margin)
+    return Verdict(pred, meas, p, m, p == m, margin, rel_se, settled)

@@ -15,11 +15,7 @@ from runtime_model import presets
 from runtime_model.advisor import advise
 
 # The paper's Figure 6 columns and the topology each corresponds to in our model.
-COLUMNS = {
-    "allreduce_ms": "allreduce",
-    "decent_exp_ms": "one-peer-exp",
-    "decent_aer_ms": "alternating-exp-ring",
-}
+COLUMNS = {"allreduce_ms": "allreduce", "decent_exp_ms": "one-peer-exp", "decent_aer_ms": "alternating-exp-ring"}
 
 
 def published() -> pd.DataFrame:
@@ -32,24 +28,17 @@ def compare(model: str = "transformer-base", global_batch: float = 25_000) -> pd
     rows = []
     for rec in published().itertuples():
         choice = presets.resolve(rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch)
-        adv = advise(
-            presets.scenario_from_choice(choice), topologies=["one-peer-exp", "alternating-exp-ring"]
-        )
+        adv = advise(presets.scenario_from_choice(choice), topologies=["one-peer-exp", "alternating-exp-ring"])
         predicted = {"allreduce": adv.allreduce.mean_s}
         predicted.update({r.topology: r.prediction.mean_s for r in adv.rows if r.applicable})
         for col, topo in COLUMNS.items():
             measured = getattr(rec, col)
             pred_ms = predicted[topo] * 1e3 if topo in predicted else float("nan")
-            rows.append(
-                {
-                    "cluster": rec.cluster,
-                    "gpus": rec.gpus,
-                    "method": topo,
-                    "published_ms": measured,
-                    "predicted_ms": pred_ms,
-                    "error": (pred_ms - measured) / measured,
-                }
-            )
+            rows.append({
+                "cluster": rec.cluster, "gpus": rec.gpus, "method": topo,
+                "published_ms": measured, "predicted_ms": pred_ms,
+                "error": (pred_ms - measured) / measured,
+            })
     return pd.DataFrame(rows)
 
 
@@ -65,14 +54,8 @@ def speedup_errors(df: pd.DataFrame) -> pd.DataFrame:
                 continue
             published_x = pub["allreduce"] / pub[topo]
             predicted_x = pred["allreduce"] / pred[topo]
-            rows.append(
-                {
-                    "cluster": cluster,
-                    "gpus": gpus,
-                    "method": topo,
-                    "published_x": published_x,
-                    "predicted_x": predicted_x,
-                    "error": (predicted_x - published_x) / published_x,
-                }
-            )
+            rows.append({
+                "cluster": cluster, "gpus": gpus, "method": topo, "published_x": published_x,
+                "predicted_x": predicted_x, "error": (predicted_x - published_x) / published_x,
+            })
     return pd.DataFrame(rows)

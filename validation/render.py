@@ -86,6 +86,17 @@ def render_result(res: ValidationResult, console: Console) -> None:
         f"{v.margin:.0%}): {mark}",
         highlight=False,
     )
+    console.print(
+        f"run-to-run spread: measured speedup {v.measured_speedup:.3f}x ± {v.measured_speedup_rel_se:.1%} "
+        "(1 sigma, batch means within each run)",
+        highlight=False,
+    )
+    if not v.settled:
+        console.print(
+            "[yellow]warning: one run cannot settle this verdict: the measured speedup's ±2 sigma reaches "
+            "across the margin; run again or raise --iterations[/]",
+            highlight=False,
+        )
     if res.advisor:
         console.print(f"advisor: {res.advisor['verdict']}", highlight=False)
     d = res.distance_to_consensus
