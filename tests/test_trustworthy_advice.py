@@ -220,3 +220,18 @@ def test_a_single_noisy_run_does_not_settle_a_verdict_near_the_margin():
     calm = _comparison("ring", [[0.5] * 16] * 2)
     v = verdict(_comparison("allreduce", [[1.0] * 16] * 2), calm, margin=0.05)
     assert v.measured_speedup_rel_se == 0.0 and v.settled
+
+
+def test_validate_recommended_runs_the_too_close_candidate(monkeypatch):
+    """Too close to call keeps All-Reduce and names the topology to validate: validate runs that one."""
+    from types import SimpleNamespace as NS
+
+    import runtime_model.advisor
+    from tests.helpers import scenario
+    from validation.plan import choose_topology
+
+    rows = [NS(topology=t, applicable=True, prediction=NS(mean_s=m)) for t, m in (("ring", 0.9), ("one-peer-exp", 1.0))]
+    rec = NS(topology="allreduce", candidate="one-peer-exp", too_close_to_call=True, verdict="Too close", speedup=1.0)
+    monkeypatch.setattr(runtime_model.advisor, "advise", lambda sc, **kw: NS(rows=rows, recommendation=rec))
+    name, _, _, notes = choose_topology(None, True, scenario(n=4, k=2))
+    assert name == "one-peer-exp" and "too close to call" in notes[0]

@@ -223,7 +223,8 @@ def _fake_advice(recommended: str):
 
     rows = [NS(topology=name, applicable=True, prediction=NS(mean_s=t))
             for name, t in (("static-exp", 0.5), ("ring", 1.0), ("one-peer-exp", 0.9))]
-    rec = NS(topology=recommended, too_close_to_call=False, verdict="Keep All-Reduce: it is faster.", speedup=1.0)
+    rec = NS(topology=recommended, too_close_to_call=False, verdict="Keep All-Reduce: it is faster.", speedup=1.0,
+             candidate=None)
     return NS(rows=rows, recommendation=rec)
 
 

@@ -215,6 +215,9 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
     by_name = dict(candidates)
     if rec.topology in by_name:
         return rec.topology, by_name[rec.topology], summary, notes
+    if rec.candidate in by_name:  # too close to call: the option the verdict says to validate
+        notes.append(f"the advisor finds it too close to call ({rec.verdict}); validating {rec.candidate}")
+        return rec.candidate, by_name[rec.candidate], summary, notes
     best, schedule = candidates[0]
     if rec.topology == "allreduce":
         notes.append(
