@@ -30,6 +30,8 @@ from rtmodel_cli.options import (
     NicsPerNodeOpt,
     NodeCvOpt,
     OptimizerMsOpt,
+    ParamMbOpt,
+    ParamsOpt,
     PresetsOpt,
     ProfileOpt,
     RankCvOpt,
@@ -67,6 +69,8 @@ PROFILE_REPLACES = (
     "compute_ms",
     "optimizer_ms",
     "message_dtype",
+    "params",
+    "param_mb",
 )
 DEFAULT_GPUS = 64
 # presets.resolve's keyword arguments that every model takes (the user's own numbers go by own_numbers).
@@ -107,13 +111,23 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
 
     `preset_request` holds `presets.resolve`'s keyword arguments (the user's preset choices); with a
     profile only gpus, gpus_per_node and the network names are used (the latter for links the profile
-    could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`).
+    could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`). Your own
+    model's size (`your_model.KEYS`) adds it to the library as the model.
     Returns (scenario, provenance, notes, inputs)."""
+    from rtmodel_cli import your_model
     from runtime_model import presets
 
     library = presets.load_library(preset_dirs or ())
     if profile is None:
-        choice = presets.resolve(**preset_request, library=library)
+        request = {k: v for k, v in preset_request.items() if k not in your_model.KEYS}
+        library, request["model"] = your_model.add(
+            library,
+            your_model.given(preset_request),
+            request.get("model"),
+            request.get("compute_ms"),
+            request.get("message_dtype"),
+        )
+        choice = presets.resolve(**request, library=library)
         sc = presets.scenario_from_choice(choice, library)
         unit = library.model(choice.model).unit
         prov = {
@@ -125,7 +139,11 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
             prov["machine"] = (
                 f"{library.defaults.machine} (the defaults; --cluster, --gpu, --network choose yours)"
             )
-        return sc, prov, [], {"preset": dict(vars(choice))}
+        inputs = {"preset": dict(vars(choice))}
+        yours = your_model.provenance(library, choice, request.get("compute_cv") is not None)
+        if yours is not None:
+            prov["compute"], inputs["your_model"] = yours
+        return sc, prov, [], inputs
     from calibration import scenario_from_profile
 
     refuse_options_a_profile_replaces(preset_request)
@@ -137,11 +155,13 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
     )
     measured = profiled.measured_shape
+    margin, why = profiled.margin()
     inputs = {
         "profile": str(profile),
         "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
+        "profile_margin": margin,
     }
-    return profiled.scenario, dict(profiled.provenance), list(profiled.notes), inputs
+    return profiled.scenario, {**profiled.provenance, "margin": why}, list(profiled.notes), inputs
 
 
 def advise(
@@ -153,6 +173,8 @@ def advise(
     network: NetworkOpt = None,
     intra: IntraOpt = None,
     model: ModelOpt = None,
+    params: ParamsOpt = None,
+    param_mb: ParamMbOpt = None,
     global_batch: GlobalBatchOpt = None,
     precision: Annotated[
         str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")
@@ -179,6 +201,17 @@ def advise(
     margin: MarginOpt = None,
     topology: TopologiesOpt = None,
     scenario: ScenarioOpt = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            help="What to rank: 'iteration' (time per iteration; ties inside the margin go to the better "
+            "consensus) or 'accuracy' (time to the same loss: options known to keep All-Reduce's "
+            "iterations first, hopeless consensus never). Default: iteration."
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Print every note on the inputs under the verdict.")
+    ] = False,
     format: FormatOpt = Format.table,
 ):
     """Predict per-iteration time of All-Reduce and each gossip topology, and recommend one."""
@@ -187,25 +220,29 @@ def advise(
     given = {k: v for k, v in locals().items() if k in scenario_file.KEYS}
     opts, taken = scenario_file.merge(given, scenario_file.read(scenario) if scenario else {})
     with scenario_file.blamed(scenario, taken):
-        _advise(opts, format)
+        _advise(opts, format, verbose)
 
 
-def _advise(opts: dict, format: Format) -> None:
+def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
     """`advise` once the scenario file (if any) is merged under the command line's options."""
+    from rtmodel_cli import your_model
     from runtime_model import report
     from runtime_model.advisor import advise as run_advice
     from runtime_model.constraints import Interval
 
-    margin, margin_why = _margin(opts["margin"], opts["profile"] is not None)
-    Interval(0.0, 1.0, closed="left").check("margin", margin)
+    objective = _objective(opts["objective"])
     own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"])
+    own.update(your_model.given(opts))
     request = {name: opts[name] for name in REQUEST_KEYS}
     request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
     varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
     sc, prov, notes, inputs = scenario_for({**request, **own, **varied}, opts["profile"], opts["presets"])
-    prov["margin"] = margin_why
-    adv = run_advice(sc, margin=margin, topologies=opts["topology"] or None, provenance=prov)
+    margin, prov["margin"] = _margin(opts["margin"], inputs.get("profile_margin"), prov.get("margin"))
+    Interval(0.0, 1.0, closed="left").check("margin", margin)
+    adv = run_advice(
+        sc, margin=margin, topologies=opts["topology"] or None, provenance=prov, objective=objective
+    )
     adv.notes.extend(notes)
     if format is Format.json:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
@@ -214,15 +251,29 @@ def _advise(opts: dict, format: Format) -> None:
     else:
         from rtmodel_cli.tables import render_advice, terminal_console
 
-        render_advice(adv, terminal_console())
+        render_advice(adv, terminal_console(), verbose=verbose)
 
 
-def _margin(given: float | None, from_profile: bool) -> tuple[float, str]:
-    """The too-close-to-call margin and why: yours, else the measured error of the inputs' source
-    (presets against the paper's GPU runs; calibrated profiles against the emulated-cluster runs)."""
-    from runtime_model.confidence import PRESETS, PROFILE, margin_for
+def _objective(given: str | None) -> str:
+    """--objective, checked: one line naming the choices for anything else."""
+    from runtime_model.advisor import ITERATION, OBJECTIVES
+    from runtime_model.errors import InvalidValue
+
+    if given is None:
+        return ITERATION
+    if given not in OBJECTIVES:
+        raise InvalidValue("objective", f"one of {', '.join(OBJECTIVES)}", given)
+    return given
+
+
+def _margin(given: float | None, profile_margin: float | None, profile_why: str | None) -> tuple[float, str]:
+    """The too-close-to-call margin on the speedup and why: yours, else the measured error of the
+    inputs' source: presets against the paper's GPU runs; a profile's composed from what it measured
+    (calibration.profiled.ProfiledScenario.margin)."""
+    from runtime_model.confidence import PRESETS, margin_for
 
     if given is not None:
-        return given, f"{given:.1%} (--margin)"
-    margin, why = margin_for(PROFILE if from_profile else PRESETS)
-    return margin, why
+        return given, f"±{given:.1%} on the speedup (--margin)"
+    if profile_margin is not None:
+        return profile_margin, profile_why
+    return margin_for(PRESETS)

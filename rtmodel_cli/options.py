@@ -35,6 +35,22 @@ IntraOpt = Annotated[str | None, typer.Option(help="Intra-node link preset (pcie
 ModelOpt = Annotated[
     str | None, typer.Option(help="Model preset (transformer-base, resnet50, ...; default transformer-base).")
 ]
+# Your own model instead of a preset (runtime_model.own_model): its size, and --compute-ms for its compute.
+ParamsOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="N",
+        help="Your own model instead of a --model preset: its trainable parameters (e.g. 1.3e9), an "
+        "integer in [1, 1e11]; needs --compute-ms. Messages are N x --message-dtype's bytes.",
+    ),
+]
+ParamMbOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="MB",
+        help="Your own model by its gradient message in MiB (> 0) instead of --params; needs --compute-ms.",
+    ),
+]
 ClusterOpt = Annotated[str | None, typer.Option(help="Named cluster preset (t4-ib100, a100-ib100, ...).")]
 GlobalBatchOpt = Annotated[
     float | None,

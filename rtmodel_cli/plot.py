@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli import scenario_file
+from rtmodel_cli import scenario_file, your_model
 from rtmodel_cli.options import (
     BucketMibOpt,
     ClusterOpt,
@@ -27,6 +27,8 @@ from rtmodel_cli.options import (
     NicsPerNodeOpt,
     NodeCvOpt,
     OptimizerMsOpt,
+    ParamMbOpt,
+    ParamsOpt,
     PresetsOpt,
     RankCvOpt,
     ScenarioOpt,
@@ -117,9 +119,10 @@ def _check_topology(topology: str | None) -> None:
         topology_info(topology)  # one line naming the choices when unknown
 
 
-# What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin` or `topology` (the plot's
-# own --gpus and --topology say what is drawn, against the advisor's margin); `profile` is refused.
-PLOT_IGNORES = ("gpus", "margin", "topology")
+# What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
+# (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
+# `profile` is refused.
+PLOT_IGNORES = ("gpus", "margin", "topology", "objective")
 FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")  # no plot flag; passed on to presets.resolve
 
 
@@ -141,19 +144,27 @@ def _preset_kw(o: dict, min_gpus: int) -> dict:
     """The preset keywords of a sweep from a plot command's merged options. --batch-per-gpu and the
     variation (--straggler's COUNT against the smallest n swept) are checked here, before any work: the
     sweep turns --batch-per-gpu into a global batch that must hold at least one unit per GPU
-    (presets.resolve checks the rest)."""
+    (presets.resolve checks the rest). With --params/--param-mb the library holds your model and
+    o["model"] becomes its name."""
     from runtime_model.constraints import Interval
     from runtime_model.presets import load_library
 
     if o["batch_per_gpu"] is not None:
         Interval(1.0, None, closed="left").check("batch_per_gpu", o["batch_per_gpu"])
 
+    library, o["model"] = your_model.add(
+        load_library(o["presets"] or ()),
+        your_model.given(o),
+        o["model"],
+        o["compute_ms"],
+        o["message_dtype"],
+    )
     kw = {
         "gpu": o["gpu"],
         "gpus_per_node": o["gpus_per_node"],
         "intra": o["intra"],
         "bucket_cap_mb": o["bucket_cap_mb"],
-        "library": load_library(o["presets"] or ()),
+        "library": library,
         **{name: o[name] for name in FROM_FILE_ONLY if o[name] is not None},
         **own_numbers(o["compute_ms"], o["optimizer_ms"], o["message_dtype"]),
         **network_kw(o["nics_per_node"], o["nccl_algo"]),
@@ -201,6 +212,8 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option(help="Named cluster preset; repeat for one panel each (instead of --network)."),
         ] = None,
+        params: ParamsOpt = None,
+        param_mb: ParamMbOpt = None,
         gpu: GpuOpt = None,
         gpus_per_node: GpusPerNodeOpt = None,
         intra: IntraOpt = None,
@@ -224,7 +237,7 @@ def register(app: typer.Typer) -> None:
 
         gl = parse_gpus(gpus)
         o, taken = _merged(locals())
-        networks, models, clusters = (_as_list(o[k]) for k in ("network", "model", "cluster"))
+        networks, clusters = _as_list(o["network"]), _as_list(o["cluster"])
         if networks and clusters:
             if not {"network", "cluster"} & taken or len(networks) > 1:
                 raise UserError("give --network or --cluster, not both")
@@ -236,7 +249,7 @@ def register(app: typer.Typer) -> None:
                 lambda: plots.speedup_vs_gpus(
                     gl,
                     networks or None,
-                    models or "transformer-base",
+                    _as_list(o["model"]) or "transformer-base",  # after _preset_kw: your model's name
                     clusters=clusters or None,
                     topologies=topology,
                     **kw,
@@ -256,6 +269,8 @@ def register(app: typer.Typer) -> None:
         network: NetworkOpt = None,
         model: ModelOpt = None,
         cluster: ClusterOpt = None,
+        params: ParamsOpt = None,
+        param_mb: ParamMbOpt = None,
         topology: Annotated[
             str | None,
             typer.Option(help="With several --gpus: this topology (default: the fastest at each n)."),
@@ -302,6 +317,8 @@ def register(app: typer.Typer) -> None:
         network: NetworkOpt = None,
         model: ModelOpt = None,
         cluster: ClusterOpt = None,
+        params: ParamsOpt = None,
+        param_mb: ParamMbOpt = None,
         topology: Annotated[
             str | None, typer.Option(help="This topology (default: the fastest at each n).")
         ] = None,

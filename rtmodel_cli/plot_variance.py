@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli import scenario_file
+from rtmodel_cli import scenario_file, your_model
 from rtmodel_cli.options import (
     BucketMibOpt,
     ClusterOpt,
@@ -26,6 +26,8 @@ from rtmodel_cli.options import (
     NetworkOpt,
     NodeCvOpt,
     OptimizerMsOpt,
+    ParamMbOpt,
+    ParamsOpt,
     PresetsOpt,
     ProfileOpt,
     RankCvOpt,
@@ -62,6 +64,8 @@ def register_variance(plot: typer.Typer) -> None:
         network: NetworkOpt = None,
         model: ModelOpt = None,
         cluster: ClusterOpt = None,
+        params: ParamsOpt = None,
+        param_mb: ParamMbOpt = None,
         gpu: GpuOpt = None,
         gpus_per_node: GpusPerNodeOpt = None,
         intra: IntraOpt = None,
@@ -112,6 +116,6 @@ def _scenario(o: dict, gpus: int):
         raise UserError("--batch-per-gpu cannot be used with --profile: the profile measured its batch")
     request = {name: o.get(name) for name in REQUEST_KEYS}
     request["gpus"] = gpus
-    own = own_numbers(o["compute_ms"], o["optimizer_ms"], o["message_dtype"])
+    own = {**own_numbers(o["compute_ms"], o["optimizer_ms"], o["message_dtype"]), **your_model.given(o)}
     varied = variation_kw(o["straggler"], o["rank_cv"], o["node_cv"], gpus)
     return scenario_for({**request, **own, **varied}, Path(o["profile"]), o["presets"])[0]

@@ -31,6 +31,8 @@ KEYS = {
     "network": TEXT,
     "intra": TEXT,
     "model": TEXT,
+    "params": FLOAT,  # your own model instead of a preset: parameters (with compute_ms)
+    "param_mb": FLOAT,  # or its gradient message in MiB
     "global_batch": FLOAT,
     "precision": TEXT,
     "mfu": FLOAT,
@@ -46,6 +48,7 @@ KEYS = {
     "nics_per_node": INT,
     "nccl_algo": TEXT,
     "margin": FLOAT,
+    "objective": TEXT,  # iteration | accuracy
     "topology": TEXTS,
     "presets": TEXTS,  # directories, relative to the file's directory
     "profile": TEXT,  # a path, relative to the file's directory

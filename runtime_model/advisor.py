@@ -328,9 +328,11 @@ def _consensus_warning(row: TopologyRow, gpus: int) -> str:
     cost = row.convergence
     if cost.kind == HOPELESS:
         return (
-            f" WARNING: {row.topology}'s consensus is hopeless at {gpus} GPUs: {cost.describe()}; its "
-            "models will barely agree. Rank by time to the same loss with --objective accuracy."
+            f" WARNING: {row.topology}'s consensus is hopeless at {gpus} GPUs ({cost.describe()}): its "
+            "models will barely agree; --objective accuracy ranks by time to the same loss."
         )
     if cost.kind not in (EXACT, MEASURED):
-        return f" Caution: {row.topology}'s {cost.describe()} at {gpus} GPUs."
+        return (
+            f" Caution: {row.topology} is not measured to keep accuracy at {gpus} GPUs ({cost.describe()})."
+        )
     return ""

@@ -88,11 +88,15 @@ def layout_from_order(
             gossip_esize.append(esize)
             size, elems = 0, 0
     seen: set[int] = set()
+    bumped: dict[int, int] = {}  # a size -> the last size it was bumped to: equal buckets stay O(n)
     gossip_sizes = []
     for elems, esize in zip(gossip_elems, gossip_esize, strict=True):
+        start = elems
+        elems = bumped.get(start, start)  # every size from start up to here is taken (seen only grows)
         while elems in seen:
             elems += 32
         seen.add(elems)
+        bumped[start] = elems
         gossip_sizes.append(elems * esize)
     return BucketLayout(ddp_sizes, gossip_sizes, ddp_map, gossip_map, list(order))
 

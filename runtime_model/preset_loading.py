@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 from runtime_model.constraints import Interval
 from runtime_model.errors import InvalidValue, UserError
+from runtime_model.own_model import PARAMS, PARAMS_ONLY_KEYS, PARAMS_WHY, params_only_preset
 from runtime_model.preset_types import (
     GPUS,
     INTEGER,
@@ -63,6 +64,11 @@ REF_WORDS = {
     OPTIMIZERS: "optimizer",
 }
 FINITE = Interval()
+# Said when a model entry lacks a key: an entry of PARAMS_ONLY_KEYS only is a model known by its count.
+PARAMS_ONLY_HINT = (
+    f"; or, for a model known only by its parameter count, give params (and optionally "
+    f"{', '.join(PARAMS_ONLY_KEYS[1:])}) and --compute-ms, or use --params N --compute-ms MS"
+)
 
 
 class PresetFileError(UserError):
@@ -116,9 +122,10 @@ def _values(cls, raw, where: str, *, partial: bool = False) -> dict:
         if key not in specs:
             raise PresetFileError(where, f"unknown key '{key}' (expected: {', '.join(specs)})")
     if not partial:
+        hint = PARAMS_ONLY_HINT if cls is ModelPreset else ""
         for key, f in specs.items():
             if key not in raw and f.default is MISSING:
-                raise PresetFileError(where, f"missing key '{key}' (expected: {', '.join(specs)})")
+                raise PresetFileError(where, f"missing key '{key}' (expected: {', '.join(specs)}){hint}")
     return {key: _value(where, specs[key], v) for key, v in raw.items()}
 
 
@@ -128,6 +135,22 @@ def _entry(cls, raw, where: str, name: str):
         return cls(name=name, **values)
     except UserError as exc:
         raise PresetFileError(where, str(exc)) from None
+
+
+def _is_params_only(section: str, raw) -> bool:
+    """A models.toml entry that gives its parameter count and nothing that needs measured counts."""
+    return (
+        section == MODELS and isinstance(raw, dict) and "params" in raw and set(raw) <= set(PARAMS_ONLY_KEYS)
+    )
+
+
+def _params_only_values(raw: dict, where: str) -> dict:
+    values = _values(ModelPreset, raw, where, partial=True)
+    if not PARAMS.contains(values["params"]):
+        raise PresetFileError(
+            where, f"params must be {PARAMS.describe()} {PARAMS_WHY}, got {values['params']!r}"
+        )
+    return values
 
 
 def _parse(text: str, label: str) -> dict:
@@ -146,6 +169,7 @@ class _Layers:
         self.defaults: dict = {}
         self.defaults_origin: dict[str, str] = {}
         self.files: list[str] = []
+        self.params_only: dict[str, dict] = {}  # model name -> its checked values, made in `library`
 
     def add_file(self, file_name: str, label: str, text: str, *, builtin: bool) -> None:
         data = _parse(text, label)
@@ -169,8 +193,22 @@ class _Layers:
     def _add_entries(self, data: dict, label: str, section: str, cls, prefix: str = "") -> None:
         for name, raw in data.items():
             where = f"{label} [{prefix}{name}]"
-            self.entries[section][name] = _entry(cls, raw, where, name)
             self.origin[(section, name)] = where
+            if _is_params_only(section, raw):
+                self.params_only[name] = _params_only_values(raw, where)
+                self.entries[section].pop(name, None)
+                continue
+            self.params_only.pop(name, None)
+            self.entries[section][name] = _entry(cls, raw, where, name)
+
+    def make_params_only_models(self) -> None:
+        """The params-only models, their optimizer and compute CV from the default model unless given
+        (the built-in default model when the default is itself params-only)."""
+        like = self.entries[MODELS].get(self.defaults["model"])
+        if like is None and self.params_only:
+            like = builtin_library().model(builtin_library().defaults.model)
+        for name, values in self.params_only.items():
+            self.entries[MODELS][name] = params_only_preset(name, like=like, **values)
 
     def check_references(self) -> None:
         """Every name a preset or default gives (a cluster's gpu, a GPU's default_intra) exists."""
@@ -193,6 +231,7 @@ class _Layers:
         raise PresetFileError(where, f"{f.name} names unknown {word} '{value}' (choose one of: {choices})")
 
     def library(self) -> PresetLibrary:
+        self.make_params_only_models()
         self.check_references()
         frozen = {section: MappingProxyType(dict(table)) for section, table in self.entries.items()}
         return PresetLibrary(

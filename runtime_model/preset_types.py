@@ -133,6 +133,8 @@ class ModelPreset:
     source: str = _toml(TEXT)
     counts_source: str = _toml(TEXT)  # the command that measured the per-mode tables and backward_numels
     compute_cv_source: str = _toml(TEXT, default="")
+    # Known only by its parameter count (own_model): no FLOP or op counts, compute must be measured.
+    params_only: bool = False
 
     def __post_init__(self):
         if self.embedding_params > self.params:

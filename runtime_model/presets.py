@@ -18,6 +18,7 @@ from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
 from runtime_model.distributions import NormalCompute
 from runtime_model.errors import InvalidValue
 from runtime_model.gpu_compute import IterationWork, Work, ddp_compute, decent_dp_compute
+from runtime_model.own_model import NeedsComputeMs, piece_numels
 from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
 from runtime_model.preset_types import AMP_PRECISIONS, LinkPreset, PresetLibrary, UnknownPreset
 from runtime_model.scenario import (
@@ -148,7 +149,8 @@ def resolve(
     bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv,
     nics_per_node, nccl_algo). `mfu`
     is the large-batch efficiency of the chosen precision (default: the GPU's figure for it).
-    `straggler` = (factor, count): the first `count` ranks run `factor` times slower."""
+    `straggler` = (factor, count): the first `count` ranks run `factor` times slower. A params-only
+    model (own_model) needs compute_ms (NeedsComputeMs)."""
     lib = library or builtin_library()
     check_gpus("gpus", gpus)
     if gpus_per_node is not None:
@@ -169,6 +171,8 @@ def resolve(
     g = lib.gpu(gpu)
     model = lib.defaults.model if model is None else model
     m = lib.model(model)
+    if m.params_only and compute_ms is None:
+        raise NeedsComputeMs(model)
     precision = g.default_precision if precision is None else precision
     if precision not in g.tflops:
         raise UnknownPreset("precision", precision, list(g.tflops), "precision")
@@ -254,7 +258,8 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     Device: matmul FLOPs at peak x large-batch efficiency (mfu), memory-bound kernels' bytes at
     bandwidth x streaming efficiency; host: kernel-launching ops x the host's dispatch cost. The
     optimizer, GradScaler, DDP's bucket copies and Decent-DP's mixing are passes over the parameters
-    (traffic.toml)."""
+    (traffic.toml). A params-only model's forward and backward are the measured compute_ms, split as
+    its FLOPs (own_model), on the device."""
     lib = library or builtin_library()
     g, m = lib.gpu(choice.gpu), lib.model(choice.model)
     mode = "amp" if choice.precision in AMP_PRECISIONS else "full"
@@ -284,6 +289,9 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
         backward_flops * units,
         m.backward_bytes_per_unit[mode] * units + m.backward_fixed_bytes[mode],
     )
+    if m.params_only:
+        measured_s, share = choice.compute_ms * 1e-3, forward_share(m)
+        forward, backward = Work(0.0, measured_s * share), Work(0.0, measured_s * (1 - share))
     step = (m.optimizer, "grad-scaler-unscale") if mode == "amp" else (m.optimizer,)
     return IterationWork(
         forward=forward,
@@ -302,20 +310,31 @@ def computes_from_preset(
     """(DDP's compute, Decent-DP's compute) per iteration; the user's own measured times
     (compute_ms, optimizer_ms) replace the estimates where given, the same for both libraries."""
     work = iteration_work(choice, library)
+    m = (library or builtin_library()).model(choice.model)
     prec = f"{choice.gpu} {choice.precision}"
     src = f"preset {choice.model} on {prec}: host {choice.model} ops x dispatch, device FLOPs at {choice.mfu:g} of peak + memory traffic"
+    if m.params_only:
+        src = f"{m.name} ({m.params:,} parameters) on {prec}: optimizer and mixing as memory traffic"
     variation = variation_of(choice)
     ddp = replace(ddp_compute(work, choice.compute_cv, src), variation=variation)
     gossip = replace(decent_dp_compute(work, buckets.gossip, choice.compute_cv, src), variation=variation)
     if choice.compute_ms is None and choice.optimizer_ms is None:
         return ddp, gossip
-    return _measured(ddp, choice), _measured(gossip, choice)
+    share = forward_share(m) if m.params_only else None
+    return _measured(ddp, choice, share), _measured(gossip, choice, share)
 
 
-def _measured(compute: Compute, choice: PresetChoice) -> Compute:
-    """`compute` with the user's measured forward+backward (split as estimated) and optimizer times."""
+def forward_share(model) -> float:
+    """The forward's share of forward + backward by the model's matmul FLOPs."""
+    return model.forward_flops_per_unit / model.train_flops_per_unit
+
+
+def _measured(compute: Compute, choice: PresetChoice, fwd_share: float | None = None) -> Compute:
+    """`compute` with the user's measured forward+backward (split as estimated, or by `fwd_share`) and
+    optimizer times."""
     seconds = compute.compute_s if choice.compute_ms is None else choice.compute_ms * 1e-3
-    fwd_share = compute.forward_s / compute.compute_s if compute.compute_s > 0 else 1 / 3
+    if fwd_share is None:
+        fwd_share = compute.forward_s / compute.compute_s if compute.compute_s > 0 else 1 / 3
     optimizer_s = compute.optimizer_s if choice.optimizer_ms is None else choice.optimizer_ms * 1e-3
     given = [
         f"compute {choice.compute_ms:g} ms" if choice.compute_ms is not None else "",
@@ -334,12 +353,16 @@ def _measured(compute: Compute, choice: PresetChoice) -> Compute:
 def buckets_from_preset(choice: PresetChoice, library: PresetLibrary | None = None) -> BucketLayout:
     """DDP's and Decent-DP's buckets of the model's parameter list, cut as the two libraries cut them:
     Decent-DP at the cap (25 MiB); DDP's first bucket 1 MiB when no cap is given (torch applies a
-    given bucket_cap_mb to the first bucket too), the rest at the cap."""
+    given bucket_cap_mb to the first bucket too), the rest at the cap. A params-only model's list is
+    equal pieces of the smallest cap (own_model.piece_numels)."""
     m = (library or builtin_library()).model(choice.model)
     cap = BUCKET_CAP_MIB if choice.bucket_cap_mb is None else choice.bucket_cap_mb
     first = DDP_FIRST_BUCKET_MIB if choice.bucket_cap_mb is None else choice.bucket_cap_mb
     element_bytes = MESSAGE_DTYPE_BYTES[choice.message_dtype]
-    return preset_bucket_layout(list(m.backward_numels), element_bytes, cap, first, m.embedding_params)
+    numels = list(m.backward_numels)
+    if m.params_only:
+        numels = piece_numels(m.params, element_bytes, cap, first)
+    return preset_bucket_layout(numels, element_bytes, cap, first, m.embedding_params)
 
 
 def scenario_from_choice(choice: PresetChoice, library: PresetLibrary | None = None) -> Scenario:

@@ -165,6 +165,14 @@ def test_plots_take_the_files_model_inputs(tmp_path, monkeypatch):
         assert Path(f"{sub[0]}.png").stat().st_size > 0
 
 
+def test_plots_take_your_model_from_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("mine.toml").write_text("param_mb = 512\ncompute_ms = 120\n")
+    res = runner.invoke(app, ["plot", "factors", "--gpus", "16", "--scenario", "mine.toml", "--out", "f.png"])
+    assert res.exit_code == 0, res.output
+    assert Path("f.png").stat().st_size > 0
+
+
 # ----------------------------------------------------------------------------- bad files: one line, exit 2
 
 BAD_FILES = [
@@ -192,6 +200,9 @@ BAD_FILES = [
     ("team.toml", "gpus = 12\ngpus_per_node = 5\n", "'gpus_per_node' 5"),
     ("team.toml", "compute_ms = 0\n", "'compute_ms' must be a finite number > 0"),
     ("team.toml", "optimizer_ms = -1\n", "'optimizer_ms' must be a finite number >= 0"),
+    ("team.toml", "params = 0\ncompute_ms = 9\n", "'params' must be an integer in [1, 1e+11]"),
+    ("team.toml", "param_mb = nan\ncompute_ms = 9\n", "'param_mb' must be a finite number > 0"),
+    ("team.toml", "params = 1e8\n", "'params' 100000000 needs your measured forward + backward time"),
 ]
 
 
