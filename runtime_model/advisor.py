@@ -57,9 +57,8 @@ class Recommendation:
     code_line: str
     torchrun_line: str
     equivalent: tuple[str, ...] = ()  # runnable options whose mean is within the margin of the fastest one's
-    candidate: str | None = (
-        None  # with too_close_to_call: the decentralized option a validation run should try
-    )
+    # with too_close_to_call: the decentralized option a validation run should try
+    candidate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class Advice:
     margin: float
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    objective: str = "iteration"
+    objective: str = ITERATION
 
     def standing(self) -> dict[str, str]:
         """See `standing`."""
@@ -134,7 +133,8 @@ def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[T
     if not same:
         return rec
     means = {"allreduce": ar.mean_s, **{r.topology: r.prediction.mean_s for r in rows if r.prediction}}
-    fastest = min((n for n in st), key=means.get)
+    fastest = min(st, key=means.get)  # the fastest runnable option is always 'best' or 'equivalent'
+
     listed = ", ".join(f"{_display(n)} ({means[n] * 1e3:.1f} ms)" for n in same)
     verdict = (
         f"{rec.verdict} Equivalent per iteration (within the {margin:.1%} margin of the fastest, "

@@ -91,6 +91,15 @@ def _consensus_field(entry: dict, key: str, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
+def _agreement_text(entry: dict) -> str:
+    """The consensus class, and the time to All-Reduce's loss vs All-Reduce's where it is known."""
+    c = entry.get("convergence") or {}
+    if not c:
+        return ""
+    known = c.get("time_to_loss_vs_allreduce")
+    return c["kind"] if known is None else f"{c['kind']}: loss in {known:.2f}x"
+
+
 def _convergence_number(entry: dict, key: str) -> str:
     value = (entry.get("convergence") or {}).get(key)
     return "" if value is None else format(value, ".6g")
@@ -135,10 +144,12 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
         "convergence",
         "agreement",
         lambda e: (e.get("convergence") or {}).get("kind", ""),
+        _agreement_text,
         numeric=False,
         priority=1,
     ),
     Column("transient_ratio", None, lambda e: _convergence_number(e, "transient_ratio")),
+    Column("time_to_loss_vs_allreduce", None, lambda e: _convergence_number(e, "time_to_loss_vs_allreduce")),
     Column("uneven_ms", "uneven ms", _factor("uneven_s", ".4f"), _factor("uneven_s", "+.2f"), priority=4),
 )
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)

@@ -295,8 +295,8 @@ def uneven_exchanges(per_rank: Sequence[np.ndarray]) -> bool:
 def compute_varies(scenario: Scenario) -> bool:
     """Any compute variation (i.i.d., persistent or node-correlated) in either execution's compute."""
     for comp in (scenario.compute, scenario.decent_dp_compute):
-        dist = comp.distribution
-        if (dist is not None and getattr(dist, "sd_s", 1.0) > 0) or not comp.variation.is_iid:
+        dist = comp.distribution  # E[max of 2 draws] exceeds the mean exactly when the draws vary
+        if (dist is not None and dist.expected_max(2) > dist.mean_s) or not comp.variation.is_iid:
             return True
     return False
 

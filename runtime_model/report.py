@@ -7,14 +7,16 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
   provenance: {parameter: where it came from}
   predictions[]: {topology, applicable, reason, iteration_s: {mean, p50, p99}, speedup_vs_allreduce,
                   factors: {overlap_s, links_s, variance_s, uneven_s, total_s} | null,
-                  consensus: {...} | null, convergence: {kind, transient_ratio, term_factor, about} | null,
+                  consensus: {...} | null, convergence: {kind, transient_ratio, term_factor, about,
+                  time_to_loss_vs_allreduce, time_to_loss_vs_allreduce_at_least} | null,
                   comm_s, exposed_comm_s, compute_wait_s, optimizer_s, uncertainty_s, decent_dp_builtin,
                   runs_on_decent_dp, vs_best}
                  (the first entry is "allreduce", the DDP baseline)
                  consensus: {exact_rounds, rho, rho_per_round, spectral_gap, transient_proxy, method,
                              worst_round_contraction, tau_over_p} (runtime_model.consensus)
                  runs_on_decent_dp: Schedule.decent_dp_runnable (reason: the note why not)
-                 convergence: what the consensus costs in iterations (runtime_model.convergence)
+                 convergence: what the consensus costs in iterations (runtime_model.convergence), and
+                              time_to_loss_vs_allreduce (null where not known) / _at_least
                  vs_best: "best" (the recommended option), "equivalent" (mean within `margin` of the
                           fastest runnable mean, All-Reduce included) or null
   recommendation: {topology, speedup_vs_allreduce, too_close_to_call, verdict, code, torchrun, equivalent,
@@ -32,7 +34,7 @@ from dataclasses import asdict
 
 from runtime_model.advisor import Advice
 from runtime_model.columns import CSV_COLUMNS
-from runtime_model.convergence import EXACT_COST, ConsensusCost
+from runtime_model.convergence import EXACT, EXACT_COST, MEASURED, ConsensusCost
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
 from runtime_model.scenario import ClusterShape
@@ -50,8 +52,16 @@ def _pred_dict(p: IterationPrediction) -> dict:
     }
 
 
-def _convergence_dict(cost: ConsensusCost) -> dict:
-    return {**asdict(cost), "about": cost.describe()}
+def _convergence_dict(cost: ConsensusCost, time_vs_allreduce: float) -> dict:
+    """The consensus cost and the time to All-Reduce's loss relative to All-Reduce's own: known where the
+    iterations are All-Reduce's (exact, measured), else only its lower bound, the per-iteration ratio."""
+    known = cost.kind in (EXACT, MEASURED)
+    return {
+        **asdict(cost),
+        "about": cost.describe(),
+        "time_to_loss_vs_allreduce": time_vs_allreduce if known else None,
+        "time_to_loss_vs_allreduce_at_least": time_vs_allreduce,
+    }
 
 
 def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
@@ -73,7 +83,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
                 "worst_round_contraction": 0.0,
                 "tau_over_p": 1.0,
             },
-            "convergence": _convergence_dict(EXACT_COST),
+            "convergence": _convergence_dict(EXACT_COST, 1.0),
             "uncertainty_s": advice.allreduce_uncertainty_s,
             "decent_dp_builtin": False,
             "vs_best": standing.get("allreduce"),
@@ -94,7 +104,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
                     "total_s": f.total_s,
                 },
                 consensus=asdict(r.consensus),
-                convergence=_convergence_dict(r.convergence),
+                convergence=_convergence_dict(r.convergence, 1.0 / r.speedup),
                 per_round_comm_s=list(r.prediction.per_round_comm_s),
                 uncertainty_s=r.uncertainty_s,
             )
