@@ -53,7 +53,8 @@ LEGEND = (
         "agreement",
         "agreement = what the consensus costs in iterations (Koloskova et al. 2020): exact (All-Reduce's "
         "iterations), measured (within what the paper measured to keep accuracy), extrapolated (beyond "
-        "it), hopeless (an order of magnitude beyond it); JSON/CSV give the transient ratio.",
+        "it), hopeless (an order of magnitude beyond it); where known, the time to All-Reduce's loss as a "
+        "multiple of All-Reduce's (JSON/CSV: the transient ratio and the time's lower bound elsewhere).",
     ),
     (
         "runs on",
