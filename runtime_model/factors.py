@@ -79,7 +79,7 @@ class Worlds:
     round_comm_s: tuple[float, ...]  # the topology's slowest group per round
     uneven_exchanges: bool = False  # do exchanges differ between rounds or ranks (module doc)
     varied: bool = True  # does compute vary (i.i.d., persistent or node-correlated)? Without, no variance
-    one_node: bool = False
+    one_node: bool = False  # every exchange on one node (FactorBreakdown.links_name)
 
 
 def _iteration_s(w: Worlds, on: frozenset) -> float:
