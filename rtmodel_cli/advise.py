@@ -256,14 +256,9 @@ def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
 
 def _objective(given: str | None) -> str:
     """--objective, checked: one line naming the choices for anything else."""
-    from runtime_model.advisor import ITERATION, OBJECTIVES
-    from runtime_model.errors import InvalidValue
+    from runtime_model.advisor import ITERATION, check_objective
 
-    if given is None:
-        return ITERATION
-    if given not in OBJECTIVES:
-        raise InvalidValue("objective", f"one of {', '.join(OBJECTIVES)}", given)
-    return given
+    return ITERATION if given is None else check_objective(given)
 
 
 def _margin(given: float | None, profile_margin: float | None, profile_why: str | None) -> tuple[float, str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from runtime_model.consensus import ConsensusMetrics
 from runtime_model.convergence import EXACT, EXACT_COST, HOPELESS, MEASURED, ConsensusCost, consensus_cost
 from runtime_model.defaults import MARGIN
-from runtime_model.errors import UserError
+from runtime_model.errors import InvalidValue
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
@@ -78,6 +78,14 @@ class Advice:
         return standing(self.allreduce.mean_s, self.rows, self.margin, self.recommendation.topology)
 
 
+def check_objective(objective: str) -> str:
+    """`objective` if it is one of OBJECTIVES, else an InvalidValue naming the choices (the shell shows
+    it as --objective, or as the scenario file's key)."""
+    if objective not in OBJECTIVES:
+        raise InvalidValue("objective", f"one of {', '.join(OBJECTIVES)}", objective)
+    return objective
+
+
 def within_margin(mean_s: float, best_mean_s: float, margin: float) -> bool:
     """Is a mean within the relative margin of the best mean (the advisor's equivalence)?"""
     return abs(mean_s - best_mean_s) <= margin * best_mean_s
@@ -134,7 +142,6 @@ def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[T
         return rec
     means = {"allreduce": ar.mean_s, **{r.topology: r.prediction.mean_s for r in rows if r.prediction}}
     fastest = min(st, key=means.get)  # the fastest runnable option is always 'best' or 'equivalent'
-
     listed = ", ".join(f"{_display(n)} ({means[n] * 1e3:.1f} ms)" for n in same)
     verdict = (
         f"{rec.verdict} Equivalent per iteration (within the {margin:.1%} margin of the fastest, "
@@ -210,8 +217,7 @@ def advise_many(
 ) -> list[Advice]:
     """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
     draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop."""
-    if objective not in OBJECTIVES:
-        raise UserError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    check_objective(objective)
     plans, pending = [], []
     for scenario in scenarios:
         ar = allreduce_prediction(scenario)

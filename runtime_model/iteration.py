@@ -25,7 +25,7 @@ upper bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -266,8 +266,7 @@ def prediction_from_growth(
     exposed = max(0.0, mean - wait - comp.optimizer_s)  # time waiting on gossip beyond compute
 
     ar = allreduce if allreduce is not None else allreduce_prediction(scenario)
-    worlds = _worlds(scenario, ar, mean, wait, opt_last, comm_rounds)
-    factors = shapley_factors(replace(worlds, uneven_exchanges=uneven_exchanges(per_rank)))
+    factors = shapley_factors(_worlds(scenario, ar, mean, wait, opt_last, per_rank))
     return IterationPrediction(
         name=name,
         mean_s=mean,
@@ -301,8 +300,10 @@ def compute_varies(scenario: Scenario) -> bool:
     return False
 
 
-def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_last_s, comm_rounds) -> Worlds:
-    """The ingredients of the factor breakdown's mixed worlds (factors.Worlds)."""
+def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_last_s, per_rank) -> Worlds:
+    """The ingredients of the factor breakdown's mixed worlds (factors.Worlds) from each round's
+    per-rank exchange times."""
+    comm_rounds = [float(c.max()) for c in per_rank]
     ddp, dp, shape = scenario.compute, scenario.decent_dp_compute, scenario.shape
     # Decent-DP's compute is a scaled copy of DDP's on presets (same distribution family and variation),
     # so waiting only for the group scales the same way.
@@ -323,6 +324,7 @@ def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_las
         dp_last_step_s=opt_last_s,
         allreduce_comm_s=ar.comm_s,
         round_comm_s=tuple(comm_rounds),
+        uneven_exchanges=uneven_exchanges(per_rank),
         varied=compute_varies(scenario),
         one_node=shape.nodes == 1,
     )
