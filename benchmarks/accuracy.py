@@ -15,7 +15,7 @@ time (= throughput): time-varying topologies alternate fast and slow rounds, so 
         # reuse DIR's runs (or run what is missing), replace those clusters' rows in the results there,
         # recompute the summary over all rows, and copy the clusters' raw runs into benchmarks/results/runs
 
-Results go to benchmarks/results/accuracy-<subset>.csv, .md and .json (the README quotes the full one).
+Results go to benchmarks/results/accuracy-<subset>.csv, .md and .json (docs/accuracy.md quotes the full one).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ FULL = (
     ClusterConfig(2, 2, 1000, 0.5, ALL4 + ("alternating-exp-ring",)),
     # 4 nodes at 200 Mbit, not 1 Gbit: a 4-node ring moves 4x one NIC's rate through the forwarder,
     # and at 4 Gbit/s its CPU competes with the ranks on 2 cores (measured: All-Reduce 20-33% slower
-    # than profiled, see README "Where the model misses").
+    # than profiled, see docs/accuracy.md, "Where the model misses").
     ClusterConfig(4, 1, 200, 0.2, ALL4),
     ClusterConfig(4, 2, 100, 1.0, ALL4 + ("alternating-exp-ring",)),
     ClusterConfig(2, 2, 1000, 0.2, ("ring", "alternating-exp-ring", "complete"), jitter_cv=0.3),

@@ -92,13 +92,13 @@ def run_calibrate(
     from calibration.extrapolate import extrapolation_notes
     from calibration.profile_io import CalibrationError, load_profile
     from calibration.serialize import calibration_to_json, save_calibration
-    from rtmodel_cli.paths import check_output_path
+    from rtmodel_util.files import check_output_path
     from runtime_model.scenario import ClusterShape
 
     if fmt not in FORMATS:
         raise CalibrationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if out is not None:
-        out = check_output_path(out, "--out")
+        out = check_output_path(out, "--out", inputs={"PROFILE": profile})
     # Always a fallback, as `rtmodel advise` does: a link the profile could not measure comes from the
     # preset named by --network / --intra, else from the preset library's default (said in the notes).
     fallback = (resolve_network or preset_network)(network, intra)

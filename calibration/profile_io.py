@@ -103,10 +103,17 @@ def validate_profile(doc: Any, origin: str = "profile") -> None:
         len(doc["workload"]["gossip_buckets_bytes"]),
         origin,
     )
-    _check_communication(doc["communication"], origin)
+    _check_communication(doc["communication"], doc["shape"], origin)
 
 
 # ----------------------------------------------------------------------------- field checks
+
+
+# What a real profile can hold. A step or a collective that takes more than a day was not measured (and
+# 1e300 s overflows the model into NaN verdicts); a message or bucket over 1e13 bytes (10 TB) is more than
+# any GPU's memory holds.
+MAX_TIME_S = 86_400.0
+MAX_BYTES = 10**13
 
 
 def _where(origin: str, path: str) -> str:
@@ -117,9 +124,11 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _require_int(value: Any, path: str, origin: str, minimum: int = 1) -> int:
-    if not _is_number(value) or int(value) != value or value < minimum:
+def _require_int(value: Any, path: str, origin: str, minimum: int = 1, maximum: int | None = None) -> int:
+    if not _is_number(value) or not math.isfinite(value) or int(value) != value or value < minimum:
         raise ProfileError(f"{_where(origin, path)} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ProfileError(f"{_where(origin, path)} must be at most {maximum:,}, got {value!r}")
     return int(value)
 
 
@@ -134,6 +143,10 @@ def _check_time(value: Any, path: str, origin: str, positive: bool) -> None:
         raise ProfileError(f"{_where(origin, path)} is infinite; times must be finite numbers of seconds")
     if value < 0:
         raise ProfileError(f"{_where(origin, path)} is negative ({value}); times must be >= 0 s")
+    if value > MAX_TIME_S:
+        raise ProfileError(
+            f"{_where(origin, path)} is {value:g} s, more than a day; not a measured time (re-profile)"
+        )
     if positive and value == 0:
         raise ProfileError(f"{_where(origin, path)} is 0; a measured collective takes > 0 s")
 
@@ -164,7 +177,7 @@ def _check_workload(workload: dict, origin: str) -> None:
                 f"{_where(origin, 'workload.' + key)} must be a non-empty list of bucket sizes"
             )
         for i, s in enumerate(sizes):
-            _require_int(s, f"workload.{key}[{i}]", origin)
+            _require_int(s, f"workload.{key}[{i}]", origin, maximum=MAX_BYTES)
     args = workload.get("model_args")
     if args is not None and not isinstance(args, dict):
         raise ProfileError(f"{_where(origin, 'workload.model_args')} must be an object of model arguments")
@@ -190,6 +203,16 @@ def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, or
             )
         for r, times in enumerate(per_rank):
             _check_times(times, f"compute.{key}[{r}]", origin)
+    for r, (fwd, bwd) in enumerate(zip(compute["forward_s"], compute["backward_s"], strict=True)):
+        if len(fwd) != len(bwd):
+            raise ProfileError(
+                f"{_where(origin, f'compute.forward_s[{r}]')} has {len(fwd)} iterations but backward_s has {len(bwd)}"
+            )
+        if not sum(fwd) + sum(bwd) > 0:
+            raise ProfileError(
+                f"{_where(origin, f'compute.forward_s[{r}]')}: rank {r}'s forward and backward took 0 s in every "
+                "iteration; a training step takes time (re-profile)"
+            )
     iterations = [len(t) for t in compute["backward_s"]]
     for key, n_buckets in (("ddp_bucket_ready_s", n_ddp), ("gossip_bucket_ready_s", n_gossip)):
         per_rank = compute.get(key)
@@ -212,7 +235,10 @@ def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, or
                     )
 
 
-def _check_communication(comm: dict, origin: str) -> None:
+def _check_communication(comm: dict, shape: dict, origin: str) -> None:
+    """The measured collectives; every group must exist in the profiled shape (no rank beyond world_size,
+    no node beyond its nodes, no more ranks sharing a NIC than a node holds)."""
+    world, nodes, per_node = int(shape["world_size"]), int(shape["nodes"]), int(shape["ranks_per_node"])
     patterns = comm.get("patterns")
     if not isinstance(patterns, list) or not patterns:
         raise ProfileError(
@@ -227,24 +253,37 @@ def _check_communication(comm: dict, origin: str) -> None:
             raise ProfileError(
                 f"{_where(origin, where)}.pattern is {name!r}; known: {', '.join(KNOWN_PATTERNS)}"
             )
-        size = _require_int(pat.get("group_size"), f"{where}.group_size", origin, minimum=2)
-        spans = _require_int(pat.get("nodes_spanned"), f"{where}.nodes_spanned", origin)
-        _require_int(pat.get("nic_sharing"), f"{where}.nic_sharing", origin)
+        size = _require_int(pat.get("group_size"), f"{where}.group_size", origin, minimum=2, maximum=world)
+        spans = _require_int(pat.get("nodes_spanned"), f"{where}.nodes_spanned", origin, maximum=nodes)
+        _require_int(pat.get("nic_sharing"), f"{where}.nic_sharing", origin, maximum=per_node)
         if spans > size:
             raise ProfileError(f"{_where(origin, where)} spans {spans} nodes with only {size} ranks")
+        groups = pat.get("concurrent_groups")
+        if groups is not None:
+            groups = _require_int(groups, f"{where}.concurrent_groups", origin)
+            if groups * size > world:
+                raise ProfileError(
+                    f"{_where(origin, where)}: {groups} groups of {size} ranks need {groups * size} ranks; "
+                    f"the profile has {world}"
+                )
         results = pat.get("results")
         if not isinstance(results, list) or not results:
             raise ProfileError(f"{_where(origin, where)}.results is missing or empty ({name})")
         for i, res in enumerate(results):
             if not isinstance(res, dict):
                 raise ProfileError(f"{_where(origin, f'{where}.results[{i}]')} must be an object")
-            _require_int(res.get("bytes"), f"{where}.results[{i}].bytes", origin)
+            _require_int(res.get("bytes"), f"{where}.results[{i}].bytes", origin, maximum=MAX_BYTES)
             _check_times(res.get("samples_s"), f"{where}.results[{i}].samples_s", origin, positive=True)
             per_group = res.get("group_samples_s")  # optional: profiles before it lack it
             if per_group is not None:
                 if not isinstance(per_group, list) or not per_group:
                     raise ProfileError(
                         f"{_where(origin, f'{where}.results[{i}].group_samples_s')} must be a non-empty list"
+                    )
+                if len(per_group) > world // size:
+                    raise ProfileError(
+                        f"{_where(origin, f'{where}.results[{i}].group_samples_s')} names {len(per_group)} "
+                        f"groups of {size} ranks; the profile's {world} ranks hold at most {world // size}"
                     )
                 for g, times in enumerate(per_group):
                     _check_times(times, f"{where}.results[{i}].group_samples_s[{g}]", origin, positive=True)

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
+from rtmodel_util.files import write_json_atomic
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
 from runtime_model.variation import Variation
@@ -248,16 +247,8 @@ def _variation_in(d: dict) -> Variation:
 
 
 def save_calibration(cal: Calibration, path) -> None:
-    """Write the PARAMS file atomically (temp file + os.replace): a crash never leaves half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(calibration_to_json(cal), fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write the PARAMS file whole or not at all (rtmodel_util.files): a crash never leaves half a file."""
+    write_json_atomic(path, calibration_to_json(cal))
 
 
 def load_calibration(path) -> Calibration:

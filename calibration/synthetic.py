@@ -8,14 +8,12 @@ separate small-message regime (a protocol switch), so regime detection can be te
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from rtmodel_util.files import write_json_atomic
 from runtime_model.collectives import allreduce_s, busbw_Bps
 from runtime_model.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.scenario import GroupShape, Link, Network
@@ -190,9 +188,5 @@ def _communication_section(t: SyntheticTruth, rng: np.random.Generator) -> dict:
 def write_synthetic_profile(path: str | Path, truth: SyntheticTruth | None = None, **overrides) -> Path:
     """Write a synthetic profile atomically (temp file + os.replace), like the profiler does."""
     path = Path(path)
-    doc = synthetic_profile(truth, **overrides)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, path)
+    write_json_atomic(path, synthetic_profile(truth, **overrides), indent=None)
     return path

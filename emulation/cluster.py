@@ -38,6 +38,7 @@ from pathlib import Path
 from emulation import netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
+from rtmodel_util.processes import stop_processes
 
 # Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR
 # the same 4 MB gloo all-reduce took 341 ms back to back but 351-359 ms, with stalls of +75..+180 ms,
@@ -68,18 +69,7 @@ def _tail(text: str, lines: int = 25) -> str:
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """Stop a process we started (own session) and everything it spawned."""
-    if proc.poll() is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    stop_processes([proc], grace_s, group=True)
 
 
 class EmulatedCluster:

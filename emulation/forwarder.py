@@ -25,12 +25,13 @@ import sys
 import time
 
 from emulation.linkmodel import LinkModel
+from rtmodel_util.files import write_json_atomic
+from rtmodel_util.processes import set_parent_death_signal
 
 CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
-PR_SET_PDEATHSIG = 1
 PR_SET_TIMERSLACK = 29
 MAX_QUEUED_BYTES = 256 * 2**20  # a safety cap, not a switch buffer: the emulated fabric is lossless
 EARLY_S = 20e-6  # release this early rather than pay another select() wake-up
@@ -67,8 +68,7 @@ def attach_tuns(namespaces: list[str], ifname: str = "tun0") -> list[int]:
 
 def _tune_process(owner_pid: int, realtime: bool) -> str:
     """Die with the owner; wake up promptly (real-time priority if allowed) so delays stay accurate."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != owner_pid:
+    if not set_parent_death_signal(signal.SIGTERM, expected_parent=owner_pid):
         sys.exit("owner exited before the forwarder started")
     _libc.prctl(PR_SET_TIMERSLACK, 1)
     if realtime:
@@ -111,10 +111,7 @@ class Stats:
                "late_mean_s": self.late_sum_s / max(1, self.packets), "late_max_s": self.late_max_s,
                "late_over_100us": self.late_over_100us, "max_queued_bytes": self.max_queued_bytes,
                "scheduling": self.policy}
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh)
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, doc, indent=None, durable=False)
 
 
 def serve(fds: list[int], addrs: list[str], model: LinkModel, stats: Stats) -> None:

@@ -11,11 +11,10 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
-import time
 
 from emulation.errors import EmulationError
+from rtmodel_util.processes import terminate_then_kill
 
 PREFIX = "rtmemu-"
 _NAME_RE = re.compile(r"^rtmemu-(\d+)-([0-9a-z]+)-n(\d+)$")
@@ -62,18 +61,15 @@ def namespace_pids(name: str) -> list[int]:
 
 def kill_namespace_pids(name: str, grace_s: float = 2.0) -> None:
     """SIGTERM, then SIGKILL, every process inside one of OUR namespaces (only ours are ever passed here)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = namespace_pids(name)
-        if not pids:
-            return
-        for pid in pids:
+
+    def send(sig: int) -> None:
+        for pid in namespace_pids(name):
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and namespace_pids(name):
-            time.sleep(0.05)
+
+    terminate_then_kill(send, lambda: bool(namespace_pids(name)), grace_s)
 
 
 def delete_namespace(name: str) -> None:

@@ -6,7 +6,6 @@ ranks), so `rtmodel --help` and `rtmodel advise` stay fast.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -46,15 +45,29 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure this cluster (compute, bucket timing, all-reduce per group pattern) into a profile JSON.
 
-        Run it plainly to launch local ranks, or under torchrun on every node (see the README)."""
+        Run it plainly to launch local ranks, or under torchrun on every node (see docs/profiling.md)."""
         from profiler.launch import run_profile
         from profiler.model_choice import parse_model_args
 
+        checked_launch_env()  # a bad RANK must not decide who checks --out
         path = output_file(out, resume)
         run_profile(path, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
                     ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s,
                     iterations=iterations, warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,
                     backend=backend, progress=not quiet)
+
+
+def checked_launch_env():
+    """This process's rank environment (None when rtmodel launches the ranks itself), checked before
+    anything reads RANK. A mistake in it is this process's own, so this process says it: the shell's
+    error path lets only rank 0 speak for user errors, and a RANK=7 of 4 ranks is no rank 0."""
+    from rtmodel_cli.failing import describe, fail
+    from rtmodel_util.processes import LaunchEnvError, launch_env
+
+    try:
+        return launch_env()
+    except LaunchEnvError as exc:
+        fail(describe(exc))
 
 
 def output_file(out: Path | None, resume: Path | None) -> Path:
@@ -68,6 +81,7 @@ def output_file(out: Path | None, resume: Path | None) -> Path:
     """
     from profiler.errors import ProfilingError
     from rtmodel_cli.paths import check_output_path
+    from rtmodel_util.processes import is_lead_process
 
     if out is None and resume is None:
         raise ProfilingError(
@@ -79,7 +93,7 @@ def output_file(out: Path | None, resume: Path | None) -> Path:
             "--resume FILE alone finishes FILE in place"
         )
     path = resume if resume is not None else out
-    if os.environ.get("RANK", "0") == "0":
+    if is_lead_process():
         if out is None and not resume.exists():  # a typo must not start a whole new profile
             raise ProfilingError(
                 f"--resume {resume}: that file does not exist, so there is nothing to finish; start a "
@@ -87,4 +101,8 @@ def output_file(out: Path | None, resume: Path | None) -> Path:
                 "--out FILE --resume FILE)"
             )
         check_output_path(path, "--resume" if out is None else "--out")
+        if resume is not None:
+            from profiler.document import check_resumable
+
+            check_resumable(path)
     return path

@@ -1,7 +1,7 @@
 """The profile document (schema v1, see notes): building, atomic checkpoints, resume decisions.
 
 Why checkpoints: a profile of a big cluster takes a while and jobs get preempted. After each section
-(and each communication pattern) rank 0 rewrites the whole file atomically with complete=false and
+(and each communication pattern) rank 0 rewrites the whole file atomically (rtmodel_util.files) with complete=false and
 the sections done so far; `--resume` keeps what an earlier run finished when it was taken on the same
 shape and workload, and says clearly when it has to start over.
 """
@@ -9,7 +9,6 @@ shape and workload, and says clearly when it has to start over.
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,25 +28,6 @@ def new_document() -> dict:
             "sections_done": []}
 
 
-def write_atomic(path: str | Path, doc: dict) -> None:
-    """Write JSON to a temp file next to `path`, then os.replace: readers never see half a file.
-
-    Creates no directory (the command checked `path` first, rtmodel_cli.paths) and leaves no temp file
-    behind when anything fails."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> list[str]:
     out = []
     for k in keys:
@@ -61,6 +41,31 @@ def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> lis
     return out
 
 
+def check_resumable(path: str | Path, flag: str = "--resume") -> None:
+    """ProfilingError (one line) when `path` exists and is not an rtmodel profile: resuming would
+    overwrite it, and a typo naming README.md must not destroy README.md. A missing file is fine."""
+    from profiler.errors import ProfilingError
+
+    path = Path(path)
+    if not path.exists():
+        return
+    why = None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        why = f"it is not readable JSON ({getattr(exc, 'msg', None) or getattr(exc, 'strerror', None) or exc})"
+    else:
+        if not isinstance(old, dict) or old.get("tool") != TOOL:
+            why = "it is not an rtmodel profile"
+        elif old.get("schema_version") != SCHEMA_VERSION:
+            why = f"it is a profile of schema {old.get('schema_version')!r}, not {SCHEMA_VERSION}"
+    if why:
+        raise ProfilingError(
+            f"{flag} {path}: {why}, so there is nothing to resume and it was left untouched; "
+            "name the profile an earlier run wrote, or start a new one with --out NEW_FILE"
+        )
+
+
 def resume_plan(path: str | Path, shape: dict, workload: dict, sizes: list[int]) -> tuple[dict | None, str]:
     """(document to continue or None, message for the user).
 
@@ -69,12 +74,8 @@ def resume_plan(path: str | Path, shape: dict, workload: dict, sizes: list[int])
     path = Path(path)
     if not path.exists():
         return None, f"resume: no profile at {path} yet; starting a new one"
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"resume: {path} is not readable JSON ({exc}); starting over"
-    if not isinstance(old, dict) or old.get("tool") != TOOL or old.get("schema_version") != SCHEMA_VERSION:
-        return None, f"resume: {path} is not an rtmodel profile of schema {SCHEMA_VERSION}; starting over"
+    check_resumable(path)
+    old = json.loads(path.read_text(encoding="utf-8"))
     diffs = _differences(old.get("shape") or {}, shape, SHAPE_KEYS, "shape")
     diffs += _differences(old.get("workload") or {}, workload, WORKLOAD_KEYS, "workload")
     if diffs:

@@ -1,7 +1,10 @@
-"""Environment variables the launcher and the ranks agree on (no torch here: the launcher imports it)."""
+"""Environment variables the launcher and the ranks agree on: defined once in rtmodel_util.processes
+(validation and the emulator use them too); re-exported here for the profiler's modules."""
 
-NODE_NAME_ENV = "RTMODEL_NODE_NAME"  # overrides socket.gethostname() as this rank's node name
-RANKS_PER_NODE_ENV = "RTMODEL_RANKS_PER_NODE"  # set by the local launcher for --ranks-per-node
-DEVICE_INDEX_ENV = "RTMODEL_DEVICE_INDEX"  # GPU index when LOCAL_RANK is a pretend-node index
-ERROR_DIR_ENV = "RTMODEL_ERROR_DIR"  # where ranks leave failure records for the local launcher
-DEBUG_ENV = "RTMODEL_DEBUG"  # set to print tracebacks of rank failures
+from rtmodel_util.processes import (  # noqa: F401
+    DEBUG_ENV,
+    DEVICE_INDEX_ENV,
+    ERROR_DIR_ENV,
+    NODE_NAME_ENV,
+    RANKS_PER_NODE_ENV,
+)

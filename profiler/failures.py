@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from profiler.envvars import ERROR_DIR_ENV
+from rtmodel_util.files import write_json_atomic
 
 _PEER_SYMPTOMS = ("connection closed", "connection reset", "timed out", "timeout", "broken pipe",
                   "socket", "peer")
@@ -38,9 +39,7 @@ def record_failure(rank: int, phase: str, exc: BaseException) -> bool:
         return False
     rec = {"rank": rank, "phase": phase, "time": time.time(), "message": one_line(exc),
            "traceback": "".join(traceback.format_exception(exc))}
-    tmp = d / f"rank{rank}.json.tmp"
-    tmp.write_text(json.dumps(rec))
-    os.replace(tmp, d / f"rank{rank}.json")
+    write_json_atomic(d / f"rank{rank}.json", rec, indent=None)
     return True
 
 

@@ -4,7 +4,11 @@ Why our own small launcher instead of `torch.distributed.run` for local runs: it
 env:// rendezvous torchrun sets up (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT), without an agent process, and it lets us turn a failure into ONE line naming the
 rank and phase (read from the ranks' failure records) instead of torchrun's stack of tracebacks.
-Multi-node runs use torchrun (see README_SECTION.md); then every process is a rank here.
+Multi-node runs use torchrun (see docs/profiling.md); then every process is a rank here.
+
+The ranks never outlive the launcher: Ctrl-C or SIGTERM (scancel) stops them on the way out
+(rtmodel_util.processes.sigterm_exits / stop_processes), and a launcher killed outright (SIGKILL, OOM)
+takes them along through the kernel's parent-death signal (die_with_parent).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,13 +25,25 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from profiler.envvars import DEBUG_ENV, DEVICE_INDEX_ENV, ERROR_DIR_ENV, NODE_NAME_ENV, RANKS_PER_NODE_ENV
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
 from profiler.model_choice import check_model_choice
 from profiler.options import ProfileOptions
+from rtmodel_util.processes import (
+    DEBUG_ENV,
+    DEVICE_INDEX_ENV,
+    ERROR_DIR_ENV,
+    NODE_NAME_ENV,
+    RANKS_PER_NODE_ENV,
+    die_with_parent,
+    in_launched_rank,
+    require_modules,
+    sigterm_exits,
+    stop_processes,
+)
 
 GRACE_S = 10.0  # after the first rank fails, how long the others get to fail on their own
+STOP_GRACE_S = 5.0  # after SIGTERM, how long a rank gets before SIGKILL
 
 
 def run_profile(
@@ -62,9 +77,10 @@ def run_profile(
 
 
 def profile(opts: ProfileOptions) -> dict | None:
-    from profiler.rank import in_launched_rank, run_rank
+    from profiler.rank import run_rank
 
     opts = opts.resolved()
+    require_modules("torch", error=ProfilingError)  # before any rank starts, not in each rank's traceback
     check_model_choice(opts.model, opts.model_args)
     if in_launched_rank():
         return run_rank(opts)
@@ -102,19 +118,6 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str) -> dict:
     return env
 
 
-def _exit_on_sigterm():
-    """scancel / kill send SIGTERM: turn it into SystemExit so the ranks are stopped too."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-
-    return signal.signal(signal.SIGTERM, handler)
-
-
 def launch_local(opts: ProfileOptions) -> dict:
     """Start nproc_per_node ranks of `python -m profiler` on this machine and wait for all of them."""
     from rtmodel_cli.paths import check_output_path
@@ -139,38 +142,27 @@ def launch_local(opts: ProfileOptions) -> dict:
     port = _free_port()
     procs: list[subprocess.Popen] = []
     killed: set[int] = set()
-    previous = _exit_on_sigterm()
-    try:
-        for r in range(n):
-            procs.append(subprocess.Popen([sys.executable, "-m", "profiler", "--options-json", payload],
-                                          env=_rank_env(r, n, k, port, errdir)))
-        first_failure = None
-        while any(p.poll() is None for p in procs):
-            if first_failure is None and any(p.returncode not in (None, 0) for p in procs):
-                first_failure = time.monotonic()
-            if first_failure is not None and time.monotonic() - first_failure > GRACE_S:
-                for r, p in enumerate(procs):
-                    if p.poll() is None:
-                        killed.add(r)
-                        p.terminate()
-            time.sleep(0.05)
-        codes = {r: p.wait() for r, p in enumerate(procs)}
-        if any(codes.values()):
-            raise _failure(Path(errdir), codes, killed, opts.out)
-    except BaseException:  # Ctrl-C, or a launch that failed halfway: never leave ranks behind
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        raise
-    finally:
-        shutil.rmtree(errdir, ignore_errors=True)
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    with sigterm_exits():  # scancel / kill: SystemExit, so the except below stops the ranks
+        try:
+            for r in range(n):
+                procs.append(subprocess.Popen([sys.executable, "-m", "profiler", "--options-json", payload],
+                                              env=_rank_env(r, n, k, port, errdir), preexec_fn=die_with_parent()))
+            first_failure = None
+            while any(p.poll() is None for p in procs):
+                if first_failure is None and any(p.returncode not in (None, 0) for p in procs):
+                    first_failure = time.monotonic()
+                if first_failure is not None and time.monotonic() - first_failure > GRACE_S:
+                    killed.update(r for r, p in enumerate(procs) if p.poll() is None)
+                    stop_processes(procs, STOP_GRACE_S)
+                time.sleep(0.05)
+            codes = {r: p.wait() for r, p in enumerate(procs)}
+            if any(codes.values()):
+                raise _failure(Path(errdir), codes, killed, opts.out)
+        except BaseException:  # Ctrl-C, SIGTERM, or a launch that failed halfway: never leave ranks behind
+            stop_processes(procs, STOP_GRACE_S)
+            raise
+        finally:
+            shutil.rmtree(errdir, ignore_errors=True)
     return json.loads(Path(opts.out).read_text(encoding="utf-8"))
 
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 from profiler.errors import ProfilingError
+from rtmodel_util.processes import check_local_ranks, check_timeout_s
 
 BACKENDS = ("auto", "gloo", "nccl")
 # (full, quick) defaults: quick trades resolution for a run of seconds
@@ -40,16 +41,15 @@ class ProfileOptions:
         _check_int(o.reps, "--reps", 1)
         _check_int(o.size_factor, "--size-factor", 2)
         _check_int(o.batch_per_rank, "--batch-per-rank", 1)
-        if o.nproc_per_node is not None:
-            _check_int(o.nproc_per_node, "--nproc-per-node", 1)
+        if o.nproc_per_node is not None:  # bounded: 10^12 ranks were once spawned one by one
+            check_local_ranks(o.nproc_per_node, "--nproc-per-node", 1, ProfilingError)
         if o.ranks_per_node is not None:
-            _check_int(o.ranks_per_node, "--ranks-per-node", 1)
+            check_local_ranks(o.ranks_per_node, "--ranks-per-node", 1, ProfilingError)
             if o.nproc_per_node is not None and o.nproc_per_node % o.ranks_per_node:
                 raise ProfilingError(
                     f"--ranks-per-node {o.ranks_per_node} does not divide --nproc-per-node {o.nproc_per_node}"
                 )
-        if not (o.timeout_s > 0):
-            raise ProfilingError(f"--timeout-s must be > 0, got {o.timeout_s}")
+        check_timeout_s(o.timeout_s, "--timeout-s", ProfilingError)
         if o.bucket_cap_mb is not None and not (o.bucket_cap_mb > 0):
             raise ProfilingError(f"--bucket-cap-mb must be > 0, got {o.bucket_cap_mb}")
         if o.backend not in BACKENDS:

@@ -7,12 +7,12 @@ exception becomes a RankFailure naming this rank and the phase it happened in.
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 
 from profiler.errors import RankFailure
 from profiler.failures import note_phase, one_line
 from profiler.options import ProfileOptions
+from rtmodel_util.processes import check_launch_env
 
 
 class PhaseTracker:
@@ -31,15 +31,10 @@ class PhaseTracker:
             raise RankFailure(self.rank, name, one_line(exc)) from exc
 
 
-def in_launched_rank() -> bool:
-    """True when torchrun / our launcher / a static setup gave this process a rank."""
-    return all(os.environ.get(v) for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-
-
 def run_rank(opts: ProfileOptions) -> dict | None:
     """Profile as one rank of an already launched job; returns the document on rank 0."""
     opts = opts.resolved()
-    rank = int(os.environ["RANK"])
+    rank = check_launch_env().rank  # before the rendezvous: a bad RANK / WORLD_SIZE would wait out the timeout
     tracker = PhaseTracker(rank)
     with tracker.phase("setup/init"):
         import torch.distributed as dist
@@ -74,11 +69,11 @@ class _Run:
         return out
 
     def checkpoint(self, section: str | None = None) -> None:
-        from profiler.document import write_atomic
+        from rtmodel_util.files import write_json_atomic
 
         if section and section not in self.doc["sections_done"]:
             self.doc["sections_done"].append(section)
-        write_atomic(self.opts.out, self.doc)
+        write_json_atomic(self.opts.out, self.doc)
 
     def workload(self) -> None:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""

@@ -72,6 +72,11 @@ PROFILE_REPLACES = (
     "params",
     "param_mb",
 )
+# How collectives use the links: with a profile they are measured (NCCL's own algorithm choice on NCCL,
+# gloo's ring on gloo), so these options would be silently ignored; they are refused instead.
+PROFILE_MEASURES_COLLECTIVES = ("nics_per_node", "nccl_algo")
+# The preset link options, by the link class they name: they fill only a link the profile did not measure.
+LINK_OPTIONS = {"network": "inter", "intra": "intra"}
 DEFAULT_GPUS = 64
 # presets.resolve's keyword arguments that every model takes (the user's own numbers go by own_numbers).
 REQUEST_KEYS = (
@@ -104,6 +109,27 @@ def refuse_options_a_profile_replaces(given: dict) -> None:
             f"{which} cannot be used with --profile: the profile measured compute (each rank's too) and "
             f"gradient buckets on your cluster; drop {them} (--network and --intra may still name links it could not measure)"
         )
+
+
+def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str]) -> None:
+    """UserError for an option that would have no effect with this profile: how collectives use the
+    links (always measured), or a preset for a link class the profile measured itself."""
+    from rtmodel_cli.failing import flag_of
+    from runtime_model.errors import UserError
+
+    for name in PROFILE_MEASURES_COLLECTIVES:
+        if given.get(name) is not None:
+            raise UserError(
+                f"{flag_of(name)} cannot be used with --profile: the profile measured how collectives run on "
+                "your cluster (its NICs and NCCL's or gloo's own algorithms); drop it"
+            )
+    for name, cls in LINK_OPTIONS.items():
+        if given.get(name) is not None and provenance.get(f"{cls}.bandwidth_Bps", "").startswith("measured"):
+            where = "between nodes" if cls == "inter" else "inside a node"
+            raise UserError(
+                f"{flag_of(name)} {given[name]} would not be used: the profile measured the link {where} itself; "
+                f"drop {flag_of(name)} (it names only a link a profile could not measure)"
+            )
 
 
 def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[Path] | None = None):
@@ -154,6 +180,7 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
     profiled = scenario_from_profile(
         profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
     )
+    refuse_options_a_profile_measured(preset_request, profiled.provenance)
     measured = profiled.measured_shape
     margin, why = profiled.margin()
     inputs = {

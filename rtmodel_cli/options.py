@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from runtime_model import defaults
-from runtime_model.constraints import COMPUTE_CV, NON_NEGATIVE, POSITIVE
+from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, OPTIMIZER_MS
 from runtime_model.errors import InvalidValue
 
 
@@ -128,8 +128,6 @@ class MessageDtype(StrEnum):
 
 
 # Your own measurements, checked here so that a bad value names its flag before the model sees it.
-COMPUTE_MS = POSITIVE
-OPTIMIZER_MS = NON_NEGATIVE
 ComputeMsOpt = Annotated[
     float | None,
     typer.Option(

@@ -79,6 +79,8 @@ def _parse(path: Path) -> dict:
         raise ScenarioFileError(path, f"must end in .toml or .json, got '{path.suffix or 'no extension'}'")
     if path.is_dir():
         raise ScenarioFileError(path, "is a directory, not a file")
+    if path.exists() and not path.is_file():  # a FIFO or device: reading it would block or never end
+        raise ScenarioFileError(path, "is not a regular file")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:

@@ -1,7 +1,7 @@
 """The advisor: predict All-Reduce and every topology for one scenario, then give a verdict.
 
-Why a margin: a prediction is only as good as the model's measured accuracy (README, accuracy
-benchmark) and the inputs' uncertainty; a win smaller than that is reported as too close to call.
+Why a margin: a prediction is only as good as the model's measured accuracy (accuracy benchmark,
+docs/accuracy.md) and the inputs' uncertainty; a win smaller than that is reported as too close to call.
 The verdict is a speedup, so the margin is the measured error of predicted *speedups* (confidence.py).
 The same margin makes options equivalent: options are ranked on the MEAN iteration time (what
 throughput follows), and a runnable option whose mean is within the margin of the fastest one's is

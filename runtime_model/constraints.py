@@ -82,3 +82,12 @@ MFU = Interval(0.01, 1.0, closed="both")
 # Coefficient of variation of per-iteration compute: 0 (every iteration takes the same time) is a
 # meaningful input; a standard deviation above the mean would make negative compute times common.
 COMPUTE_CV = FRACTION
+# A measured training step in ms: a CUDA kernel launch alone takes microseconds, so a step under 1 us is
+# an input mistake, and one over a day (86,400,000 ms) overflows nothing yet means nothing either (a
+# 1e300 ms step ended in NaN verdicts). The optimizer step may be 0 (folded into backward).
+COMPUTE_MS = Interval(1e-3, 8.64e7, closed="both")
+OPTIMIZER_MS = Interval(0.0, 8.64e7, closed="both")
+# Global batch in units (tokens, images): the largest published ones are ~1.6e7 tokens (Llama 3 405B,
+# 16M tokens per step); 1e10 leaves three orders of magnitude above them, and past it a time is an
+# artefact of the input (1e300 tokens printed 300-digit times and overflowed the variance).
+GLOBAL_BATCH = Interval(0.0, 1e10, closed="right")

@@ -13,10 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from runtime_model.bucketing import preset_bucket_layout
-from runtime_model.constraints import AT_LEAST_ONE, COMPUTE_CV, MFU, NON_NEGATIVE, POSITIVE, Interval
+from runtime_model.constraints import (
+    AT_LEAST_ONE,
+    COMPUTE_CV,
+    COMPUTE_MS,
+    GLOBAL_BATCH,
+    MFU,
+    OPTIMIZER_MS,
+    Interval,
+)
 from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
 from runtime_model.distributions import NormalCompute
-from runtime_model.errors import InvalidValue
+from runtime_model.errors import InvalidCombination, InvalidValue
 from runtime_model.gpu_compute import IterationWork, Work, ddp_compute, decent_dp_compute
 from runtime_model.own_model import NeedsComputeMs, piece_numels
 from runtime_model.preset_loading import PresetFileError, builtin_library, load_library
@@ -203,20 +211,28 @@ def resolve(
     if choice.message_dtype not in MESSAGE_DTYPE_BYTES:
         raise UnknownPreset("message dtype", choice.message_dtype, list(MESSAGE_DTYPE_BYTES), "message_dtype")
     if compute_ms is not None:
-        POSITIVE.check("compute_ms", compute_ms)
+        COMPUTE_MS.check("compute_ms", compute_ms)
     if optimizer_ms is not None:
-        NON_NEGATIVE.check("optimizer_ms", optimizer_ms)
+        OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
     MFU.check("mfu", choice.mfu)
     COMPUTE_CV.check("compute_cv", choice.compute_cv)
-    POSITIVE.check("global_batch", choice.global_batch)
-    # A GPU with less than one unit (token, image) of a batch the user gave has nothing to train on. The
-    # model's default batch is not held to this (advise --gpus 65536 with transformer-base's 25,000
-    # tokens keeps answering, as it always has); give --global-batch for a meaningful large-n answer.
+    GLOBAL_BATCH.check("global_batch", choice.global_batch)
+    # A GPU with less than one unit (token, image) of the batch has nothing to train on: refused for a
+    # batch the user gave and for the model's default alike (the default is the batch its source trained
+    # at, not one for any n). A measured compute_ms is at the user's own batch, so no batch is implied.
     if global_batch is not None and choice.global_batch < gpus:
         raise InvalidValue(
             "global_batch",
             f">= the number of GPUs ({gpus}): at least one {m.unit} per GPU",
             choice.global_batch,
+        )
+    if global_batch is None and compute_ms is None and choice.global_batch < gpus:
+        raise InvalidCombination(
+            f"{{gpus}} is more GPUs than {model}'s default global batch has {m.unit}s "
+            f"({choice.global_batch:,.0f}, the batch its source trained at): give {{global_batch}} "
+            f"you would train with, at least one {m.unit} per GPU",
+            gpus=gpus,
+            global_batch="N",
         )
     if choice.bucket_cap_mb is not None:
         BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)

@@ -233,14 +233,32 @@ def test_advise_refuses_bad_input_with_one_named_line(args, fragments, monkeypat
         assert_refused(run("advise", *args, "--format", fmt), *fragments)
 
 
-def test_advise_accepts_the_edges_and_network_links_with_a_profile(monkeypatch):
+def test_advise_accepts_the_edges_and_network_links_with_a_profile(monkeypatch, tmp_path):
+    from calibration.synthetic import write_synthetic_profile
+
     monkeypatch.chdir(ROOT)
     assert run("advise", "--compute-cv", "0", "--format", "json").exit_code == 0  # no variance: meaningful
     assert run("advise", "--compute-cv", "1", "--mfu", "0.01", "--format", "json").exit_code == 0
     assert run("advise", "--gpus", "64", "--global-batch", "64", "--format", "json").exit_code == 0
-    links = ["--network", "eth-25g", "--intra", "pcie3"]
-    res = run("advise", "--profile", PROFILE, "--gpus", "16", *links, "--format", "json")
-    assert res.exit_code == 0, res.output
+    one_node = write_synthetic_profile(tmp_path / "one-node.json", nodes=1, ranks_per_node=2)
+    res = run("advise", "--profile", str(one_node), "--gpus", "16", "--network", "eth-25g", "--format", "json")
+    assert res.exit_code == 0, res.output  # the link between nodes it could not measure comes from --network
+    assert "eth-25g" in json.loads(res.stdout)["provenance"]["inter.bandwidth_Bps"]
+
+
+@pytest.mark.parametrize(
+    "given, fragment",
+    [
+        (["--network", "eth-25g"], "--network eth-25g would not be used: the profile measured the link between nodes"),
+        (["--intra", "pcie3"], "--intra pcie3 would not be used: the profile measured the link inside a node"),
+        (["--nics-per-node", "4"], "--nics-per-node cannot be used with --profile"),
+        (["--nccl-algo", "ring"], "--nccl-algo cannot be used with --profile"),
+    ],
+)
+def test_a_profile_refuses_link_options_it_would_ignore(given, fragment, monkeypatch):
+    """The 2x2 profile measured both links and how its collectives ran: a preset for them has no effect."""
+    monkeypatch.chdir(ROOT)
+    assert_refused(run("advise", "--profile", PROFILE, *given), fragment)
 
 
 def test_advise_help_states_the_ranges_it_checks():

@@ -28,7 +28,7 @@ from calibration import load_profile, synthetic_profile
 from calibration.synthetic import SyntheticTruth
 from rtmodel_cli.app import app
 from rtmodel_cli.failing import guard_app
-from rtmodel_cli.paths import OutputPathError, check_output_path
+from rtmodel_util.files import OutputPathError, check_output_path
 from runtime_model import presets
 
 ROOT = Path(__file__).parent.parent
@@ -271,13 +271,14 @@ def test_every_written_path_follows_one_rule_before_any_work(tmp_path, monkeypat
 
 
 def test_atomic_profile_write_leaves_no_temp_file(tmp_path):
-    from profiler.document import new_document, write_atomic
+    from profiler.document import new_document
+    from rtmodel_util.files import OutputPathError, write_json_atomic
 
     (tmp_path / "d").mkdir()
-    with pytest.raises(OSError):
-        write_atomic(tmp_path / "d", new_document())  # os.replace onto a directory
+    with pytest.raises(OutputPathError):
+        write_json_atomic(tmp_path / "d", new_document())  # never a rename onto a directory
     with pytest.raises(FileNotFoundError):
-        write_atomic(tmp_path / "missing" / "p.json", new_document())  # creates no directory
+        write_json_atomic(tmp_path / "missing" / "p.json", new_document())  # creates no directory
     assert [p.name for p in tmp_path.iterdir()] == ["d"] and not any((tmp_path / "d").iterdir())
 
 
@@ -288,7 +289,7 @@ def _fake_ranks(monkeypatch, before_return=None):
     """validate without torch: the launcher returns plausible reports of every rank."""
     import validation.launch
 
-    def launch_local(job, nproc, timeout_s, workdir):
+    def launch_local(job, nproc, timeout_s, workdir, progress=None):
         if before_return:
             before_return()
         rng = np.random.default_rng(0)
@@ -377,7 +378,7 @@ def test_validate_shows_the_result_even_when_recording_it_fails(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
     _fake_ranks(monkeypatch, before_return=lambda: shutil.rmtree(tmp_path / "runs"))
-    res = invoke(*VALIDATE, "--results", "runs/v.jsonl", "--format", "json")
+    res = invoke(*VALIDATE, "--results", "runs/v.jsonl", "--format", "json", "--quiet")  # no progress lines
     assert res.exit_code == 2
     assert json.loads(res.stdout)["topology"] == "ring"  # shown first
     line = one_error_line(res)

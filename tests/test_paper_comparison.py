@@ -13,7 +13,7 @@ def test_every_published_number_is_compared():
 
 
 def test_presets_error_is_bounded_and_the_a100_rows_closer_than_the_t4s():
-    """Presets are physical data with public sources, nothing fitted per row; README quotes the error
+    """Presets are physical data with public sources, nothing fitted per row; docs/paper.md quotes the error
     and why the T4 rows miss. These bounds guard against regressions, not a tuned match."""
     df = compare()
     assert df["error"].abs().mean() < 0.45

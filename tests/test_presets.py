@@ -10,7 +10,7 @@ import pytest
 
 from runtime_model import preset_types, presets
 from runtime_model.defaults import MAX_GPUS
-from runtime_model.errors import InvalidValue, UserError
+from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 from runtime_model.preset_loading import PresetFileError, load_library
 from runtime_model.scenario import ClusterShape
 
@@ -344,15 +344,18 @@ def test_numbers_at_the_edges_are_accepted():
     assert (c.mfu, c.compute_cv, c.bucket_cap_mb, c.global_batch) == (1.0, 0.0, 0.5, 8.0)
     assert presets.resolve(8, compute_cv=1.0).compute_cv == 1.0
     assert presets.resolve(8, mfu=0.01).mfu == 0.01
-    assert presets.resolve(MAX_GPUS, gpus_per_node=8).gpus == MAX_GPUS
+    assert presets.resolve(MAX_GPUS, gpus_per_node=8, global_batch=MAX_GPUS).gpus == MAX_GPUS
 
 
 def test_global_batch_minimum_is_one_unit_per_gpu_and_says_so():
     with pytest.raises(InvalidValue) as err:
         presets.resolve(64, global_batch=10, model="resnet50")
     assert err.value.requirement == ">= the number of GPUs (64): at least one image per GPU"
-    # the model's default batch is not held to it (large-n runs without --global-batch keep answering)
-    assert presets.resolve(2048, model="resnet50").global_batch == 1024
+    # the model's default batch is held to it too, in a line that says to give the batch
+    with pytest.raises(InvalidCombination, match="gpus 2048 is more GPUs than resnet50's default global batch"):
+        presets.resolve(2048, model="resnet50")
+    assert presets.resolve(1024, model="resnet50").global_batch == 1024  # one image per GPU: fine
+    assert presets.resolve(2048, model="resnet50", compute_ms=100).gpus == 2048  # measured: no batch implied
 
 
 @pytest.mark.parametrize("gpus", [0, -1, MAX_GPUS + 1, 2**25, 10**12, 2.5])

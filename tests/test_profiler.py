@@ -19,12 +19,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from profiler.buckets import layout_from_order  # noqa: E402
-from profiler.document import resume_plan, write_atomic  # noqa: E402
+from profiler.document import resume_plan  # noqa: E402
 from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: E402
 from profiler.launch import run_profile  # noqa: E402
 from profiler.model_choice import parse_model_args, resolve_model_args  # noqa: E402
 from profiler.patterns import message_sizes, patterns_for  # noqa: E402
 from profiler.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
+from rtmodel_util.files import write_json_atomic  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 SYNTH = {"param_mb": 4, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.2}
@@ -114,7 +115,7 @@ def test_resume_plan_starts_over_on_another_shape(tmp_path):
     assert resume_plan(path, shape, workload, [4096])[0] is None
     old = {"tool": "rtmodel-profile", "schema_version": 1, "sections_done": ["shape", "compute"],
            "shape": shape, "workload": workload, "compute": {"x": 1}}
-    write_atomic(path, old)
+    write_json_atomic(path, old)
     doc, msg = resume_plan(path, shape, workload, [4096])
     assert doc["compute"] == {"x": 1} and "keeping compute" in msg
     doc, msg = resume_plan(path, {**shape, "world_size": 4}, workload, [4096])
@@ -122,7 +123,9 @@ def test_resume_plan_starts_over_on_another_shape(tmp_path):
     doc, msg = resume_plan(path, shape, {**workload, "model_args": {"layers": 3}}, [4096])
     assert doc is None and "model_args.layers 2 there, 3 now" in msg
     path.write_text("{not json")
-    assert "starting over" in resume_plan(path, shape, workload, [4096])[1]
+    with pytest.raises(ProfilingError, match="not readable JSON.*left untouched"):
+        resume_plan(path, shape, workload, [4096])  # never overwritten: it may be the user's own file
+    assert path.read_text() == "{not json"
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -287,7 +290,7 @@ def test_resume_keeps_finished_sections_and_measures_the_rest(two_rank, tmp_path
     partial = {**full, "complete": False, "sections_done": ["shape", "compute"]}
     del partial["communication"]
     path = tmp_path / "resumed.json"
-    write_atomic(path, partial)
+    write_json_atomic(path, partial)
     doc = _profile(path, 2, resume=True)
     assert doc["complete"] is True and doc["sections_done"] == ["shape", "compute", "communication"]
     assert doc["compute"] == full["compute"]  # kept, not re-measured

@@ -37,6 +37,8 @@ SHAPES = [(4096, 8), (1024, 4), (1024, 1), (768, 4), (96, 2), (512, 8), (2048, 2
 
 
 def _scenario(n, k, cv, **kw):
+    """The preset scenario, at the default global batch (25,000 tokens) or one token per GPU beyond it."""
+    kw.setdefault("global_batch", max(n, 25_000))
     return presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k, compute_cv=cv, **kw))
 
 
@@ -165,7 +167,7 @@ def test_a_persistent_straggler_sets_the_pace_at_any_n():
 
 
 def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
-    res = CliRunner().invoke(app, ["advise", "--gpus", str(1 << 24), "--format", "json"])
+    res = CliRunner().invoke(app, ["advise", "--gpus", str(1 << 24), "--global-batch", str(1 << 24), "--format", "json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     rows = {p["topology"]: p for p in data["predictions"]}

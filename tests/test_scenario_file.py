@@ -133,9 +133,9 @@ def test_the_files_gpus_is_not_overridden_by_the_default(tmp_path, monkeypatch):
 def test_a_relative_profile_is_found_beside_the_file(team):
     (team / "profiles").mkdir()
     shutil.copy(PROFILE, team / "profiles" / "ours.json")
-    (team / "profiled.toml").write_text('profile = "profiles/ours.json"\ngpus = 16\nnetwork = "eth-25g"\n')
+    (team / "profiled.toml").write_text('profile = "profiles/ours.json"\ngpus = 16\n')
     from_file = advise_json("--scenario", team / "profiled.toml")
-    from_flags = advise_json("--profile", PROFILE, "--gpus", "16", "--network", "eth-25g")
+    from_flags = advise_json("--profile", PROFILE, "--gpus", "16")
     assert answer(from_file) == answer(from_flags)
 
 

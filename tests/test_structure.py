@@ -11,6 +11,7 @@ PACKAGES = (
     "rtmodel_cli",
     "rtmodel_plots",
     "runtime_model",
+    "rtmodel_util",
     "profiler",
     "calibration",
     "validation",

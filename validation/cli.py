@@ -6,7 +6,6 @@ launches the job itself; inside `torchrun ... rtmodel validate ...` each process
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -19,7 +18,10 @@ FORMATS = ("table", "json")
 
 
 def _in_torchrun_rank() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
+    """This process is one rank of a launched job (the one rule: rtmodel_util.processes.in_launched_rank)."""
+    from rtmodel_util.processes import in_launched_rank
+
+    return in_launched_rank()
 
 
 def _end_torchrun_rank(code: int = 0) -> None:
@@ -38,9 +40,10 @@ def results_file(results: Path | None) -> tuple[Path, bool]:
     default lives in rtmodel's data directory, created on the first write. Only the process that writes
     it checks it (rank 0 under torchrun)."""
     from rtmodel_cli.paths import check_output_path
+    from rtmodel_util.processes import is_lead_process
     from validation.results import check_default_results_path
 
-    writer = os.environ.get("RANK", "0") == "0"
+    writer = is_lead_process()
     if results is not None:
         return (check_output_path(results, "--results") if writer else results), False
     path = default_results_path()
@@ -94,7 +97,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         report: Annotated[bool, typer.Option("--report", help="Summarise the model's accuracy over --results "
                                              "instead of running.")] = False,
-        timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up on the job after this long.")] = 600.0,
+        timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up on the job after this long "
+                                                 "(seconds, at most 7 days).")] = 600.0,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines on stderr.")] = False,
     ) -> None:
         """Train with DDP and with Decent-DP, measure per-iteration time, and compare with the model."""
         from rich.console import Console
@@ -113,6 +118,9 @@ def register(app: typer.Typer) -> None:
             else:
                 render_summary(summary, Console())
             return
+        from profiler.cli import checked_launch_env
+
+        checked_launch_env()  # first: a bad RANK must not decide who says an error or checks --results
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
         from profiler.model_choice import parse_model_args
@@ -122,7 +130,7 @@ def register(app: typer.Typer) -> None:
         result = run_validation(
             profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
-            model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s,
+            model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s, progress=not quiet,
         )
         if result is None:  # a rank other than 0 of a torchrun job
             _end_torchrun_rank()

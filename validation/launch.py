@@ -3,6 +3,11 @@
 Why a subprocess and not torch.multiprocessing: torchrun sets the same environment a real cluster job
 has (RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, OMP_NUM_THREADS=1), so the local run exercises the exact
 code path of a multi-node run. The job runs in its own session so a timeout kills all of it and only it.
+
+Nothing outlives the launcher: Ctrl-C and SIGTERM (scancel, SLURM's time limit) stop torchrun, which stops
+its workers (rtmodel_util.processes: sigterm_exits, stop_processes); a launcher killed outright (SIGKILL,
+OOM) sends torchrun SIGTERM through the kernel's parent-death signal, and each worker dies with torchrun
+the same way (validation.worker). Rank 0 notes each phase in the work directory; the launcher echoes it.
 """
 
 from __future__ import annotations
@@ -12,12 +17,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+from rtmodel_util.processes import RANK_VARS, die_with_parent, sigterm_exits, stop_processes
 from validation.errors import RankFailure, ValidationError
+from validation.worker import PHASES_FILE
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _SECONDARY = ("Connection closed", "Connection reset", "DistBackendError", "timed out", "Timed out", "Broken pipe")
+STOP_GRACE_S = 10.0  # torchrun's own grace for its workers is 30 s; after this we SIGKILL it (workers follow)
+POLL_S = 0.2
 
 
 def _env() -> dict[str, str]:
@@ -25,22 +36,9 @@ def _env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("LOGURU_LEVEL", "INFO")  # Decent-DP logs at DEBUG on rank 0
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID"):
+    for var in RANK_VARS:
         env.pop(var, None)
     return env
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _rank_errors(workdir: Path) -> list[tuple[int, str]]:
@@ -63,8 +61,37 @@ def _last_line(log: Path) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-def launch_local(job: dict, nproc: int, timeout_s: float, workdir: Path) -> list[dict]:
-    """Run `nproc` ranks of validation.worker on this machine; returns every rank's report (rank order)."""
+def _echo_phases(path: Path, seen: int, say: Callable[[str], None] | None) -> int:
+    """Show the phases rank 0 noted since the first `seen` (one line each); returns how many are seen."""
+    if say is None:
+        return seen
+    try:
+        lines = path.read_text(errors="replace").split("\n")[:-1]  # complete lines only
+    except OSError:
+        return seen
+    for line in lines[seen:]:
+        say(line)
+    return max(seen, len(lines))
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, phases: Path, say) -> int | None:
+    """The job's exit code, or None when it is still running after timeout_s; echoes phases meanwhile."""
+    deadline, seen = time.monotonic() + timeout_s, 0
+    while True:
+        rc = proc.poll()
+        seen = _echo_phases(phases, seen, say)
+        if rc is not None:
+            return rc
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(POLL_S)
+
+
+def launch_local(job: dict, nproc: int, timeout_s: float, workdir: Path,
+                 progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Run `nproc` ranks of validation.worker on this machine; returns every rank's report (rank order).
+
+    `progress(line)` is called once per phase rank 0 reaches (DDP run, Decent-DP run, ...)."""
     job_path = workdir / "job.json"
     job_path.write_text(json.dumps(job))
     log = workdir / "job.log"
@@ -72,18 +99,18 @@ def launch_local(job: dict, nproc: int, timeout_s: float, workdir: Path) -> list
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
         "--nproc-per-node", str(nproc), "-m", "validation.worker", "--job", str(job_path), "--out", str(workdir),
     ]
-    with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
+    with log.open("w") as fh, sigterm_exits():
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True,
+                                preexec_fn=die_with_parent(signal.SIGTERM))  # torchrun stops its workers
         try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            raise ValidationError(
-                f"the validation job ({nproc} ranks) did not finish within {timeout_s:g} s (--timeout-s); "
-                f"log: {log}"
-            ) from None
-        except BaseException:
-            _kill(proc)
+            rc = _wait(proc, timeout_s, workdir / PHASES_FILE, progress)
+            if rc is None:
+                raise ValidationError(
+                    f"the validation job ({nproc} ranks) did not finish within {timeout_s:g} s (--timeout-s); "
+                    f"log: {log}"
+                )
+        except BaseException:  # the timeout, Ctrl-C, SIGTERM: stop torchrun's whole session
+            stop_processes([proc], STOP_GRACE_S, group=True)
             raise
     if rc != 0:
         errors = _rank_errors(workdir)

@@ -171,6 +171,8 @@ class ResultsSummary:
 
 def _parsed_lines(path: Path) -> list[tuple[int, dict | str]]:
     """(line number, JSON object or why the line is not one) per line; blank and # lines are left out."""
+    if path.exists() and not path.is_file():  # a FIFO or device: reading it would block or never end
+        raise ValidationError(f"cannot read validation results {path}: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -132,15 +132,21 @@ def run_decentdp(job: dict, device: torch.device) -> tuple[list[float], float]:
     return times, float(d2c)
 
 
-def run_rank(job: dict) -> list[dict] | None:
-    """Run both trainings on this rank; rank 0 returns every rank's report, the others None."""
+def run_rank(job: dict, on_phase=None) -> list[dict] | None:
+    """Run both trainings on this rank; rank 0 returns every rank's report, the others None.
+
+    `on_phase(line)`, if given, is called as each phase starts (pass it on rank 0 only: progress)."""
     created = init_distributed(job["timeout_s"])
+    note = on_phase or (lambda line: None)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         if world != job["world_size"]:
             raise ValidationError(f"the job has {world} ranks but the plan was made for {job['world_size']}")
         device = run_device()
+        counts = f"{job['warmup']} warm-up + {job['iterations']} timed iterations on {world} ranks ({device.type})"
+        note(f"DDP run (All-Reduce): {counts}")
         ar_times = run_allreduce(job, device)
+        note(f"Decent-DP run ({job['decent_dp_topology']}): {counts}")
         dd_times, d2c = run_decentdp(job, device)
         report = {
             "rank": rank,

@@ -7,17 +7,34 @@ Two ways to run, like the profiler:
 - otherwise: it launches `nproc_per_node` ranks on this machine (validation.launch) and does the
   comparison itself. `ranks_per_node` < nproc_per_node makes pretend nodes: Decent-DP is told that
   local world size, so its node-aware topologies and the model use the same rank-to-node map.
+
+Everything a user can get wrong is checked before a process starts (options, the rank environment, torch
+and decent_dp being installed). A local run shows one line per phase on stderr (`progress`); its work
+directory (job, log, reports) is removed afterwards, also on Ctrl-C / SIGTERM, and kept only when the error
+names its log.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rtmodel_util.processes import (
+    RANKS_PER_NODE_ENV,
+    check_launch_env,
+    check_local_ranks,
+    check_timeout_s,
+    in_launched_rank,
+    is_lead_process,
+    require_modules,
+    sigterm_exits,
+)
+from runtime_model.errors import RtmodelError
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
 from validation.plan import Plan, make_plan, run_shape
@@ -26,13 +43,21 @@ from validation.results import ValidationResult, append_record
 if TYPE_CHECKING:
     from runtime_model.scenario import ClusterShape
 
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-RANKS_PER_NODE_ENV = "RTMODEL_RANKS_PER_NODE"  # as the profiler: set by launchers that pretend nodes
+RANKS_NEEDED = ("torch", "decent_dp")  # what the ranks import: checked before any of them starts
 
 
-def in_torchrun() -> bool:
-    """True when torchrun (or srun / a static env:// setup) made this process one rank of a job."""
-    return all(os.environ.get(v) for v in TORCHRUN_VARS)
+def _printer(progress: bool):
+    """One flushed line per phase on stderr (stdout stays the result), or nothing."""
+    if not progress:
+        return None
+    return lambda line: print(f"[rtmodel validate] {line}", file=sys.stderr, flush=True)
+
+
+def _check_nproc(nproc_per_node, flag: str = "--nproc-per-node") -> None:
+    """At least 2 ranks, at most what this machine runs (rtmodel_util.processes.max_local_ranks)."""
+    if type(nproc_per_node) is int and nproc_per_node < 2:
+        raise ValidationError(f"{flag} must be >= 2 (DDP vs Decent-DP needs >= 2 ranks), got {nproc_per_node}")
+    check_local_ranks(nproc_per_node, flag, 2, ValidationError)
 
 
 def _local_shape(profile_path, nproc_per_node: int | None, ranks_per_node: int | None) -> ClusterShape:
@@ -44,10 +69,9 @@ def _local_shape(profile_path, nproc_per_node: int | None, ranks_per_node: int |
         pn, pk = ps.gpus, ps.gpus_per_node
         if nproc_per_node is None:
             nproc_per_node = pn
+            _check_nproc(pn, "--nproc-per-node (default: the profile's world size)")
         if ranks_per_node is None:
             ranks_per_node = pk if nproc_per_node == pn else nproc_per_node
-    if nproc_per_node < 2:
-        raise ValidationError(f"--nproc-per-node must be >= 2 (DDP vs Decent-DP needs >= 2 ranks), got {nproc_per_node}")
     return run_shape(nproc_per_node, ranks_per_node)
 
 
@@ -123,6 +147,7 @@ def run_validation(
     model_args: dict | None = None,
     results_path: str | Path | None = None,
     timeout_s: float = 600.0,
+    progress: bool = False,
 ) -> ValidationResult | None:
     """Train with DDP and with Decent-DP on `topology` (or the advisor's pick) and compare with the model.
 
@@ -130,36 +155,67 @@ def run_validation(
     written; `rtmodel validate` shows the result first and then appends it to its --results file,
     validation.results.default_results_path() unless given). Its directory must exist. Inside a
     torchrun job ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
+    `progress`: one line per phase on stderr (rank 0 under torchrun).
     """
-    if not (timeout_s > 0):
-        raise ValidationError(f"--timeout-s must be > 0, got {timeout_s}")
-    if results_path is not None and os.environ.get("RANK", "0") == "0":  # only rank 0 writes it
+    check_timeout_s(timeout_s, "--timeout-s", ValidationError)
+    if nproc_per_node is not None:
+        _check_nproc(nproc_per_node)
+    if ranks_per_node is not None:
+        check_local_ranks(ranks_per_node, "--ranks-per-node", 1, ValidationError)
+    if results_path is not None and is_lead_process():  # only rank 0 writes it
         from rtmodel_cli.paths import check_output_path
 
         check_output_path(results_path, "--results")  # before the run, not after it
-    if in_torchrun():
+    if in_launched_rank():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
-                                model_args, results_path, timeout_s)
+                                model_args, results_path, timeout_s, progress)
     shape = _local_shape(profile_path, nproc_per_node, ranks_per_node)
     plan = make_plan(profile_path, topology, recommended, shape, iterations, warmup, model, model_args)
-    from validation.launch import launch_local
-
-    workdir = Path(tempfile.mkdtemp(prefix="rtmodel-validate-"))
+    require_modules(*RANKS_NEEDED, error=ValidationError)
+    say = _printer(progress)
+    if say:
+        say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
+            f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each")
     timestamp = _now()
-    reports = launch_local(plan.rank_job(timeout_s), shape.gpus, timeout_s, workdir)
-    shutil.rmtree(workdir, ignore_errors=True)  # kept on failure: the error names its log
+    reports = _run_local(plan, shape.gpus, timeout_s, say)
+    if say:
+        say("comparing the measured times with the model's predictions")
     result = assemble(plan, reports, timestamp)
     if results_path is not None:
         append_record(results_path, result)
     return result
 
 
+def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[dict]:
+    """Launch the job in a fresh work directory; remove it afterwards unless the error names its log."""
+    from validation.launch import launch_local
+
+    with sigterm_exits():  # SIGTERM: SystemExit, so torchrun is stopped and the directory removed
+        workdir = Path(tempfile.mkdtemp(prefix="rtmodel-validate-"))
+        try:
+            if say:
+                say(f"launching {nproc} ranks (torchrun; log: {workdir / 'job.log'})")
+            reports = launch_local(plan.rank_job(timeout_s), nproc, timeout_s, workdir, progress=say)
+        except RtmodelError as exc:
+            if str(workdir) not in str(exc):  # a rank's failure names the log: keep it for the user
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        except BaseException:  # Ctrl-C, SIGTERM, a failed start: the job is stopped, nothing to look at
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        shutil.rmtree(workdir, ignore_errors=True)
+    return reports
+
+
 def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model, model_args,
-                     results_path, timeout_s) -> ValidationResult | None:
+                     results_path, timeout_s, progress=False) -> ValidationResult | None:
+    env = check_launch_env()  # before the rendezvous: a RANK >= WORLD_SIZE would wait out the whole timeout
+    require_modules(*RANKS_NEEDED, error=ValidationError)
     import torch.distributed as dist
 
     from validation.runner import init_distributed, run_rank
 
+    say = _printer(progress and env.rank == 0)
     created = init_distributed(timeout_s)
     try:
         rank = dist.get_rank()
@@ -175,9 +231,11 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
             raise ValidationError(box[0])
         plan: Plan = box[0]
         timestamp = _now()
-        reports = run_rank(plan.rank_job(timeout_s))
+        reports = run_rank(plan.rank_job(timeout_s), on_phase=say)
         if rank != 0:
             return None  # the barrier in _quiet_teardown holds this rank until rank 0 has its result
+        if say:
+            say("comparing the measured times with the model's predictions")
         result = assemble(plan, reports, timestamp)
         if results_path is not None:
             append_record(results_path, result)

@@ -5,6 +5,9 @@
 Reads the rank job (validation.plan.Plan.rank_job), runs validation.runner.run_rank, and rank 0 writes
 every rank's report to DIR/reports.json (atomically). A failing rank writes DIR/rank<R>.error (one
 line: what failed) before exiting non-zero, so the launcher can name it instead of showing a traceback.
+Rank 0 appends each phase it starts to DIR/phases.txt (one line each); the launcher shows them as they come.
+Each rank dies with torchrun (SIGKILL through the kernel's parent-death signal): torchrun starts its workers
+in sessions of their own, so a torchrun killed outright would otherwise leave them training.
 """
 
 from __future__ import annotations
@@ -12,16 +15,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
+import signal
 import traceback
 from pathlib import Path
 
+from rtmodel_util.files import write_atomic
+from rtmodel_util.processes import set_parent_death_signal
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+PHASES_FILE = "phases.txt"
+
+
+def phase_writer(out: Path):
+    """on_phase for run_rank: append the phase to out/PHASES_FILE (one line, flushed at once)."""
+
+    def note(line: str) -> None:
+        with (out / PHASES_FILE).open("a") as fh:
+            fh.write(" ".join(line.split()) + "\n")
+
+    return note
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,18 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
+    set_parent_death_signal(signal.SIGKILL)  # first: loading torch takes seconds
     rank = int(os.environ.get("RANK", "0"))
     try:
         from validation.runner import run_rank
 
-        reports = run_rank(json.loads(args.job.read_text()))
+        reports = run_rank(json.loads(args.job.read_text()), on_phase=phase_writer(args.out) if rank == 0 else None)
         if reports is not None:
-            _write_atomic(args.out / "reports.json", json.dumps(reports))
+            write_atomic(args.out / "reports.json", json.dumps(reports))
         return 0
     except Exception as exc:  # noqa: BLE001 - report any failure of this rank in one line, then exit non-zero
         line = f"{type(exc).__name__}: {exc}".replace("\n", " ")
         try:
-            _write_atomic(args.out / f"rank{rank}.error", line)
+            write_atomic(args.out / f"rank{rank}.error", line)
         except OSError:
             pass
         traceback.print_exc()

@@ -1,0 +1,175 @@
+"""The rules for every file rtmodel reads or writes, in one place.
+
+Outputs (`profile --out`, `calibrate --out`, `validate --results`, `plot --out`, the emulator's stats):
+- checked before any work (`check_output_path`), with the same words for every command, creating nothing;
+- only regular files are written: a device node, FIFO or socket is refused (an atomic rename over the
+  system's null device, as root, would replace it); a symbolic link is written through, so the link
+  stays and its target is updated;
+- never one of the command's own inputs (`calibrate X --out X` would destroy the profile it reads);
+- written whole or not at all (`write_atomic`: a temp file beside the target, fsync, rename);
+- one writer at a time (`output_lock`): a second command naming the same output is refused at once
+  instead of one silently losing the other's work.
+
+Standard library only (plus the model's error type): launchers and ranks call it without torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from runtime_model.errors import UserError
+
+LOCK_HELD_ENV = (
+    "RTMODEL_OUTPUT_LOCK_HELD"  # the launcher holds the lock on this path; its ranks do not retake it
+)
+
+
+class OutputPathError(UserError):
+    """An output path that cannot be written; the message names the flag and the path (exit 2)."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def output_target(path: str | os.PathLike) -> Path:
+    """The file a write to `path` lands in: a symbolic link's target (the link itself stays)."""
+    p = Path(os.fspath(path))
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
+
+
+def check_output_path(
+    path: str | os.PathLike, flag: str, inputs: Mapping[str, str | os.PathLike | None] | None = None
+) -> Path:
+    """`path` as a Path when a command may write it; OutputPathError (one line naming `flag`) otherwise.
+
+    inputs: the command's input files by flag (e.g. {"PROFILE": "p.json"}); the output may not be one of
+    them. Nothing is created or written: the caller writes later (atomically), after its work is done."""
+    text = os.fspath(path)
+    if not text.strip():
+        raise OutputPathError(f"{flag} needs a file path, got an empty one")
+    p = Path(text)
+    if p.is_dir() or text.endswith(("/", os.sep)):
+        raise OutputPathError(f"{flag} {text} is a directory; give a file path, e.g. {p / 'NAME'}")
+    target = output_target(p)
+    parent = target.parent  # Path("x.json").parent is Path("."): the working directory
+    if not parent.exists():
+        raise OutputPathError(f"{flag} {text}: directory {parent} does not exist (create it first)")
+    if not parent.is_dir():
+        raise OutputPathError(f"{flag} {text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{flag} {text}: directory {parent} is not writable")
+    if target.exists():
+        mode = target.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise OutputPathError(f"{flag} {text} is a directory; give a file path")
+        if not stat.S_ISREG(mode):
+            raise OutputPathError(f"{flag} {text} is {_kind(mode)}; rtmodel writes only regular files")
+        if not os.access(target, os.W_OK):
+            raise OutputPathError(f"{flag} {text}: the file exists and is not writable")
+        for in_flag, in_path in (inputs or {}).items():
+            if in_path is not None and _same_file(target, in_path):
+                raise OutputPathError(
+                    f"{flag} {text} is also the input {in_flag}; writing it would destroy what this "
+                    "command reads: give another output file"
+                )
+    return p
+
+
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, durable: bool = True) -> None:
+    """Write `data` to `path` whole or not at all: a temp file beside the target, fsync, rename.
+
+    Refuses (OutputPathError) a target that exists and is not a regular file, so a rename never
+    replaces a device node or a FIFO; a symbolic link is written through. Leaves no temp file behind
+    when anything fails, and keeps the mode of the file it replaces. durable=False skips the fsync
+    (for a stats file rewritten every second by a time-critical process)."""
+    target = output_target(path)
+    old_mode = None
+    if target.exists():
+        mode = target.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise OutputPathError(f"{path} is {_kind(mode)}; rtmodel writes only regular files")
+        old_mode = stat.S_IMODE(mode)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+        os.chmod(tmp, old_mode if old_mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike, doc, indent: int | None = 1, durable: bool = True) -> None:
+    """`doc` as JSON (strict: no NaN or Infinity, which other readers reject), atomically."""
+    write_atomic(path, json.dumps(doc, indent=indent, allow_nan=False) + "\n", durable)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _lock_file(target: Path) -> Path:
+    """A lock file per output, in the temp directory: the user's folder gets no extra file."""
+    key = hashlib.sha256(os.path.realpath(target).encode()).hexdigest()[:24]
+    folder = Path(tempfile.gettempdir()) / f"rtmodel-locks-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / f"{key}.lock"
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike, flag: str) -> Iterator[None]:
+    """Hold an exclusive lock on the output `path` for the whole command; OutputPathError at once if
+    another rtmodel command holds it. Released when the process ends, however it ends (flock).
+
+    A launcher that holds the lock sets LOCK_HELD_ENV for its ranks, which then skip it."""
+    target = output_target(path)
+    if os.environ.get(LOCK_HELD_ENV) == os.path.realpath(target):
+        yield
+        return
+    fd = os.open(_lock_file(target), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputPathError(
+                f"{flag} {path}: another rtmodel command is writing this file now; wait for it or give "
+                "another file"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def lock_env(path: str | os.PathLike) -> dict[str, str]:
+    """The environment entry a launcher holding `output_lock(path)` passes to its ranks."""
+    return {LOCK_HELD_ENV: os.path.realpath(output_target(path))}
