@@ -175,7 +175,7 @@ class EmulatedCluster:
         env = dict(os.environ, PYTHONPATH=_pythonpath())
         log_path = os.path.join(self._workdir, "forwarder.log")
         with open(log_path, "w") as log:  # a file, not a pipe nobody reads, so it can never block on stderr
-            self._forwarder = subprocess.Popen([self.python, "-m", "emulation.forwarder", cfg_path],
+            self._forwarder = subprocess.Popen([self.python, "-P", "-m", "emulation.forwarder", cfg_path],
                                                stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                                start_new_session=True)
         line = self._forwarder.stdout.readline()  # "ready", or EOF when it died

@@ -107,7 +107,7 @@ def _json_from(proc: subprocess.Popen, what: str, timeout_s: float) -> dict:
 
 def measure_rtt(cluster, src: int, dst: int, count: int = 10) -> list[float]:
     """Ping RTTs (s) from node src to node dst."""
-    proc = cluster.run_on_node(src, [cluster.python, "-m", "emulation.probe", "ping", cluster.node_ip(dst),
+    proc = cluster.run_on_node(src, [cluster.python, "-P", "-m", "emulation.probe", "ping", cluster.node_ip(dst),
                                      "--count", str(count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     return _json_from(proc, "ping", 30)["rtts_s"]
@@ -115,12 +115,12 @@ def measure_rtt(cluster, src: int, dst: int, count: int = 10) -> list[float]:
 
 def measure_throughput(cluster, src: int, dst: int, nbytes: int = 8 << 20, port: int = 5201) -> dict:
     """TCP transfer src -> dst; returns bytes, elapsed_s and rate_Bps (after subtracting one ping RTT)."""
-    rx = cluster.run_on_node(dst, [cluster.python, "-m", "emulation.probe", "sink", "--port", str(port),
+    rx = cluster.run_on_node(dst, [cluster.python, "-P", "-m", "emulation.probe", "sink", "--port", str(port),
                                    "--bytes", str(nbytes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     if rx.stdout.readline().strip() != "listening":
         raise EmulationError(f"sink failed to start: {rx.stderr.read().strip()[-500:]}")
-    tx = cluster.run_on_node(src, [cluster.python, "-m", "emulation.probe", "send", cluster.node_ip(dst),
+    tx = cluster.run_on_node(src, [cluster.python, "-P", "-m", "emulation.probe", "send", cluster.node_ip(dst),
                                    "--port", str(port), "--bytes", str(nbytes)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     res = _json_from(tx, "send", 120)
@@ -136,14 +136,14 @@ def measure_concurrent(cluster, pairs: list[tuple[int, int]], nbytes: int = 4 <<
     Shows NIC sharing (two flows out of one node) and bidirectional traffic (0->1 with 1->0)."""
     sinks = []
     for k, (_, dst) in enumerate(pairs):
-        proc = cluster.run_on_node(dst, [cluster.python, "-m", "emulation.probe", "sink", "--port",
+        proc = cluster.run_on_node(dst, [cluster.python, "-P", "-m", "emulation.probe", "sink", "--port",
                                          str(base_port + k), "--bytes", str(nbytes)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if proc.stdout.readline().strip() != "listening":
             raise EmulationError(f"sink failed to start: {proc.stderr.read().strip()[-500:]}")
         sinks.append(proc)
     start_at = time.time() + 1.0 + 0.1 * len(pairs)  # after every sender's interpreter is up
-    senders = [cluster.run_on_node(src, [cluster.python, "-m", "emulation.probe", "send", cluster.node_ip(dst),
+    senders = [cluster.run_on_node(src, [cluster.python, "-P", "-m", "emulation.probe", "send", cluster.node_ip(dst),
                                          "--port", str(base_port + k), "--bytes", str(nbytes),
                                          "--start-at", repr(start_at)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -128,15 +128,16 @@ def parse_rank_list(value) -> list[int]:
 
 
 def load_factory(spec: str) -> Callable:
-    """'package.module:factory' -> the factory callable (the current directory is importable, as with
-    `python -m`)."""
+    """'package.module:factory' -> the factory callable. The current directory is importable, last:
+    rtmodel's ranks run with a safe path (PYTHONSAFEPATH), so a folder of the user's named `profiler` or
+    `validation` cannot shadow rtmodel's own packages, and the user's model is still found."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise WorkloadError(
             f"unknown model {spec!r} (choose {', '.join(BUILTIN_MODELS)} or package.module:factory)"
         )
     if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # any import failure is in the user's model: say so in one line

@@ -9,6 +9,7 @@ import it only when run.
 from __future__ import annotations
 
 import importlib
+from typing import Annotated
 
 import typer
 
@@ -31,6 +32,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=OneLineUsageErrors,
 )
+
+
+def _version(value: bool) -> None:
+    """--version: the installed distribution's version (pyproject.toml is its single source)."""
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"rtmodel {version('rtmodel-advisor')}")
+        except PackageNotFoundError:
+            typer.echo("rtmodel (not installed as a distribution: no version recorded)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="Print rtmodel's version and exit.", is_eager=True, callback=_version),
+    ] = False,
+) -> None:
+    pass
 
 
 for _module in COMMAND_MODULES:

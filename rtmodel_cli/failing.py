@@ -17,6 +17,7 @@ import traceback
 import typer
 from typer.core import TyperGroup
 
+from rtmodel_cli.terminal import prepare_terminal
 from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
@@ -96,6 +97,7 @@ class OneLineUsageErrors(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        prepare_terminal()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except typer.Abort:

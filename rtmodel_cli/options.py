@@ -15,6 +15,7 @@ import typer
 from runtime_model import defaults
 from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, OPTIMIZER_MS
 from runtime_model.errors import InvalidValue
+from runtime_model.preset_loading import builtin_library
 
 
 class Format(StrEnum):
@@ -25,7 +26,10 @@ class Format(StrEnum):
 
 FormatOpt = Annotated[Format, typer.Option("--format", help=" | ".join(Format))]
 GpusPerNodeOpt = Annotated[
-    int | None, typer.Option(help="GPUs per node k (default: the cluster's, else 8; capped at n).")
+    int | None,
+    typer.Option(
+        help=f"GPUs per node k (default: the cluster's, else {builtin_library().defaults.gpus_per_node}; capped at n)."
+    ),
 ]
 GpuOpt = Annotated[str | None, typer.Option(help="GPU preset (T4, A40, A100, H100, H200).")]
 NetworkOpt = Annotated[

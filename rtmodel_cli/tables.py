@@ -59,7 +59,7 @@ LEGEND = (
     (
         "runs on",
         "runs on = what runs it: Decent-DP (a built-in); Decent-DP + rtmodel (after `import "
-        "validation.decentdp_topologies`); model only = predicted, Decent-DP cannot run it (why: above).",
+        "rtmodel_decentdp`); model only = predicted, Decent-DP cannot run it (why: above).",
     ),
     (
         "AccumAdam",

@@ -192,7 +192,7 @@ def code_line(topology: str, builtin: bool) -> str:
     )
     if not builtin:
         line = (
-            "import validation.decentdp_topologies  # registers rtmodel's schedules with Decent-DP\n" + line
+            "import rtmodel_decentdp  # registers rtmodel's schedules with Decent-DP\n" + line
         )
     return line
 

@@ -9,6 +9,7 @@ checks happen before any rank, namespace or file is created.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,22 @@ def _bad_group_samples() -> str:
     return json.dumps(doc)
 
 
+def _impossible(change) -> str:
+    """The profile with one physically impossible value (`change` edits the parsed document)."""
+    doc = json.loads(PROFILE.read_text())
+    change(doc)
+    return json.dumps(doc)
+
+
+def _zero_compute(doc):
+    doc["compute"]["forward_s"][1] = [0.0] * len(doc["compute"]["forward_s"][1])
+    doc["compute"]["backward_s"][1] = [0.0] * len(doc["compute"]["backward_s"][1])
+
+
+def _pattern(key, value):
+    return lambda doc: doc["communication"]["patterns"][0].__setitem__(key, value)
+
+
 # Files each case may refer to, made in the working directory before it runs: a profile, a corrupt
 # profile, one with a bad group sample, an existing result the failed command must not touch, a
 # directory, and two bad scenario files.
@@ -65,7 +82,15 @@ FIXTURES = {
     "params-profile.toml": 'params = 1e8\ncompute_ms = 100\nprofile = "profile.json"\n',
     "bad-objective.toml": 'objective = "fastest"\n',
     "number-objective.toml": "objective = 1\n",
+    "zero-compute.json": _impossible(_zero_compute),
+    "day-long-step.json": _impossible(lambda d: d["compute"]["backward_s"][0].__setitem__(0, 1e30)),
+    "huge-bucket.json": _impossible(lambda d: d["workload"]["ddp_buckets_bytes"].__setitem__(0, 10**300)),
+    "ghost-ranks.json": _impossible(_pattern("group_size", 64)),
+    "ghost-nodes.json": _impossible(_pattern("nodes_spanned", 9)),
+    "ghost-groups.json": _impossible(_pattern("concurrent_groups", 5)),
 }
+# Special files (made by the fixture): reading a FIFO blocks, renaming over one replaces it.
+FIFOS = ("pipe.toml", "pipe.jsonl", "pipe.json", "pipe.png")
 
 CASES = [
     # advise: the cluster
@@ -118,6 +143,29 @@ CASES = [
     case("--optimizer-ms", "advise", "--optimizer-ms", "-1"),
     case("--message-dtype", "advise", "--message-dtype", "fp8"),
     case("--compute-ms", "advise", "--profile", "profile.json", "--compute-ms", "100"),
+    case("--compute-ms must be in [0.001, 8.64e+07]", "advise", "--compute-ms", "1e300"),
+    case("--compute-ms", "advise", "--compute-ms", "1e-300"),
+    case("--optimizer-ms", "advise", "--optimizer-ms", "1e300"),
+    case("--global-batch must be in (0, 1e+10]", "advise", "--global-batch", "1e300"),
+    case("--global-batch", "advise", "--gpus", "100000"),  # the default 25,000 tokens: < 1 per GPU
+    case("--global-batch", "advise", "--model", "resnet50", "--gpus", "2048"),
+    case("--global-batch", "plot", "speedup", "--out", "f.png", "--gpus", "8:65536"),
+    # advise: an option a profile would silently ignore
+    case("--network eth-25g would not be used", "advise", "--profile", "profile.json", "--network", "eth-25g"),
+    case("--intra pcie3 would not be used", "advise", "--profile", "profile.json", "--intra", "pcie3"),
+    case("--nics-per-node cannot be used with --profile", "advise", "--profile", "profile.json", "--nics-per-node", "2"),
+    case("--nccl-algo cannot be used with --profile", "advise", "--profile", "profile.json", "--nccl-algo", "ring"),
+    # profiles that hold what no cluster measures
+    case("took 0 s in every iteration", "advise", "--profile", "zero-compute.json"),
+    case("more than a day", "advise", "--profile", "day-long-step.json"),
+    case("must be at most 10,000,000,000,000", "calibrate", "huge-bucket.json"),
+    case("group_size must be at most 4", "advise", "--profile", "ghost-ranks.json"),
+    case("nodes_spanned must be at most 2", "calibrate", "ghost-nodes.json"),
+    case("the profile has 4", "advise", "--profile", "ghost-groups.json"),
+    # special files: never read (they block) or renamed over (a device would be replaced)
+    case("pipe.toml: is not a regular file", "advise", "--scenario", "pipe.toml"),
+    case("pipe.json", "advise", "--profile", "pipe.json"),
+    case("pipe.json", "calibrate", "pipe.json"),
     # advise: what is ranked
     case("--objective must be one of iteration, accuracy", "advise", "--objective", "speed"),
     case("--objective", "advise", "--objective", ""),
@@ -184,11 +232,20 @@ CASES = [
     case("nosuch-dir", "profile", "--out", "nosuch-dir/p.json"),
     case("nosuch.json", "profile", "--resume", "nosuch.json"),
     case("--out", "profile"),
+    case("--out pipe.json is a FIFO", "profile", "--out", "pipe.json"),
+    case("--out /dev/null is a character device", "profile", "--out", "/dev/null"),
+    case("--resume notes.txt: it is not readable JSON", "profile", "--resume", "notes.txt"),
+    case("--resume params.json: it is not an rtmodel profile", "profile", "--resume", "params.json"),
+    case("it is not an rtmodel profile", "profile", "--out", "params.json", "--resume", "params.json"),
     # calibrate
     case("nosuch.json", "calibrate", "nosuch.json"),
     case("corrupt.json", "calibrate", "corrupt.json", "--out", "params.json"),
     case("notes.txt", "calibrate", "notes.txt"),
     case("group_samples_s", "calibrate", "bad-group.json"),
+    case("--out profile.json is also the input PROFILE", "calibrate", "profile.json", "--out", "profile.json"),
+    case("profile.json is also the input PROFILE", "calibrate", "profile.json", "--out", "./profile.json"),
+    case("--out /dev/null is a character device", "calibrate", "profile.json", "--out", "/dev/null"),
+    case("--out pipe.json is a FIFO", "calibrate", "profile.json", "--out", "pipe.json"),
     case("nosuch-dir", "calibrate", "profile.json", "--out", "nosuch-dir/params.json"),
     case("yaml", "calibrate", "profile.json", "--format", "yaml"),
     case("weird", "calibrate", "profile.json", "--distribution", "weird"),
@@ -201,6 +258,7 @@ CASES = [
     case("--warmup", "validate", "--profile", "profile.json", "--warmup", "1"),
     case("nosuch", "validate", "--profile", "profile.json", "--topology", "nosuch"),
     case("nosuch.jsonl", "validate", "--report", "--results", "nosuch.jsonl"),
+    case("pipe.jsonl: not a regular file", "validate", "--report", "--results", "pipe.jsonl"),
     # emulate: checked before any namespace exists, and without root
     case("--nodes", "emulate", "up", "--nodes", "0"),
     case("--bandwidth-mbit", "emulate", "up", "--bandwidth-mbit", "inf"),
@@ -225,13 +283,15 @@ CASES = [
     case("--cv-max", "plot", "variance", "--out", "f.png", "--cv-max", "nan"),
     case("--out", "plot", "variance", "--out", "."),
     case("paper.pdf", "plot", "paper", "--out", "paper.pdf"),
+    case("--out pipe.png is a FIFO", "plot", "speedup", "--out", "pipe.png"),
+    case("pipe.jsonl: not a regular file", "plot", "parity", "--out", "p.png", "--results", "pipe.jsonl"),
     case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
 ]
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
     return {
-        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else p.lstat().st_mode)
         for p in sorted(folder.rglob("*"))
     }
 
@@ -240,6 +300,8 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
 def workdir(tmp_path, monkeypatch):
     for name, text in FIXTURES.items():
         (tmp_path / name).write_text(text)
+    for name in FIFOS:
+        os.mkfifo(tmp_path / name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # validate's default results live there
     return tmp_path

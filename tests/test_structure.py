@@ -12,6 +12,7 @@ PACKAGES = (
     "rtmodel_plots",
     "runtime_model",
     "rtmodel_util",
+    "rtmodel_decentdp",
     "profiler",
     "calibration",
     "validation",

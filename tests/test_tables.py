@@ -201,7 +201,7 @@ def test_topologies_table_says_model_only_like_advise():
 
 def test_code_and_shell_lines_stay_runnable_when_wrapped():
     code = (
-        "import validation.decentdp_topologies  # registers rtmodel's schedules with Decent-DP\n"
+        "import rtmodel_decentdp  # registers rtmodel's schedules with Decent-DP\n"
         'model = DecentralizedDataParallel(model, optim_fn=lambda p: AccumAdam(p, lr=1e-3), topology="base-2")'
     )
     for width in (40, 60, 80):

@@ -264,7 +264,7 @@ def test_decentdp_registration_is_idempotent_and_group_based():
 
     from decent_dp.topo import TopologyReg
 
-    import validation.decentdp_topologies as reg
+    import rtmodel_decentdp as reg
     from runtime_model.scenario import ClusterShape
     from runtime_model.topologies import build_schedule
 

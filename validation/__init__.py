@@ -7,7 +7,7 @@ Public API (re-exported lazily: `import validation` imports neither torch nor nu
     read_parity_points(path) -> list[ParityPoint]     predicted vs measured mean (ms) per run, for plots
     ValidationResult, ValidationError
 torch is imported only by the code that runs ranks (validation.runner, validation.worker,
-validation.decentdp_topologies).
+rtmodel_decentdp, the Decent-DP registrations a training script imports too).
 """
 
 from __future__ import annotations

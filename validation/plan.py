@@ -57,7 +57,7 @@ class Plan:
     shape: ClusterShape
     topology: str  # rtmodel's name
     decent_dp_topology: str  # the name in decent_dp.topo.TopologyReg
-    registered_by_rtmodel: bool  # True: validation.decentdp_topologies must be imported on every rank
+    registered_by_rtmodel: bool  # True: rtmodel_decentdp must be imported on every rank
     workload: dict  # model, model_args, batch_per_rank, bucket_cap_mb
     iterations: int
     warmup: int  # effective: the user's, raised to one schedule period + MIN_WARMUP (effective_warmup)

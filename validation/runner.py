@@ -109,7 +109,7 @@ def run_decentdp(job: dict, device: torch.device) -> tuple[list[float], float]:
     from profiler.workloads import build_workload
 
     if job["registered_by_rtmodel"]:
-        import validation.decentdp_topologies  # noqa: F401  (registers rtmodel's schedules)
+        import rtmodel_decentdp  # noqa: F401  (registers rtmodel's schedules)
     name = job["decent_dp_topology"]
     if name not in TopologyReg.registry:
         raise ValidationError(f"Decent-DP has no topology {name!r} (known: {', '.join(TopologyReg.registry)})")

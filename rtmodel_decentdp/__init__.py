@@ -11,23 +11,24 @@ exactly one group per rank per iteration. Schedules with 1-rank groups on some s
 n not a power of 2) raise DecentDPTopologyError when instantiated for that shape, because Decent-DP
 0.2.3 divides by |group| - 1.
 
-Usage: `import validation.decentdp_topologies` (registers on import; importing again is harmless),
-then `DecentralizedDataParallel(model, optim_fn, topology="base-2")`.
+Usage: `import rtmodel_decentdp` (registers on import; importing again is harmless), then
+`DecentralizedDataParallel(model, optim_fn, topology="base-2")`. A top-level package of its own, named
+for rtmodel: the line goes into the user's training script, whose folder may well hold a `validation/`.
 """
 
 from __future__ import annotations
 
 from decent_dp.topo import Edge, Topology, TopologyReg
 
+from runtime_model.errors import UserError
 from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Schedule
 from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule
-from validation.errors import TopologyUnavailable
 
 _PROBE_SHAPE = ClusterShape(8, 2)  # a shape every topology here can be built on, to see its kind
 
 
-class DecentDPTopologyError(TopologyUnavailable):
+class DecentDPTopologyError(UserError):
     """The schedule cannot be expressed as Decent-DP rounds on this shape."""
 
 

@@ -1,0 +1,100 @@
+"""rtmodel_util.files: outputs are regular files written whole or not at all, through a symlink, never
+over a command's own input, one writer at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rtmodel_cli.app import app
+from rtmodel_util.files import (
+    OutputPathError,
+    check_output_path,
+    output_lock,
+    write_atomic,
+    write_json_atomic,
+)
+
+ROOT = Path(__file__).parent.parent
+PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
+
+
+def test_a_write_is_whole_keeps_the_mode_and_leaves_no_temp_file(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    write_json_atomic(target, {"a": 1})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    with pytest.raises(ValueError):
+        write_json_atomic(target, {"x": float("nan")})  # strict JSON: refused before anything is written
+    with pytest.raises(TypeError):
+        write_atomic(target, 3)  # fails while writing the temp file
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_a_special_file_is_never_renamed_over(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputPathError, match="is a FIFO"):
+        write_atomic(fifo, "x")
+    with pytest.raises(OutputPathError, match="is a FIFO"):
+        check_output_path(fifo, "--out")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    with pytest.raises(OutputPathError, match="character device"):
+        check_output_path("/dev/null", "--out")
+
+
+def test_a_symlink_is_written_through_and_stays_a_link(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("runs").mkdir()
+    Path("runs/params-1.json").write_text("{}")
+    Path("latest.json").symlink_to("runs/params-1.json")
+    res = CliRunner().invoke(app, ["calibrate", str(PROFILE), "--out", "latest.json", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert Path("latest.json").is_symlink()
+    assert "measured_shape" in json.loads(Path("runs/params-1.json").read_text())  # the target was written
+    assert sorted(p.name for p in Path("runs").iterdir()) == ["params-1.json"]
+
+
+def test_a_symlink_to_a_device_is_refused(tmp_path):
+    link = tmp_path / "out.json"
+    link.symlink_to("/dev/null")
+    with pytest.raises(OutputPathError, match="character device"):
+        check_output_path(link, "--out")
+    assert link.is_symlink()
+
+
+def test_an_output_may_not_be_an_input_however_spelled(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("p.json").write_text("{}")
+    Path("alias.json").symlink_to("p.json")
+    for spelled in ("p.json", "./p.json", str(tmp_path / "p.json"), "alias.json"):
+        with pytest.raises(OutputPathError, match="is also the input PROFILE"):
+            check_output_path(spelled, "--out", inputs={"PROFILE": "p.json"})
+    assert check_output_path("other.json", "--out", inputs={"PROFILE": "p.json"}) == Path("other.json")
+
+
+def test_a_second_writer_of_one_output_is_refused_at_once(tmp_path):
+    target = tmp_path / "p.json"
+    with output_lock(target, "--out"):
+        with pytest.raises(OutputPathError, match="another rtmodel command is writing this file now"):
+            with output_lock(tmp_path / "." / "p.json", "--out"):
+                pass
+        with output_lock(tmp_path / "q.json", "--out"):  # another output: no conflict
+            pass
+    with output_lock(target, "--out"):  # released when the first writer ended
+        pass
+    assert list(tmp_path.iterdir()) == []  # the lock lives in the temp directory, not beside the output

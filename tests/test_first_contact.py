@@ -1,0 +1,85 @@
+"""What a newcomer meets first: any terminal prints the answer, --version, help that states the real
+defaults, and rtmodel's own code even where the user's folders share its package names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rtmodel_cli.app import app
+from rtmodel_cli.terminal import MIN_COLUMNS, usable_columns
+
+ROOT = Path(__file__).parent.parent
+
+
+def rtmodel(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """The installed `rtmodel` script, as a user runs it, in a fresh process."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "rtmodel"), *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "value, seen",
+    [(None, None), ("0", None), ("-3", None), ("abc", None), ("5", str(MIN_COLUMNS)), ("120", "120")],
+)
+def test_columns_rich_can_use(value, seen):
+    assert usable_columns(value) == seen
+
+
+@pytest.mark.parametrize("columns", ["0", "5", "abc"])
+def test_any_columns_value_prints_the_table(columns):
+    res = CliRunner().invoke(app, ["advise"], env={"COLUMNS": columns})
+    assert res.exit_code == 0, res.output
+    assert "allreduce" in res.stdout and "one-peer-exp" in res.stdout
+    assert len(res.stdout.splitlines()) < 150  # not one word per line
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_an_encoding_without_the_outputs_characters_still_prints_it(encoding):
+    res = rtmodel("advise", PYTHONIOENCODING=encoding)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "allreduce" in res.stdout
+
+
+def test_version_is_the_distributions():
+    from importlib.metadata import version
+
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0
+    assert res.stdout.strip() == f"rtmodel {version('rtmodel-advisor')}"
+
+
+def test_help_states_the_gpus_per_node_default_advise_uses():
+    import json
+
+    res = CliRunner().invoke(app, ["advise", "--help"], env={"COLUMNS": "300"})
+    k = json.loads(CliRunner().invoke(app, ["advise", "--gpus", "64", "--format", "json"]).stdout)["inputs"][
+        "gpus_per_node"
+    ]
+    assert f"else {k}; capped at n" in res.stdout
+
+
+def test_a_users_folders_named_like_rtmodels_packages_do_not_shadow_it(tmp_path):
+    """A project with its own `validation/` and `profiler/` folders: rtmodel's commands, and the line it
+    prints for a training script, still import rtmodel's code."""
+    for name in ("validation", "profiler", "calibration", "emulation"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise ImportError('the user folder was imported')\n")
+    res = rtmodel("advise", "--gpus", "64", "--gpus-per-node", "8", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "import rtmodel_decentdp" in res.stdout  # a name no project folder shadows
+    res = rtmodel("calibrate", str(ROOT / "tests" / "data" / "synthetic_profile_2x2.json"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
