@@ -10,10 +10,11 @@ measure (single-node profile: no inter-node link), saying so; fit compute and bu
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibration.compute_fit import fit_compute
+from calibration.compute_fit import ComputeFit, fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
 from calibration.links import CombinedLink, LinkEstimate, combine_estimates, invert_ring, split_flow_cap
 from calibration.profile import Profile
@@ -45,51 +46,84 @@ def calibrate(
         profile = profile_from_document(profile, origin or "profile")
     origin = origin or profile.origin
     measured: ClusterShape = profile.shape
-    fits: list[FitReport] = []
-    notes: list[str] = []
-    provenance: dict[str, str] = {}
-    group_costs: dict[str, AffineCost] = {}
-    estimates: dict[str, list[LinkEstimate]] = {"intra": [], "inter": []}
-
+    lines = _PatternLines()
     for key, (group, names, nbytes, times) in _pooled_patterns(profile).items():
-        label = f"{'+'.join(names)} {key}"
+        lines.add(key, group, f"{'+'.join(names)} {key}", nbytes, times)
+    fits, notes, provenance = lines.fits, lines.notes, lines.provenance
+
+    links = {}
+    for cls in ("intra", "inter"):
+        links[cls] = _link_for_class(
+            cls, lines.estimates[cls], fallback_network, measured, fits, notes, provenance
+        )
+
+    cf = fit_compute(profile, distribution)
+    fits.append(cf.report)
+    notes.extend(cf.notes)
+    provenance.update(_compute_provenance(cf, distribution))
+    network = _measured_network(profile, links, lines.group_costs, provenance)
+    info = {
+        "origin": origin,
+        "created_utc": profile.created_utc,
+        "backend": profile.backend,
+        "device": profile.device,
+        "torch_version": profile.torch_version,
+        "nccl_version": profile.nccl_version,
+        "model": str(profile.workload.model),
+    }
+    return Calibration(network, cf.compute, cf.buckets, measured, fits, provenance, notes, info)
+
+
+@dataclass
+class _PatternLines:
+    """What the all-reduce patterns' lines give: their fit reports, notes and provenance, the measured
+    group costs, and the link-class estimates the ring formula inverts them into."""
+
+    fits: list[FitReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+    group_costs: dict[str, AffineCost] = field(default_factory=dict)
+    estimates: dict[str, list[LinkEstimate]] = field(default_factory=lambda: {"intra": [], "inter": []})
+
+    def add(self, key: str, group: GroupShape, label: str, nbytes: np.ndarray, times: np.ndarray) -> None:
+        """Fit one group shape's pooled samples (skipped, said in a note, with fewer than 2 sizes)."""
         n_sizes = np.unique(nbytes).size
         if n_sizes < 2:
-            notes.append(
+            self.notes.append(
                 f"{label}: only {n_sizes} message size measured; no affine fit possible, pattern skipped"
             )
-            continue
+            return
         rf = fit_regimes(nbytes, times)
         line = rf.large
-        fits.extend(_pattern_reports(label, rf))
+        self.fits.extend(_pattern_reports(label, rf))
         regime = f" (large-message regime >= {fmt_bytes(rf.breakpoint_bytes)})" if rf.small else ""
         where = (
             f"{label}, {line.n_sizes} sizes {fmt_bytes(line.min_bytes)}..{fmt_bytes(line.max_bytes)}{regime}"
         )
         if "per_byte_s" in line.unresolved:
-            notes.append(
+            self.notes.append(
                 f"{label}: per-byte cost not resolved ({where}); not used as a measured group cost, the model "
                 "derives this shape from the link classes"
             )
         else:
-            group_costs[key] = AffineCost(
+            self.group_costs[key] = AffineCost(
                 fixed_s=line.fixed_s,
                 per_byte_s=line.per_byte_s,
                 source=f"measured: {where}",
                 fixed_sd_s=line.fixed_sd_s,
                 per_byte_rel_sd=line.per_byte_rel_sd,
             )
-            provenance[f"group_costs.{key}"] = f"measured ({where})"
+            self.provenance[f"group_costs.{key}"] = f"measured ({where})"
         if rf.small is not None:
             s = rf.small
-            notes.append(
+            self.notes.append(
                 f"{label}: two regimes, breakpoint {fmt_bytes(rf.breakpoint_bytes)}: small messages "
                 f"fixed {s.fixed_s * 1e6:.3g} us + {fmt_per_byte(s.per_byte_s)} (reported only); the model uses the "
                 f"large-message regime fixed {line.fixed_s * 1e6:.3g} us + {fmt_per_byte(line.per_byte_s)} because "
                 "gradient buckets are MBs (AffineCost holds one line)"
             )
         cls = "intra" if group.nodes == 1 else "inter"
-        estimates[cls].append(
+        self.estimates[cls].append(
             invert_ring(
                 group,
                 line.fixed_s,
@@ -100,13 +134,10 @@ def calibrate(
             )
         )
 
-    links = {}
-    for cls in ("intra", "inter"):
-        links[cls] = _link_for_class(cls, estimates[cls], fallback_network, measured, fits, notes, provenance)
 
-    cf = fit_compute(profile, distribution)
-    fits.append(cf.report)
-    notes.extend(cf.notes)
+def _compute_provenance(cf: ComputeFit, distribution: str) -> dict[str, str]:
+    """Where the Compute's means, distribution, variation and bucket ready times came from."""
+    provenance = {}
     src = cf.compute.source.removeprefix("measured: ")
     for name in ("forward_s", "backward_s", "optimizer_s"):
         provenance[f"compute.{name}"] = f"measured (mean of {src})"
@@ -120,7 +151,14 @@ def calibrate(
             f"sizes from workload ({len(getattr(cf.buckets, layout))} buckets); "
             "ready fractions measured (mean ready time / mean backward time)"
         )
+    return provenance
 
+
+def _measured_network(
+    profile: Profile, links: dict[str, Link], group_costs: dict[str, AffineCost], provenance: dict[str, str]
+) -> Network:
+    """The Network of the calibrated links and measured group costs, with the backend's concurrency."""
+    measured = profile.shape
     network = Network(
         intra=links["intra"],
         inter=links["inter"],
@@ -134,16 +172,7 @@ def calibrate(
         provenance["concurrent_collectives"] = (
             f"{network.concurrent_collectives}: gloo's ProcessGroupGloo runs collectives on 2 worker threads"
         )
-    info = {
-        "origin": origin,
-        "created_utc": profile.created_utc,
-        "backend": profile.backend,
-        "device": profile.device,
-        "torch_version": profile.torch_version,
-        "nccl_version": profile.nccl_version,
-        "model": str(profile.workload.model),
-    }
-    return Calibration(network, cf.compute, cf.buckets, measured, fits, provenance, notes, info)
+    return network
 
 
 def _pooled_patterns(profile: Profile) -> dict[str, tuple[GroupShape, list[str], np.ndarray, np.ndarray]]:

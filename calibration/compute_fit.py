@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.profile import BucketReadyTimes, Profile
+from calibration.profile import BucketReadyTimes, ComputeProfile, Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import FitReport
 from calibration.variation_fit import fit_variation
@@ -44,24 +44,15 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
             f"unknown compute distribution {distribution!r}; choose one of {DISTRIBUTIONS}"
         )
     comp, workload = profile.compute, profile.workload
-    fwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.forward]
-    bwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.backward]
     opt = np.concatenate([np.asarray(m.samples_s, dtype=float) for m in comp.optimizer])
-    c_rows = []
-    for r, (f, b) in enumerate(zip(fwd_rows, bwd_rows, strict=True)):
-        if f.size != b.size:
-            raise CalibrationError(f"compute: rank {r} has {f.size} forward but {b.size} backward times")
-        c_rows.append(f + b)
+    fwd_rows, bwd_rows, c_rows = _rank_rows(comp)
     fwd, bwd, c = np.concatenate(fwd_rows), np.concatenate(bwd_rows), np.concatenate(c_rows)
 
     vf = fit_variation(c_rows, profile.shape.gpus_per_node)
     iid = vf.iid_samples_s  # c itself unless a persistent or node component was measured
     empirical = EmpiricalCompute(tuple(iid.tolist()))
     normal = NormalCompute(float(iid.mean()), float(iid.std(ddof=1)) if iid.size > 1 else 0.0)
-    rank_means = np.array([row.mean() for row in c_rows])
-    between = float(rank_means.std(ddof=1)) if rank_means.size > 1 else 0.0
-    within_var = [row.var(ddof=1) for row in c_rows if row.size > 1]
-    within = float(np.sqrt(np.mean(within_var))) if within_var else 0.0
+    between, within = _rank_spread(c_rows)
 
     t_b = float(bwd.mean())
     ddp, ddp_warn = _buckets(comp.ddp_bucket_ready_s, workload.ddp_buckets_bytes, t_b, "ddp")
@@ -118,6 +109,27 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
     return ComputeFit(
         compute, BucketLayout(ddp, gossip), empirical, normal, between, within, report, tuple(notes)
     )
+
+
+def _rank_rows(comp: ComputeProfile) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per rank: forward, backward and C = forward + backward samples (a rank's two counts must agree)."""
+    fwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.forward]
+    bwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.backward]
+    c_rows = []
+    for r, (f, b) in enumerate(zip(fwd_rows, bwd_rows, strict=True)):
+        if f.size != b.size:
+            raise CalibrationError(f"compute: rank {r} has {f.size} forward but {b.size} backward times")
+        c_rows.append(f + b)
+    return fwd_rows, bwd_rows, c_rows
+
+
+def _rank_spread(c_rows: list[np.ndarray]) -> tuple[float, float]:
+    """(sd of the ranks' mean C, root-mean-square of each rank's own sd across iterations)."""
+    rank_means = np.array([row.mean() for row in c_rows])
+    between = float(rank_means.std(ddof=1)) if rank_means.size > 1 else 0.0
+    within_var = [row.var(ddof=1) for row in c_rows if row.size > 1]
+    within = float(np.sqrt(np.mean(within_var))) if within_var else 0.0
+    return between, within
 
 
 def _buckets(

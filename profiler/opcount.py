@@ -3,7 +3,8 @@
 Why: on a GPU an eager iteration takes max(host time, device time); host time = kernel-launching ops x
 dispatch cost, device time = matmul FLOPs / (peak x eff) + bytes of memory-bound kernels / (HBM x eff).
 Those counts depend only on the model code and torch, not on the GPU, so a CPU run can measure them:
-- ops, views, syncs: a TorchDispatchMode on a tiny-width copy (counts do not depend on width);
+- ops, views, syncs: a TorchDispatchMode (profiler.op_tally) on a tiny-width copy (counts do not depend
+  on width);
 - FLOPs (FlopCounterMode) and non-matmul bytes: full width, two batch sizes, slope per unit and
   intercept, on FakeTensors (shapes only, nothing computed);
 - backward_numels: post-accumulate-grad hooks, the order Decent-DP and DDP bucket in.
@@ -19,123 +20,23 @@ import argparse
 import statistics
 import sys
 import time
-from collections import Counter
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from profiler import reference_models
+from profiler.op_tally import OpCounter, Tally
+from profiler.toml_text import toml_value
 
 aten = torch.ops.aten
 TINY_WIDTH_DIV = 32  # op counts are taken at width / 32 (d_model 16 for transformer-base)
 UNIT_PAIRS = {"token": (64, 128), "image": (1, 2)}  # two batch sizes for the per-unit slopes
 GPT2_UNIT_PAIR = (1024, 2048)  # whole 1024-token sequences: attention is quadratic within one
 TXL_UNIT_PAIR = (2 * reference_models.TXL_SEGMENT, 4 * reference_models.TXL_SEGMENT)  # whole segments
-MATMUL_PREFIXES = ("_scaled_dot_product", "_flash_attention", "_efficient_attention", "_cudnn_attention")
-MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_addmm_activation",
-              "convolution", "_convolution", "convolution_backward", "mkldnn_convolution", "_scaled_mm"}
-NO_KERNEL_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_", "set_",
-                 "device", "is_same_size", "_has_same_storage_numel", "_has_compatible_shallow_copy_type",
-                 "_record_function_enter", "_record_function_enter_new", "_record_function_exit"}
-EXTRA_VIEWS = {"_unsafe_view", "_reshape_alias", "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",
-               "detach_"}  # views without an alias annotation, and in-place metadata changes
-SYNC_OPS = {"_local_scalar_dense", "is_nonzero", "equal"}  # read a device value on the host
-WRITE_ONLY_SELF = {"copy_", "zero_", "fill_", "bernoulli_", "uniform_", "normal_", "random_", "exponential_",
-                   "_foreach_zero_", "_foreach_copy_"}  # overwrite their first argument without reading it
-GATHER_OPS = {"embedding", "index_select", "gather"}  # read only the rows they return of their first argument
-
-
-def op_kind(func) -> str:
-    """'view' (aliases its input, launches nothing), 'none' (allocates only), 'sync', 'matmul', 'kernel'."""
-    name = func.overloadpacket.__name__
-    if name in SYNC_OPS:
-        return "sync"
-    if name in NO_KERNEL_OPS:
-        return "none"
-    if getattr(func, "is_view", False) or name in EXTRA_VIEWS:
-        return "view"
-    if name in MATMUL_OPS or name.startswith(MATMUL_PREFIXES):
-        return "matmul"
-    return "kernel"
-
-
-def tensor_bytes(t) -> int:
-    """Bytes a kernel touches in `t`: broadcast (stride-0) dimensions are read once."""
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
-        return 0
-    n = 1
-    for size, stride in zip(t.shape, t.stride(), strict=True):
-        n *= size if stride else 1
-    return n * t.element_size()
-
-
-def op_bytes(func, args, kwargs, out) -> int:
-    """Reads (tensor inputs) + writes (outputs and mutated arguments) of one memory-bound op."""
-    name = func.overloadpacket.__name__
-    schema = func._schema
-    bound = dict(zip((a.name for a in schema.arguments), args, strict=False)) | dict(kwargs)
-    reads = writes = 0
-    outs = out if len(schema.returns) > 1 else (out,)  # one Tensor[] return is one list
-    for i, arg in enumerate(schema.arguments):
-        tensors = [t for t in tree_flatten(bound.get(arg.name))[0] if isinstance(t, torch.Tensor)]
-        size = sum(tensor_bytes(t) for t in tensors)
-        if i == 0 and name in GATHER_OPS:
-            size = sum(tensor_bytes(t) for t in tree_flatten(outs[0])[0])
-        not_read = name.endswith("_like") or name.startswith("new_") or (i == 0 and name in WRITE_ONLY_SELF)
-        reads += 0 if not_read else size
-        writes += size if arg.alias_info is not None and arg.alias_info.is_write else 0
-    for ret, value in zip(schema.returns, outs, strict=False):
-        if ret.alias_info is None:  # an in-place op's return is its mutated argument, counted above
-            writes += sum(tensor_bytes(t) for t in tree_flatten(value)[0])
-    return reads + writes
-
-
-@dataclass
-class Tally:
-    """What one phase (forward+loss, or backward) issued."""
-
-    ops: int = 0  # kernel-launching aten ops (matmul-class included)
-    views: int = 0
-    syncs: int = 0
-    scalar_ops: int = 0  # kernel ops whose tensors are all 0-dim (optimizer step counters live on CPU)
-    bytes: int = 0  # tensor bytes read + written by non-matmul kernel ops
-    flops: int = 0
-    by_op: Counter = field(default_factory=Counter)
-    bytes_by_op: Counter = field(default_factory=Counter)
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts every aten op that reaches the dispatcher below autograd and autocast."""
-
-    def __init__(self, tally: Tally):
-        super().__init__()
-        self.tally = tally
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        kind, t = op_kind(func), self.tally
-        t.views += kind == "view"
-        t.syncs += kind == "sync"
-        if kind in ("kernel", "matmul"):
-            t.ops += 1
-            t.by_op[func.overloadpacket.__name__] += 1
-            tensors = [x for x in tree_flatten((args, kwargs, out))[0] if isinstance(x, torch.Tensor)]
-            t.scalar_ops += all(x.dim() == 0 for x in tensors)
-            if kind == "kernel":
-                size = op_bytes(func, args, kwargs, out)
-                t.bytes += size
-                t.bytes_by_op[func.overloadpacket.__name__] += size
-        return out
-
-
 @contextmanager
 def cuda_like_kernels():
     """Makes CPU issue the ops CUDA issues for dropout (see the module docstring): patches the two
@@ -294,25 +195,6 @@ def measure(name: str, amp: bool, dispatch: bool = False) -> dict:
     return result
 
 
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, float):
-        return f"{value:.10g}" if value != int(value) or abs(value) >= 1e15 else f"{int(value)}"
-    if isinstance(value, list):
-        items = [str(v) for v in value]
-        lines, line = [], "  "
-        for item in items:
-            if len(line) + len(item) + 2 > 100:
-                lines.append(line.rstrip())
-                line = "  "
-            line += item + ", "
-        return "[\n" + "\n".join([*lines, line.rstrip()]) + "\n]"
-    return str(value)
-
-
 def render_model(name: str, r: dict) -> str:
     u1, u2 = unit_pair(name)
     amp = "AMP as bf16 autocast" if r["amp"] else "fp32, no AMP"
@@ -343,7 +225,7 @@ def render_model(name: str, r: dict) -> str:
                   forward_fixed_bytes=r["forward_bytes_fixed"],
                   backward_fixed_bytes=r["backward_bytes_fixed"],
                   fixed_bytes=r["forward_bytes_fixed"] + r["backward_bytes_fixed"])
-    body = [f"{k} = {_toml_value(values[k])}" for k in keys if k in values]
+    body = [f"{k} = {toml_value(values[k])}" for k in keys if k in values]
     return "\n".join([*header, f"[{name}]", *body]) + "\n"
 
 

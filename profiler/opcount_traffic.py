@@ -3,7 +3,7 @@ Decent-DP's gossip mixing and DDP's bucket copies, plus the host ops and syncs e
 
 Why: these kernels are memory-bound and run once per iteration over every parameter (DDP's after the
 last bucket, Decent-DP's per bucket inside backward), so the runtime model charges them as
-bytes / (HBM bandwidth x efficiency) and ops x dispatch cost. Measured with opcount's byte-counting
+bytes / (HBM bandwidth x efficiency) and ops x dispatch cost. Measured with op_tally's byte-counting
 dispatch mode on a few fp32 parameters (sizes multiples of 32: Decent-DP's alignment), steady state
 (the step that creates optimizer state is not counted), divided by the parameter count.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from profiler.opcount import OpCounter, Tally, _toml_value
+from profiler.op_tally import OpCounter, Tally
+from profiler.toml_text import toml_value
 
 SIZES = (1024 * 768, 65_536, 3 * 768, 768, 32_000)  # a small mix of matrix, vector and odd-length tensors
 DECENT_DP = "decent_dp 0.2.3"
@@ -164,5 +165,5 @@ def render_traffic() -> str:
     body = []
     for table, row in traffic_rows().items():
         body.append(f"\n[{table}]")
-        body += [f"{k} = {_toml_value(v)}" for k, v in row.items()]
+        body += [f"{k} = {toml_value(v)}" for k, v in row.items()]
     return "\n".join(header + body) + "\n"

@@ -11,38 +11,31 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import (
-    BucketMibOpt,
-    ClusterOpt,
-    ComputeCvOpt,
-    ComputeMsOpt,
     Format,
     FormatOpt,
-    GlobalBatchOpt,
-    GpuOpt,
-    GpusPerNodeOpt,
-    IntraOpt,
     MarginOpt,
-    MessageDtypeOpt,
-    ModelOpt,
-    NcclAlgoOpt,
-    NetworkOpt,
-    NicsPerNodeOpt,
-    NodeCvOpt,
-    OptimizerMsOpt,
-    ParamMbOpt,
-    ParamsOpt,
-    PresetsOpt,
-    ProfileOpt,
-    RankCvOpt,
-    ScenarioOpt,
-    StragglerOpt,
     TopologiesOpt,
     network_kw,
     own_numbers,
     variation_kw,
 )
-from runtime_model.constraints import MFU
+
+DEFAULT_GPUS = 64
+# The question advise answers, its own options (scenario-file keys too; the model's inputs are ModelInputs).
+GpusOpt = Annotated[int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")]
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="What to rank: 'iteration' (time per iteration; ties inside the margin go to the better "
+        "consensus) or 'accuracy' (time to the same loss: options known to keep All-Reduce's "
+        "iterations first, hopeless consensus never). Default: iteration."
+    ),
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", help="Print every note on the inputs under the verdict.")
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -77,7 +70,6 @@ PROFILE_REPLACES = (
 PROFILE_MEASURES_COLLECTIVES = ("nics_per_node", "nccl_algo")
 # The preset link options, by the link class they name: they fill only a link the profile did not measure.
 LINK_OPTIONS = {"network": "inter", "intra": "intra"}
-DEFAULT_GPUS = 64
 # presets.resolve's keyword arguments that every model takes (the user's own numbers go by own_numbers).
 REQUEST_KEYS = (
     "gpus",
@@ -191,80 +183,49 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
     return profiled.scenario, {**profiled.provenance, "margin": why}, list(profiled.notes), inputs
 
 
+@takes_model_inputs()
 def advise(
-    gpus: Annotated[
-        int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")
-    ] = None,
-    gpus_per_node: GpusPerNodeOpt = None,
-    gpu: GpuOpt = None,
-    network: NetworkOpt = None,
-    intra: IntraOpt = None,
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    param_mb: ParamMbOpt = None,
-    global_batch: GlobalBatchOpt = None,
-    precision: Annotated[
-        str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")
-    ] = None,
-    mfu: Annotated[
-        float | None,
-        typer.Option(
-            help=f"Model-FLOPs utilisation assumed for compute time, {MFU.describe()} (default: the GPU's)."
-        ),
-    ] = None,
-    compute_cv: ComputeCvOpt = None,
-    straggler: StragglerOpt = None,
-    rank_cv: RankCvOpt = None,
-    node_cv: NodeCvOpt = None,
-    bucket_cap_mb: BucketMibOpt = None,
-    cluster: ClusterOpt = None,
-    compute_ms: ComputeMsOpt = None,
-    optimizer_ms: OptimizerMsOpt = None,
-    message_dtype: MessageDtypeOpt = None,
-    nics_per_node: NicsPerNodeOpt = None,
-    nccl_algo: NcclAlgoOpt = None,
-    profile: ProfileOpt = None,
-    presets: PresetsOpt = None,
+    gpus: GpusOpt = None,
+    *,
+    inputs: ModelInputs,
     margin: MarginOpt = None,
     topology: TopologiesOpt = None,
-    scenario: ScenarioOpt = None,
-    objective: Annotated[
-        str | None,
-        typer.Option(
-            help="What to rank: 'iteration' (time per iteration; ties inside the margin go to the better "
-            "consensus) or 'accuracy' (time to the same loss: options known to keep All-Reduce's "
-            "iterations first, hopeless consensus never). Default: iteration."
-        ),
-    ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", help="Print every note on the inputs under the verdict.")
-    ] = False,
+    objective: ObjectiveOpt = None,
+    verbose: VerboseOpt = False,
     format: FormatOpt = Format.table,
 ):
     """Predict per-iteration time of All-Reduce and each gossip topology, and recommend one."""
     from rtmodel_cli import scenario_file
 
-    given = {k: v for k, v in locals().items() if k in scenario_file.KEYS}
-    opts, taken = scenario_file.merge(given, scenario_file.read(scenario) if scenario else {})
-    with scenario_file.blamed(scenario, taken):
+    given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
+    path = inputs.scenario
+    opts, taken = scenario_file.merge(given, scenario_file.read(path) if path else {})
+    with scenario_file.blamed(path, taken):
         _advise(opts, format, verbose)
 
 
-def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
-    """`advise` once the scenario file (if any) is merged under the command line's options."""
+def scenario_request(opts: dict) -> dict:
+    """`scenario_for`'s request from a command's merged options (scenario_file.KEYS but margin, topology
+    and objective): the presets' choices, your own numbers and the variation, checked; --gpus defaults."""
     from rtmodel_cli import your_model
-    from runtime_model import report
-    from runtime_model.advisor import advise as run_advice
-    from runtime_model.constraints import Interval
 
-    objective = _objective(opts["objective"])
     own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"])
     own.update(your_model.given(opts))
     request = {name: opts[name] for name in REQUEST_KEYS}
     request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
     varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
-    sc, prov, notes, inputs = scenario_for({**request, **own, **varied}, opts["profile"], opts["presets"])
+    return {**request, **own, **varied}
+
+
+def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
+    """`advise` once the scenario file (if any) is merged under the command line's options."""
+    from runtime_model import report
+    from runtime_model.advisor import advise as run_advice
+    from runtime_model.constraints import Interval
+
+    objective = _objective(opts["objective"])
+    sc, prov, notes, inputs = scenario_for(scenario_request(opts), opts["profile"], opts["presets"])
     margin, prov["margin"] = _margin(opts["margin"], inputs.get("profile_margin"), prov.get("margin"))
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     adv = run_advice(

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from runtime_model import defaults
-from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, OPTIMIZER_MS
+from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, MFU, OPTIMIZER_MS
 from runtime_model.errors import InvalidValue
 from runtime_model.preset_loading import builtin_library
 
@@ -56,6 +56,13 @@ ParamMbOpt = Annotated[
     ),
 ]
 ClusterOpt = Annotated[str | None, typer.Option(help="Named cluster preset (t4-ib100, a100-ib100, ...).")]
+PrecisionOpt = Annotated[str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")]
+MfuOpt = Annotated[
+    float | None,
+    typer.Option(
+        help=f"Model-FLOPs utilisation assumed for compute time, {MFU.describe()} (default: the GPU's)."
+    ),
+]
 GlobalBatchOpt = Annotated[
     float | None,
     typer.Option(

@@ -42,28 +42,11 @@ def factor_breakdown_bars(
         raise PlotError("no GPU counts given")
     topo_filter = [topology] if (many and topology) else topologies
     df = sweep(gpus_list, model=model, network=network, cluster=cluster, topologies=topo_filter, **preset_kw)
-    if many:
-        bars = best_per_gpus(df) if topology is None else df[df["topology"] == topology].sort_values("gpus")
-        bars = bars.set_index("gpus").reindex(gpus_list).reset_index()
-        names = [str(g) for g in gpus_list]
-        xlabel = "GPUs (n)"
-        what = topology or "fastest topology at each n"
-    else:
-        bars = df.reset_index(drop=True)
-        names = list(bars["topology"])
-        xlabel = "topology"
-        what = f"n = {gpus_list[0]}, All-Reduce {bars['allreduce_ms'].iloc[0]:.1f} ms / iteration"
+    bars, names, xlabel, what = _bar_rows(df, gpus_list, many, topology)
     fig = new_figure(max(6.4, 1.1 * len(names) + 2.6), 5.0)
     ax = fig.subplots()
     x = np.arange(len(names))
-    pos_base = np.zeros(len(names))
-    neg_base = np.zeros(len(names))
-    for factor in FACTOR_COLORS:
-        v = np.nan_to_num(bars[f"{factor}_ms"].to_numpy(dtype=float))
-        ax.bar(x, v, 0.62, bottom=np.where(v >= 0, pos_base, neg_base), color=FACTOR_COLORS[factor],
-               label=FACTOR_LABELS[factor], edgecolor="white", lw=0.6)
-        pos_base += np.where(v >= 0, v, 0)
-        neg_base += np.where(v < 0, v, 0)
+    pos_base, neg_base = _stack_factors(ax, x, bars)
     total = bars["saved_ms"].to_numpy(dtype=float)
     ok = np.isfinite(total)
     floor = -float(np.nanmax(bars["allreduce_ms"])) if ok.any() else -1.0  # a loss of T_AR = 2x slower
@@ -97,3 +80,28 @@ def factor_breakdown_bars(
     where = cluster or network or "ib-100"
     fig.suptitle(f"Where the speedup comes from: {model} on {where}\n{what}", fontsize=10.5)
     return fig
+
+
+def _bar_rows(df, gpus_list: list[int], many: bool, topology: str | None):
+    """(one sweep row per bar, the bars' names, the x-axis label, what the bars show) for the title."""
+    if many:
+        bars = best_per_gpus(df) if topology is None else df[df["topology"] == topology].sort_values("gpus")
+        bars = bars.set_index("gpus").reindex(gpus_list).reset_index()
+        return bars, [str(g) for g in gpus_list], "GPUs (n)", topology or "fastest topology at each n"
+    bars = df.reset_index(drop=True)
+    what = f"n = {gpus_list[0]}, All-Reduce {bars['allreduce_ms'].iloc[0]:.1f} ms / iteration"
+    return bars, list(bars["topology"]), "topology", what
+
+
+def _stack_factors(ax, x: np.ndarray, bars) -> tuple[np.ndarray, np.ndarray]:
+    """Stack each factor's saving on the positive side and its cost on the negative side of each bar;
+    returns the tops of the two stacks (pos_base >= 0 >= neg_base)."""
+    pos_base = np.zeros(len(x))
+    neg_base = np.zeros(len(x))
+    for factor in FACTOR_COLORS:
+        v = np.nan_to_num(bars[f"{factor}_ms"].to_numpy(dtype=float))
+        ax.bar(x, v, 0.62, bottom=np.where(v >= 0, pos_base, neg_base), color=FACTOR_COLORS[factor],
+               label=FACTOR_LABELS[factor], edgecolor="white", lw=0.6)
+        pos_base += np.where(v >= 0, v, 0)
+        neg_base += np.where(v < 0, v, 0)
+    return pos_base, neg_base

@@ -38,7 +38,7 @@ __all__ = [
     "RANK_VARS",
     "LaunchEnv",
     "LaunchEnvError",
-    "LaunchError",
+    "LaunchRefused",
     "check_launch_env",
     "check_local_ranks",
     "check_timeout_s",
@@ -67,12 +67,12 @@ RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK
 CLUSTER_HINT = 'pip install "rtmodel-advisor[cluster]"'
 
 
-class LaunchError(UserError):
+class LaunchRefused(UserError):
     """A launch that cannot work as asked (too many local ranks, a timeout that is no timeout, torch
     missing); one line naming the flag or the package (exit 2)."""
 
 
-class LaunchEnvError(LaunchError):
+class LaunchEnvError(LaunchRefused):
     """This process's rank environment (RANK, WORLD_SIZE, ...) is malformed or inconsistent; the message
     names the variable. It is this process's own mistake, so every rank that has it says it."""
 
@@ -98,14 +98,16 @@ def is_lead_process(environ: Mapping[str, str] | None = None) -> bool:
 @dataclass(frozen=True)
 class LaunchEnv:
     """This rank's place in the job, as its launcher described it (checked: see check_launch_env).
-    local_rank / local_world_size are None where the launcher (a plain srun setup) did not set them."""
+    local_rank / local_world_size are None where the launcher (a plain srun setup) did not set them;
+    master_addr / master_port only where a caller runs a rank with a rendezvous of its own (a launched
+    rank, see in_launched_rank, always has them)."""
 
     rank: int
     world_size: int
     local_rank: int | None
     local_world_size: int | None
-    master_addr: str
-    master_port: int
+    master_addr: str | None
+    master_port: int | None
 
 
 _WHO = "as torchrun/srun sets it for each rank"
@@ -128,19 +130,20 @@ def _env_int(env: Mapping[str, str], name: str, minimum: int, maximum: int | Non
 def check_launch_env(environ: Mapping[str, str] | None = None) -> LaunchEnv:
     """This rank's environment, checked before any rendezvous: LaunchEnvError (one line naming the
     variable) when it is missing, not a number, or inconsistent (RANK >= WORLD_SIZE, LOCAL_RANK >=
-    LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE not dividing WORLD_SIZE: rtmodel needs equal nodes)."""
+    LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE not dividing WORLD_SIZE: rtmodel needs equal nodes).
+    RANK and WORLD_SIZE are required; every other variable is checked when it is set."""
     env = os.environ if environ is None else environ
-    for name in LAUNCH_VARS:
+    for name in ("RANK", "WORLD_SIZE"):
         if not env.get(name):
-            raise LaunchEnvError(f"{name} is not set ({_WHO}); it is needed with {', '.join(LAUNCH_VARS)}")
+            raise LaunchEnvError(f"{name} is not set ({_WHO}); every rank needs RANK and WORLD_SIZE")
     rank = _env_int(env, "RANK", 0)
     world = _env_int(env, "WORLD_SIZE", 1)
     port = _env_int(env, "MASTER_PORT", 1, 65535)
     local_rank = _env_int(env, "LOCAL_RANK", 0)
     local_world = _env_int(env, "LOCAL_WORLD_SIZE", 1)
     pretend = _env_int(env, RANKS_PER_NODE_ENV, 1)
-    addr = env["MASTER_ADDR"].strip()
-    if not addr or any(c.isspace() for c in addr):
+    addr = env.get("MASTER_ADDR") or None
+    if addr is not None and (not addr.strip() or any(c.isspace() for c in addr.strip())):
         raise LaunchEnvError(
             f"MASTER_ADDR must be a host name or address ({_WHO}), got {env['MASTER_ADDR']!r}"
         )
@@ -160,7 +163,7 @@ def check_launch_env(environ: Mapping[str, str] | None = None) -> LaunchEnv:
         raise LaunchEnvError(f"LOCAL_RANK={local_rank} must be less than WORLD_SIZE={world}")
     if pretend is not None and world % pretend:
         raise LaunchEnvError(f"{RANKS_PER_NODE_ENV}={pretend} must divide WORLD_SIZE={world}")
-    return LaunchEnv(rank, world, local_rank, local_world, addr, port)
+    return LaunchEnv(rank, world, local_rank, local_world, addr and addr.strip(), port)
 
 
 def launch_env(environ: Mapping[str, str] | None = None) -> LaunchEnv | None:
@@ -181,14 +184,14 @@ def max_local_ranks() -> int:
 
     Why: every rank is a Python process with torch loaded (hundreds of MB, one busy thread at least).
     Beyond a few per core they only time-slice, so what a profile or validation measures is the
-    scheduler, not the network; a GPU machine has far more cores than GPUs / 8, so one rank per GPU
-    always fits. 16 keeps small test machines able to pretend two nodes of 8. 1024 is past where
+    scheduler, not the network; GPU machines have more cores than GPUs / 8 (8 GPUs come with dozens
+    of cores), so one rank per GPU always fits. 16 keeps small test machines able to pretend two nodes of 8. 1024 is past where
     gloo's full mesh (n^2 / 2 TCP connections on this machine) and the file-descriptor limit give out.
     The bound is checked before any process starts: 10^12 ranks used to be spawned one by one."""
     return min(LOCAL_RANKS_CEILING, max(MIN_LOCAL_RANKS_BOUND, RANKS_PER_CPU * (os.cpu_count() or 1)))
 
 
-def check_local_ranks(value, flag: str, minimum: int = 1, error: type[UserError] = LaunchError) -> int:
+def check_local_ranks(value, flag: str, minimum: int = 1, error: type[UserError] = LaunchRefused) -> int:
     """`value` when it is an integer from `minimum` to max_local_ranks(); `error` naming `flag` otherwise."""
     bound = max_local_ranks()
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= bound:
@@ -200,7 +203,7 @@ def check_local_ranks(value, flag: str, minimum: int = 1, error: type[UserError]
     return value
 
 
-def check_timeout_s(value, flag: str = "--timeout-s", error: type[UserError] = LaunchError) -> float:
+def check_timeout_s(value, flag: str = "--timeout-s", error: type[UserError] = LaunchRefused) -> float:
     """A finite timeout above 0 and at most 7 days (longer than any scheduler's time limit; `inf` would
     overflow the rendezvous' timedelta and a collective's millisecond count)."""
     try:
@@ -215,7 +218,7 @@ def check_timeout_s(value, flag: str = "--timeout-s", error: type[UserError] = L
     return seconds
 
 
-def require_modules(*names: str, error: type[UserError] = LaunchError) -> None:
+def require_modules(*names: str, error: type[UserError] = LaunchRefused) -> None:
     """Raise `error` (one line with the install hint) for the first module that is not installed."""
     for name in names:
         try:

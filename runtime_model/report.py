@@ -32,12 +32,12 @@ import io
 import json
 from dataclasses import asdict
 
-from runtime_model.advisor import Advice
+from runtime_model.advisor import Advice, TopologyRow
 from runtime_model.columns import CSV_COLUMNS
 from runtime_model.convergence import EXACT, EXACT_COST, MEASURED, ConsensusCost
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
-from runtime_model.scenario import ClusterShape
+from runtime_model.scenario import ClusterShape, Scenario
 
 SCHEMA = "rtmodel-advice/1"
 
@@ -65,106 +65,121 @@ def _convergence_dict(cost: ConsensusCost, time_vs_allreduce: float) -> dict:
 
 
 def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
-    sc = advice.scenario
-    ar = advice.allreduce
+    """The JSON document of schema `rtmodel-advice/1` (module doc); `inputs` are added to its inputs."""
     standing = advice.standing()
-    preds = [
-        {
-            "topology": "allreduce",
-            "applicable": True,
-            "reason": None,
-            **_pred_dict(ar),
-            "speedup_vs_allreduce": 1.0,
-            "factors": None,
-            "consensus": {
-                "exact_rounds": 1,
-                "rho": 0.0,
-                "method": "global average every iteration",
-                "worst_round_contraction": 0.0,
-                "tau_over_p": 1.0,
-            },
-            "convergence": _convergence_dict(EXACT_COST, 1.0),
-            "uncertainty_s": advice.allreduce_uncertainty_s,
-            "decent_dp_builtin": False,
-            "vs_best": standing.get("allreduce"),
-        }
-    ]
-    for r in advice.rows:
-        entry = {"topology": r.topology, "applicable": r.applicable, "reason": r.reason}
-        if r.prediction is not None:
-            f = r.prediction.factors
-            entry.update(_pred_dict(r.prediction))
-            entry.update(
-                speedup_vs_allreduce=r.speedup,
-                factors={
-                    "overlap_s": f.overlap_s,
-                    "links_s": f.links_s,
-                    "variance_s": f.variance_s,
-                    "uneven_s": f.uneven_s,
-                    "total_s": f.total_s,
-                },
-                consensus=asdict(r.consensus),
-                convergence=_convergence_dict(r.convergence, 1.0 / r.speedup),
-                per_round_comm_s=list(r.prediction.per_round_comm_s),
-                uncertainty_s=r.uncertainty_s,
-            )
-        else:
-            entry.update(
-                iteration_s=None, speedup_vs_allreduce=None, factors=None, consensus=None, convergence=None
-            )
-        entry["decent_dp_builtin"] = r.decent_dp_builtin
-        entry["runs_on_decent_dp"] = r.runnable and r.applicable
-        entry["vs_best"] = standing.get(r.topology)
-        preds.append(entry)
-    comp = sc.compute
-    rec = advice.recommendation
+    preds = [_allreduce_entry(advice, standing)]
+    preds += [_topology_entry(r, standing) for r in advice.rows]
     doc = {
         "schema": SCHEMA,
-        "inputs": {
-            "gpus": sc.shape.gpus,
-            "gpus_per_node": sc.shape.gpus_per_node,
-            "nodes": sc.shape.nodes,
-            "network": {
-                "name": sc.network.name,
-                "intra": {
-                    "latency_s": sc.network.intra.latency_s,
-                    "bandwidth_Bps": sc.network.intra.bandwidth_Bps,
-                },
-                "inter": {
-                    "latency_s": sc.network.inter.latency_s,
-                    "bandwidth_Bps": sc.network.inter.bandwidth_Bps,
-                },
-                "measured_group_costs": sorted(sc.network.group_costs),
-            },
-            "compute": {
-                "forward_s": comp.forward_s,
-                "backward_s": comp.backward_s,
-                "optimizer_s": comp.optimizer_s,
-                "distribution": comp.distribution.describe(),
-                "source": comp.source,
-            },
-            "message_bytes": sc.buckets.message_bytes,
-            "ddp_buckets": len(sc.buckets.ddp),
-            "gossip_buckets": len(sc.buckets.gossip),
-            **(inputs or {}),
-        },
+        "inputs": _inputs_dict(advice.scenario, inputs),
         "provenance": advice.provenance,
         "notes": advice.notes,
         "predictions": preds,
-        "recommendation": {
-            "topology": rec.topology,
-            "speedup_vs_allreduce": rec.speedup,
-            "too_close_to_call": rec.too_close_to_call,
-            "verdict": rec.verdict,
-            "code": rec.code_line,
-            "torchrun": rec.torchrun_line,
-            "equivalent": list(rec.equivalent),
-            "candidate": rec.candidate,
-            "objective": advice.objective,
-        },
+        "recommendation": _recommendation_dict(advice),
         "margin": advice.margin,
     }
     return json_safe(doc)
+
+
+def _allreduce_entry(advice: Advice, standing: dict) -> dict:
+    """The first prediction entry: DDP's All-Reduce, the baseline every speedup is relative to."""
+    return {
+        "topology": "allreduce",
+        "applicable": True,
+        "reason": None,
+        **_pred_dict(advice.allreduce),
+        "speedup_vs_allreduce": 1.0,
+        "factors": None,
+        "consensus": {
+            "exact_rounds": 1,
+            "rho": 0.0,
+            "method": "global average every iteration",
+            "worst_round_contraction": 0.0,
+            "tau_over_p": 1.0,
+        },
+        "convergence": _convergence_dict(EXACT_COST, 1.0),
+        "uncertainty_s": advice.allreduce_uncertainty_s,
+        "decent_dp_builtin": False,
+        "vs_best": standing.get("allreduce"),
+    }
+
+
+def _topology_entry(r: TopologyRow, standing: dict) -> dict:
+    """The prediction entry of one gossip topology (its prediction fields null where it does not apply)."""
+    entry = {"topology": r.topology, "applicable": r.applicable, "reason": r.reason}
+    if r.prediction is not None:
+        f = r.prediction.factors
+        entry.update(_pred_dict(r.prediction))
+        entry.update(
+            speedup_vs_allreduce=r.speedup,
+            factors={
+                "overlap_s": f.overlap_s,
+                "links_s": f.links_s,
+                "variance_s": f.variance_s,
+                "uneven_s": f.uneven_s,
+                "total_s": f.total_s,
+            },
+            consensus=asdict(r.consensus),
+            convergence=_convergence_dict(r.convergence, 1.0 / r.speedup),
+            per_round_comm_s=list(r.prediction.per_round_comm_s),
+            uncertainty_s=r.uncertainty_s,
+        )
+    else:
+        entry.update(
+            iteration_s=None, speedup_vs_allreduce=None, factors=None, consensus=None, convergence=None
+        )
+    entry["decent_dp_builtin"] = r.decent_dp_builtin
+    entry["runs_on_decent_dp"] = r.runnable and r.applicable
+    entry["vs_best"] = standing.get(r.topology)
+    return entry
+
+
+def _inputs_dict(sc: Scenario, inputs: dict | None) -> dict:
+    """The scenario the predictions are for (cluster, network, compute, buckets), then `inputs`."""
+    comp = sc.compute
+    return {
+        "gpus": sc.shape.gpus,
+        "gpus_per_node": sc.shape.gpus_per_node,
+        "nodes": sc.shape.nodes,
+        "network": {
+            "name": sc.network.name,
+            "intra": {
+                "latency_s": sc.network.intra.latency_s,
+                "bandwidth_Bps": sc.network.intra.bandwidth_Bps,
+            },
+            "inter": {
+                "latency_s": sc.network.inter.latency_s,
+                "bandwidth_Bps": sc.network.inter.bandwidth_Bps,
+            },
+            "measured_group_costs": sorted(sc.network.group_costs),
+        },
+        "compute": {
+            "forward_s": comp.forward_s,
+            "backward_s": comp.backward_s,
+            "optimizer_s": comp.optimizer_s,
+            "distribution": comp.distribution.describe(),
+            "source": comp.source,
+        },
+        "message_bytes": sc.buckets.message_bytes,
+        "ddp_buckets": len(sc.buckets.ddp),
+        "gossip_buckets": len(sc.buckets.gossip),
+        **(inputs or {}),
+    }
+
+
+def _recommendation_dict(advice: Advice) -> dict:
+    rec = advice.recommendation
+    return {
+        "topology": rec.topology,
+        "speedup_vs_allreduce": rec.speedup,
+        "too_close_to_call": rec.too_close_to_call,
+        "verdict": rec.verdict,
+        "code": rec.code_line,
+        "torchrun": rec.torchrun_line,
+        "equivalent": list(rec.equivalent),
+        "candidate": rec.candidate,
+        "objective": advice.objective,
+    }
 
 
 def to_json(advice: Advice, inputs: dict | None = None) -> str:

@@ -17,6 +17,7 @@ ok, why = available()
 pytestmark = [pytest.mark.emulated, pytest.mark.skipif(not ok, reason=f"emulated cluster unavailable: {why}")]
 
 
+@pytest.mark.slow
 def test_ci_subset_predicts_within_bounds(tmp_path):
     rows, summary = accuracy.run("ci", out_dir=tmp_path)
     cfg = accuracy.CI[0]

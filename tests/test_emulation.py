@@ -189,6 +189,7 @@ def test_two_flows_out_of_one_node_share_its_nic(emulated_cluster):
     assert all(0.8 * configured / 2 <= r <= 1.2 * configured / 2 for r in rates), [r * 8e-6 for r in rates]
 
 
+@pytest.mark.slow
 @emulated
 def test_gloo_all_reduce_over_four_ranks_completes_and_feels_the_delay(emulated_cluster):
     pytest.importorskip("torch")

@@ -65,6 +65,7 @@ def test_notebooks_are_stored_without_outputs(name):
             assert cell.outputs == [] and cell.execution_count is None, f"{name}: clear outputs before committing"
 
 
+@pytest.mark.slow
 def test_speedup_curves(executed):
     nb = executed("speedup_curves")
     assert png_count(nb) >= 4  # speedup grid, two factor charts, what-if
@@ -79,6 +80,7 @@ def test_speedup_curves(executed):
     assert "pays from n" in html(nb)
 
 
+@pytest.mark.slow
 def test_paper_comparison(executed):
     nb = executed("paper_comparison")
     assert png_count(nb) == 2
@@ -95,6 +97,7 @@ def test_paper_comparison(executed):
     assert "median_abs_error" in page and "Wang" in "".join(c.source for c in nb.cells)
 
 
+@pytest.mark.slow
 def test_predicted_vs_measured(executed):
     nb = executed("predicted_vs_measured")
     assert png_count(nb) == 1

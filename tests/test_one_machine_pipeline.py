@@ -396,6 +396,7 @@ def rtmodel(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_profile_quick_then_calibrate_without_flags_on_one_machine(tmp_path, monkeypatch):
     pytest.importorskip("torch")

@@ -142,6 +142,7 @@ def _line(ax, label):
     return next(line for line in ax.get_lines() if line.get_label() == label)
 
 
+@pytest.mark.slow
 def test_speedup_vs_gpus_draws_the_sweep(tmp_path):
     data = {}
     fig = plots.speedup_vs_gpus([16, 24, 32], ["eth-25g", "ib-400"], "transformer-base", data=data)

@@ -9,6 +9,7 @@ check that every process it had started is gone and its temp directory removed (
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -60,6 +61,10 @@ def test_a_good_environment_is_a_typed_record():
     assert check_launch_env(GOOD) == LaunchEnv(1, 4, 1, 2, "127.0.0.1", 29500)
     plain = {k: GOOD[k] for k in processes.LAUNCH_VARS}  # a static srun setup: no LOCAL_* variables
     assert check_launch_env(plain) == LaunchEnv(1, 4, None, None, "127.0.0.1", 29500)
+    own = {"RANK": "0", "WORLD_SIZE": "2"}  # a caller with a rendezvous of its own (tests/test_gpu_protocol)
+    assert check_launch_env(own) == LaunchEnv(0, 2, None, None, None, None)
+    with pytest.raises(LaunchEnvError, match="WORLD_SIZE is not set"):
+        check_launch_env({"RANK": "0"})
     assert is_lead_process({}) and is_lead_process({**GOOD, "RANK": "0"}) and not is_lead_process(GOOD)
     assert is_lead_process({"RANK": "3"})  # not a launched rank: it launches (and writes) itself
 
@@ -114,7 +119,7 @@ def _one_error_line(res, *needles: str) -> str:
 
 def _nothing_written(tmp_path):
     assert not any((tmp_path / "work").iterdir())
-    assert not list(tmp_path.glob("rtmodel-*"))
+    assert not list(tmp_path.glob("rtmodel-profile-*")) and not list(tmp_path.glob("rtmodel-validate-*"))
 
 
 COMMANDS = {
@@ -200,7 +205,7 @@ def test_timeouts_are_finite_positive_and_at_most_a_week(command, value, tmp_pat
 def test_check_timeout_s_values():
     assert check_timeout_s(600) == 600.0 and check_timeout_s(7 * 24 * 3600) == 7 * 24 * 3600
     for bad in (math.inf, math.nan, 0, -1, True, "x", None, 7 * 24 * 3600 + 1):
-        with pytest.raises(processes.LaunchError, match="--timeout-s"):
+        with pytest.raises(processes.LaunchRefused, match="--timeout-s"):
             check_timeout_s(bad)
 
 
@@ -329,7 +334,7 @@ def _rtmodel(args, tmp_path) -> subprocess.Popen:
         [sys.executable, "-m", "rtmodel_cli", *args],
         cwd=tmp_path,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,  # progress nobody reads must not fill a pipe and block the run
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -346,7 +351,7 @@ def _until(ready, proc: subprocess.Popen, what: str, timeout_s: float = 240.0) -
 
 
 def _signal_and_check(proc: subprocess.Popen, sig: int, tmp_path: Path, prefix: str, workers: int) -> None:
-    pids = _descendants(proc.pid)
+    pids, checked = _descendants(proc.pid), False
     try:
         assert len(pids) >= workers, pids
         os.kill(proc.pid, sig)
@@ -360,19 +365,19 @@ def _signal_and_check(proc: subprocess.Popen, sig: int, tmp_path: Path, prefix: 
         if sig != signal.SIGKILL:  # a SIGKILLed process cannot remove anything: its directory stays
             assert not list((tmp_path / "tmp").glob(f"{prefix}*"))
             assert "Traceback" not in proc.stderr.read()
+        checked = True
     finally:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if not checked:  # a failed check must not leave its ranks training on the test machine
+            proc.kill()
+            for pid in [p for p in pids if not _gone(p)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGKILL]
 
 
 @pytest.mark.cluster
-@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_a_signalled_profile_leaves_no_rank_and_no_temp_dir(sig, tmp_path):
     pytest.importorskip("torch")

@@ -183,6 +183,7 @@ def test_slow_ranks_multiply_their_compute_every_iteration():
     assert got == pytest.approx(1.5 * jitter_multiplier("normal", 0.2, 0, 0, 3))
 
 
+@pytest.mark.slow
 def test_bucket_layout_matches_ddp_and_decent_dp():
     """Our layout against the libraries' own buckets (world of one gloo rank)."""
     import torch.distributed as dist
@@ -219,6 +220,7 @@ def test_bucket_layout_matches_ddp_and_decent_dp():
 # ----------------------------------------------------------------------------- real runs
 
 
+@pytest.mark.slow
 def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
     path, doc = two_rank
     assert doc == json.loads(path.read_text())
@@ -260,6 +262,7 @@ def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
     # no ordering of measured times here: load on 2 shared cores can invert a 4 KiB vs 1 MiB comparison
 
 
+@pytest.mark.slow
 def test_four_ranks_as_two_pretend_nodes_form_inter_node_patterns(tmp_path):
     # 4 MB buckets: sizes up to 4 MB, so the transfer outweighs 4 ranks' scheduling noise on 2 cores
     doc = _profile(tmp_path / "p4.json", 4, bucket_cap_mb=4.0, ranks_per_node=2)
@@ -285,6 +288,7 @@ def test_four_ranks_as_two_pretend_nodes_form_inter_node_patterns(tmp_path):
     assert len(doc["compute"]["forward_s"]) == 4
 
 
+@pytest.mark.slow
 def test_resume_keeps_finished_sections_and_measures_the_rest(two_rank, tmp_path):
     _, full = two_rank
     partial = {**full, "complete": False, "sections_done": ["shape", "compute"]}
@@ -298,6 +302,7 @@ def test_resume_keeps_finished_sections_and_measures_the_rest(two_rank, tmp_path
     assert {p["pattern"] for p in doc["communication"]["patterns"]} == {"pair-intra", "node", "all"}
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_named_with_its_phase(tmp_path, monkeypatch):
     (tmp_path / "brokenmodel.py").write_text(textwrap.dedent("""
         import os

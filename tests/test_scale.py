@@ -255,45 +255,93 @@ def test_base2_beyond_the_largest_exact_system_says_why():
 # ---------------------------------------------------------------- rtmodel topologies at any n
 
 
-def _rows_from_full_schedules(shape):
-    """`rtmodel topologies` as it was built before reduced systems: every schedule in full."""
-    from dataclasses import asdict
+def _mixing_matrices(schedule, rounds):
+    """Each round's n x n mixing matrix from first principles, not from runtime_model's own operators: a
+    rank keeps its group's weight w of itself and takes (1 - w) / (size - 1) from every other member
+    (groups as the row lists them); a static graph averages each rank with ranks i + d, weight each."""
+    n = schedule.n
+    if schedule.static_graph is not None:
+        g = schedule.static_graph
+        w = np.eye(n) * g.weight
+        for d in g.peer_offsets:
+            w[np.arange(n), (np.arange(n) + d) % n] += g.weight
+        return [w]
+    mats = []
+    for rnd, groups in zip(schedule.rounds, rounds, strict=True):
+        w = np.zeros((n, n))
+        for group in groups:
+            self_w = rnd.weights[rnd.labels[group[0]]]
+            other = (1 - self_w) / (len(group) - 1) if len(group) > 1 else 0.0
+            w[np.ix_(group, group)] = other
+            w[group, group] = self_w if len(group) > 1 else 1.0
+        mats.append(w)
+    return mats
 
-    from runtime_model.topologies import TOPOLOGIES
 
-    rows = []
-    for name in topology_names():
-        info = TOPOLOGIES[name]
-        try:
-            sch = build_schedule(name, shape)
-        except TopologyNotApplicable as exc:
-            rows.append(
-                {"topology": name, "description": info.description, "applicable": False, "reason": str(exc)}
-            )
-            continue
-        rows.append(
-            {
-                "topology": name,
-                "description": info.description,
-                "applicable": True,
-                "period": sch.period,
-                "group_sizes": sorted({int(s) for r in sch.rounds for s in set(r.group_sizes().tolist())}),
-                "decent_dp_name": info.decent_dp_name,
-                "consensus": asdict(consensus_metrics(sch)),
-                "rounds": None,
-                "reason": sch.decent_dp_note,
-                "runs_on_decent_dp": sch.decent_dp_runnable,
-                "decent_dp_builtin": info.decent_dp_name is not None,
-            }
-        )
-    return rows
+def _consensus_by_definition(schedule, rounds):
+    """(exact_rounds, rho, worst_round_contraction) as runtime_model/consensus.py defines them, with dense
+    matrices: the first t <= 3 periods at which the product of rounds is J, ||period product - J||_2, and
+    max over rounds of ||W_r - J||_2."""
+    mats = _mixing_matrices(schedule, rounds)
+    n = schedule.n
+    j = np.full((n, n), 1.0 / n)
+    norm = lambda m: float(np.linalg.norm(m - j, 2))  # noqa: E731
+    prod, exact, period_product = np.eye(n), None, None
+    for t in range(1, 3 * len(mats) + 1):
+        prod = mats[(t - 1) % len(mats)] @ prod
+        period_product = prod if t == len(mats) else period_product
+        exact = t if exact is None and np.abs(prod - j).max() <= 1e-9 else exact
+    return exact, norm(period_product), max(norm(m) for m in mats)
 
 
 @pytest.mark.parametrize("n, k", [(1, 1), (6, 3), (16, 4), (64, 4), (96, 2), (768, 4), (4096, 8)])
-def test_topology_rows_up_to_4096_are_those_of_the_full_schedules(n, k):
+def test_topology_rows_up_to_4096_describe_the_full_schedules(n, k):
+    """Each row against the schedule it describes, not against a second copy of topology_rows: applicable
+    exactly where the schedule builds (else the builder's reason); the rounds it lists partition the ranks,
+    their count is the period and their sizes the group sizes; up to 96 ranks, the consensus figures are
+    the definitions' values from dense matrices; above, they are in range and consistent."""
     from runtime_model.report import topology_rows
+    from runtime_model.topologies import TOPOLOGIES
 
-    assert topology_rows(ClusterShape(n, k)) == _rows_from_full_schedules(ClusterShape(n, k))
+    shape = ClusterShape(n, k)
+    rows = topology_rows(shape, with_rounds=True)
+    assert [r["topology"] for r in rows] == list(topology_names())
+    assert topology_rows(shape) == [r | {"rounds": None} if r["applicable"] else r for r in rows]
+    for row in rows:
+        name = row["topology"]
+        assert row["description"] == TOPOLOGIES[name].description
+        try:
+            schedule = build_schedule(name, shape)
+        except TopologyNotApplicable as exc:
+            assert row == {"topology": name, "description": row["description"], "applicable": False,
+                           "reason": str(exc)}
+            continue
+        assert row["applicable"] is True
+        rounds = row["rounds"]
+        assert len(rounds) == row["period"] >= 1, name
+        for groups in rounds:
+            assert sorted(r for g in groups for r in g) == list(range(n)), name
+        assert row["group_sizes"] == sorted({len(g) for groups in rounds for g in groups}), name
+        assert row["runs_on_decent_dp"] is (row["reason"] is None), name
+        assert row["decent_dp_builtin"] is (row["decent_dp_name"] is not None), name
+        if schedule.static_graph is not None:
+            assert not row["runs_on_decent_dp"] and row["group_sizes"] == [1], name
+        c = row["consensus"]
+        assert 0.0 <= c["rho"] <= 1.0 and 0.0 <= c["worst_round_contraction"] <= 1.0, name
+        assert c["tau_over_p"] == pytest.approx(row["period"] / (1 - c["rho"] ** 2)), name
+        if c["exact_rounds"] is not None and c["exact_rounds"] <= row["period"]:
+            assert c["rho"] == 0.0, name
+        if schedule.static_graph is None and any(len(groups) > 1 for groups in rounds):
+            assert c["worst_round_contraction"] == 1.0, name  # a vector constant on each group stays
+        if n == 1:
+            assert (c["exact_rounds"], c["rho"], c["worst_round_contraction"]) == (0, 0.0, 0.0), name
+        elif n <= 96:
+            exact, rho, worst = _consensus_by_definition(schedule, rounds)
+            assert c["exact_rounds"] == exact, name
+            assert c["rho"] == pytest.approx(0.0 if exact is not None and exact <= row["period"] else rho,
+                                             abs=1e-9), name
+            worst = worst if worst > 1e-9 else 0.0  # rounding residue is not a rate
+            assert c["worst_round_contraction"] == pytest.approx(worst, abs=1e-9), name
 
 
 @pytest.mark.parametrize("n, k", SHAPES)

@@ -1,5 +1,6 @@
-"""The shape of the tree (README "Development"): the model at the bottom imports nothing above it,
-and no module grows past what a reader takes in at once."""
+"""The shape of the tree (docs/development.md "Architecture"): every package imports only the layers
+below it, no module imports another in a circle, infrastructure is written once, and no module or
+function grows past what a reader takes in at once."""
 
 import ast
 from pathlib import Path
@@ -7,31 +8,30 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PACKAGES = (
-    "rtmodel_cli",
-    "rtmodel_plots",
-    "runtime_model",
-    "rtmodel_util",
-    "rtmodel_decentdp",
-    "profiler",
-    "calibration",
-    "validation",
-    "emulation",
-)
-# runtime_model is pure numpy/scipy: not the stages above it, not the shell's or the plots' libraries.
-MODEL_MAY_NOT_IMPORT = {
-    "calibration",
-    "profiler",
-    "validation",
-    "emulation",
-    "rtmodel_cli",
-    "rtmodel_plots",
-    "typer",
-    "rich",
-    "matplotlib",
-    "pandas",
-    "torch",
-}
+# Which packages each package may import (besides itself and the standard/third-party libraries): the
+# layers of docs/development.md, bottom to top. The model at the bottom; the utilities (files, processes,
+# the profile's schema); the torch-side harness (workloads, device and backend, timing); Decent-DP's
+# registrations; the stages; the plots over the stages' results; the shell on top.
+MAY_IMPORT = {
+    "runtime_model": set(),
+    "rtmodel_util": {"runtime_model"},
+    "rtmodel_harness": {"runtime_model", "rtmodel_util"},
+    "rtmodel_decentdp": {"runtime_model"},
+    "profiler": {"runtime_model", "rtmodel_util", "rtmodel_harness"},
+    "calibration": {"runtime_model", "rtmodel_util"},
+    "emulation": {"runtime_model", "rtmodel_util"},
+    "validation": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration"},
+    "rtmodel_plots": {"runtime_model", "calibration", "validation"},
+    "rtmodel_cli": {
+        "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "profiler", "calibration",
+        "emulation", "validation", "rtmodel_plots",
+    },
+}  # fmt: skip
+PACKAGES = tuple(MAY_IMPORT)
+# A stage registers its command with the shell in these modules only (the one arrow upward).
+REGISTRATIONS = ("cli.py", "__main__.py")
+# runtime_model is pure numpy/scipy: not the shell's or the plots' libraries, and never torch.
+MODEL_MAY_NOT_IMPORT = {"typer", "rich", "matplotlib", "pandas", "torch"}
 MAX_MODULE_LINES = 400
 
 
@@ -47,8 +47,78 @@ def imported_top_level_names(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "runtime_model").rglob("*.py")), ids=lambda p: p.name)
-def test_model_imports_nothing_above_it(path):
+def test_model_imports_no_heavy_library(path):
     assert not imported_top_level_names(path) & MODEL_MAY_NOT_IMPORT
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of rtmodel's packages by dotted name."""
+    out = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def module_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The rtmodel modules `path` imports, at any depth; `from pkg import submodule` names the submodule."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                names.add(sub if sub in modules else node.module)
+    found = set()
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name:
+            found.add(name)
+    return found
+
+
+def test_the_package_list_is_the_tree():
+    on_disk = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
+    assert on_disk == set(PACKAGES)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_imports_only_the_layers_below_it(package):
+    modules = package_modules()
+    wrong = {
+        f"{name} -> {dep}"
+        for name, path in modules.items()
+        if name.split(".")[0] == package and path.name not in REGISTRATIONS
+        for dep in module_imports(path, modules)
+        if dep.split(".")[0] not in MAY_IMPORT[package] | {package}
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_no_module_imports_another_in_a_circle():
+    import graphlib
+
+    modules = package_modules()
+    graph = {name: module_imports(path, modules) - {name} for name, path in modules.items()}
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import circle: {' -> '.join(exc.args[1])}")
+
+
+def test_files_are_written_by_one_helper():
+    """Atomic writes (temp file + rename) live in rtmodel_util.files only: one rule for special files."""
+    writers = {
+        str(p.relative_to(ROOT))
+        for pkg in PACKAGES
+        if pkg != "rtmodel_util"
+        for p in (ROOT / pkg).rglob("*.py")
+        if "os.replace(" in p.read_text() or "os.rename(" in p.read_text()
+    }
+    assert not writers, writers
 
 
 def test_modules_stay_small():

@@ -257,6 +257,7 @@ def test_recommended_uses_the_advisors_pick():
 # ----------------------------------------------------------------------------- Decent-DP registration
 
 
+@pytest.mark.slow
 def test_decentdp_registration_is_idempotent_and_group_based():
     pytest.importorskip("torch")
     pytest.importorskip("decent_dp")
@@ -315,6 +316,7 @@ def _check_result(res, n: int, iterations: int, topology: str):
     assert len(d2c["per_rank"]) == n and math.isfinite(d2c["max"]) and d2c["max"] >= 0
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_validate_two_ranks_base2(tmp_path, monkeypatch):
     """2 CPU ranks on one node; base-2 is not a Decent-DP built-in, so this also runs our registration."""
@@ -335,6 +337,7 @@ def test_validate_two_ranks_base2(tmp_path, monkeypatch):
     assert "times_s" not in rec and rec["timestamp_utc"].endswith("Z")
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_validate_four_ranks_two_pretend_nodes_via_cli(tmp_path, monkeypatch):
     """4 CPU ranks as 2 pretend nodes x 2 (Decent-DP gets _local_world_size=2), through the CLI, then --report."""

@@ -1,0 +1,147 @@
+"""The model's inputs as options, declared once: `rtmodel advise` and the plots that take them share them.
+
+Why a dataclass read by a decorator: typer reads a command's options from its signature, and five
+commands take the same ~20 inputs. Each field of `ModelInputs` is one option: its name is the parameter
+(and scenario-file key), its annotation the option (rtmodel_cli.options), its default the default.
+`takes_model_inputs` puts those options into a command's signature where its `inputs` parameter is and
+hands the body one `ModelInputs`, so that a parameter cannot be renamed in one command only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Iterable
+
+from rtmodel_cli.options import (
+    BucketMibOpt,
+    ClusterOpt,
+    ComputeCvOpt,
+    ComputeMsOpt,
+    GlobalBatchOpt,
+    GpuOpt,
+    GpusPerNodeOpt,
+    IntraOpt,
+    MessageDtypeOpt,
+    MfuOpt,
+    ModelOpt,
+    NcclAlgoOpt,
+    NetworkOpt,
+    NicsPerNodeOpt,
+    NodeCvOpt,
+    OptimizerMsOpt,
+    ParamMbOpt,
+    ParamsOpt,
+    PrecisionOpt,
+    PresetsOpt,
+    ProfileOpt,
+    RankCvOpt,
+    ScenarioOpt,
+    StragglerOpt,
+)
+
+INPUTS = "inputs"  # the command's parameter that receives the ModelInputs (and marks where they go)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInputs:
+    """One field per scenario-file key that describes the model and the cluster (scenario_file.KEYS but
+    the question a command asks: gpus, margin, topology, objective), in the order --help lists them;
+    and `scenario`, the file that fills the ones not given (scenario_file.merge). None = not given.
+    `plot speedup` takes lists for network, model and cluster."""
+
+    network: NetworkOpt = None
+    model: ModelOpt = None
+    cluster: ClusterOpt = None
+    params: ParamsOpt = None
+    param_mb: ParamMbOpt = None
+    gpu: GpuOpt = None
+    gpus_per_node: GpusPerNodeOpt = None
+    intra: IntraOpt = None
+    global_batch: GlobalBatchOpt = None
+    precision: PrecisionOpt = None
+    mfu: MfuOpt = None
+    compute_cv: ComputeCvOpt = None
+    bucket_cap_mb: BucketMibOpt = None
+    presets: PresetsOpt = None
+    compute_ms: ComputeMsOpt = None
+    optimizer_ms: OptimizerMsOpt = None
+    message_dtype: MessageDtypeOpt = None
+    nics_per_node: NicsPerNodeOpt = None
+    nccl_algo: NcclAlgoOpt = None
+    straggler: StragglerOpt = None
+    rank_cv: RankCvOpt = None
+    node_cv: NodeCvOpt = None
+    profile: ProfileOpt = None
+    scenario: ScenarioOpt = None
+
+    def as_dict(self) -> dict:
+        """The inputs by name (not `scenario`: it is where they come from, not one of them)."""
+        return {name: getattr(self, name) for name in input_names()}
+
+
+def input_names() -> tuple[str, ...]:
+    """The names of the model's inputs: ModelInputs' fields but `scenario`."""
+    return tuple(f.name for f in dataclasses.fields(ModelInputs) if f.name != "scenario")
+
+
+def takes_model_inputs(without: Iterable[str] = (), instead: dict | None = None):
+    """Decorator for a command whose parameters include `inputs: ModelInputs` (keyword-only): typer
+    sees the command's own options, with every field of ModelInputs as an option in place of `inputs`;
+    the body gets them as one ModelInputs. `without` names fields the command takes no flag for (they
+    stay None, for its scenario file to fill); `instead` maps a field to the option this command
+    declares it as (e.g. a repeatable --network). The parameter names stay the options' names, so
+    errors name the flag (failing.guarded)."""
+    without, instead = frozenset(without), dict(instead or {})
+    unknown = (without | set(instead)) - {f.name for f in dataclasses.fields(ModelInputs)}
+    if unknown:
+        raise TypeError(f"not fields of ModelInputs: {', '.join(sorted(unknown))}")
+
+    def decorate(command):
+        own = _resolved_parameters(command)
+        names = list(own)
+        if INPUTS not in own or own[INPUTS].kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{command.__name__} needs a keyword-only parameter `{INPUTS}: ModelInputs`")
+        shared = _option_parameters(without, instead)
+        if set(shared) & set(own):
+            raise TypeError(f"{command.__name__} declares {', '.join(sorted(set(shared) & set(own)))} itself")
+        at = names.index(INPUTS)
+        params = [*(own[n] for n in names[:at]), *shared.values(), *(own[n] for n in names[at + 1 :])]
+
+        @functools.wraps(command)
+        def run(**kwargs):
+            inputs = ModelInputs(**{name: kwargs.pop(name) for name in shared})
+            return command(**kwargs, inputs=inputs)
+
+        run.__signature__ = inspect.Signature(params)
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return decorate
+
+
+def _resolved_parameters(command) -> dict[str, inspect.Parameter]:
+    """The command's parameters, keyword-only (typer passes options by name), with their annotations
+    evaluated (typer finds its Option in them; they are strings under `from __future__ import annotations`)."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    return {
+        name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(name, p.annotation))
+        for name, p in inspect.signature(command).parameters.items()
+    }
+
+
+def _option_parameters(without: frozenset[str], instead: dict) -> dict[str, inspect.Parameter]:
+    """ModelInputs' fields as keyword-only parameters, but `without`, with `instead`'s options."""
+    hints = typing.get_type_hints(ModelInputs, include_extras=True)
+    return {
+        f.name: inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=f.default,
+            annotation=instead.get(f.name, hints[f.name]),
+        )
+        for f in dataclasses.fields(ModelInputs)
+        if f.name not in without
+    }

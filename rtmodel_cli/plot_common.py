@@ -1,0 +1,103 @@
+"""What every `rtmodel plot` command shares: its --out and --batch-per-gpu, writing the figure, and its
+model inputs merged with its --scenario file and turned into the presets' keywords.
+
+Why a module of its own: plot.py (the preset sweeps) and plot_variance.py both use these, and neither
+imports the other's names. matplotlib is imported only when a figure is drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rtmodel_cli import scenario_file, your_model
+from rtmodel_cli.model_options import ModelInputs
+from rtmodel_cli.options import network_kw, own_numbers, variation_kw
+from rtmodel_cli.paths import check_output_path
+from runtime_model.errors import UserError
+
+OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
+PerGpuOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Batch per GPU, at least 1 (weak scaling: global batch grows with n); overrides --global-batch."
+    ),
+]
+
+
+def check_out(out: Path) -> None:
+    """Fail before any work if the output cannot be written as PNG or SVG (paths.check_output_path)."""
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise UserError(f"--out must end in .png or .svg, got '{out}'")
+    check_output_path(out, "--out")
+
+
+def render(make, out: Path) -> None:
+    """Check `out`, build the figure with `make()` and save it."""
+    import rtmodel_plots as plots
+
+    check_out(out)
+    fig = make()
+    try:
+        plots.save(fig, out)
+    except OSError as exc:
+        raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
+    typer.echo(f"wrote {out}")
+
+
+def check_topology(topology: str | None) -> None:
+    if topology is not None:
+        from runtime_model.topologies import topology_info
+
+        topology_info(topology)  # one line naming the choices when unknown
+
+
+def merged(inputs: ModelInputs) -> tuple[ModelInputs, frozenset[str]]:
+    """A plot's model inputs with its --scenario file's values under them (scenario_file.PLOT_KEYS:
+    the keys a plot ignores are dropped, `profile` refused); and the names whose value came from the file."""
+    path = inputs.scenario
+    from_file = scenario_file.read(path) if path is not None else {}
+    if "profile" in from_file:
+        raise scenario_file.ScenarioFileError(
+            path, "'profile' is for `rtmodel advise`; plots sweep presets (use a file without it)"
+        )
+    from_file = {k: v for k, v in from_file.items() if k in scenario_file.PLOT_KEYS}
+    opts, taken = scenario_file.merge(inputs.as_dict(), from_file)
+    return dataclasses.replace(inputs, **opts), taken
+
+
+def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tuple[ModelInputs, dict]:
+    """The preset keywords of a sweep from a plot command's merged inputs. --batch-per-gpu and the
+    variation (--straggler's COUNT against the smallest n swept) are checked here, before any work: the
+    sweep turns --batch-per-gpu into a global batch that must hold at least one unit per GPU
+    (presets.resolve checks the rest). With --params/--param-mb the library holds your model, and the
+    inputs returned name it as the model."""
+    from runtime_model.constraints import Interval
+    from runtime_model.presets import load_library
+
+    if batch_per_gpu is not None:
+        Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
+
+    given = o.as_dict()
+    library, model = your_model.add(
+        load_library(o.presets or ()), your_model.given(given), o.model, o.compute_ms, o.message_dtype
+    )
+    kw = {
+        "gpu": o.gpu,
+        "gpus_per_node": o.gpus_per_node,
+        "intra": o.intra,
+        "bucket_cap_mb": o.bucket_cap_mb,
+        "library": library,
+        **{name: given[name] for name in scenario_file.PLOT_FROM_FILE_ONLY if given[name] is not None},
+        **own_numbers(o.compute_ms, o.optimizer_ms, o.message_dtype),
+        **network_kw(o.nics_per_node, o.nccl_algo),
+        **variation_kw(o.straggler, o.rank_cv, o.node_cv, min_gpus),
+    }
+    if batch_per_gpu is not None:
+        kw["batch_per_gpu"] = batch_per_gpu
+    elif o.global_batch is not None:
+        kw["global_batch"] = o.global_batch
+    return dataclasses.replace(o, model=model), kw
