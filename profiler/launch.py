@@ -120,7 +120,7 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str) -> dict:
 
 def launch_local(opts: ProfileOptions) -> dict:
     """Start nproc_per_node ranks of `python -m profiler` on this machine and wait for all of them."""
-    from rtmodel_cli.paths import check_output_path
+    from rtmodel_util.files import check_output_path
 
     check_output_path(opts.out, "--out")  # the shell checked it too; this is for run_profile's callers
     gpus = gpu_count()

@@ -302,6 +302,19 @@ def test_sigterm_exits_raises_systemexit_and_restores_the_handler():
     assert callable(die_with_parent(signal.SIGTERM))
 
 
+def test_processes_are_stopped_and_tied_to_their_launcher_in_one_place():
+    """Stopping a process (group) and the parent-death signal live in rtmodel_util.processes only."""
+    packages = [p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests", "benchmarks")]
+    copies = {
+        str(path.relative_to(ROOT))
+        for package in packages
+        if package.name != "rtmodel_util"
+        for path in package.rglob("*.py")
+        if any(s in path.read_text() for s in ("os.killpg(", "PR_SET_PDEATHSIG", ".terminate()"))
+    }
+    assert not copies, copies
+
+
 # ----------------------------------------------------------------------------- real launchers, real signals
 
 

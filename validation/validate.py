@@ -163,7 +163,7 @@ def run_validation(
     if ranks_per_node is not None:
         check_local_ranks(ranks_per_node, "--ranks-per-node", 1, ValidationError)
     if results_path is not None and is_lead_process():  # only rank 0 writes it
-        from rtmodel_cli.paths import check_output_path
+        from rtmodel_util.files import check_output_path
 
         check_output_path(results_path, "--results")  # before the run, not after it
     if in_launched_rank():
