@@ -48,26 +48,14 @@ def register(app: typer.Typer) -> None:
         Run it plainly to launch local ranks, or under torchrun on every node (see docs/profiling.md)."""
         from profiler.launch import run_profile
         from profiler.model_choice import parse_model_args
+        from rtmodel_util.processes import launch_env
 
-        checked_launch_env()  # a bad RANK must not decide who checks --out
+        launch_env()  # first: a bad RANK must not decide who checks --out (its rank says it: failing.report)
         path = output_file(out, resume)
         run_profile(path, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
                     ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s,
                     iterations=iterations, warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,
                     backend=backend, progress=not quiet)
-
-
-def checked_launch_env():
-    """This process's rank environment (None when rtmodel launches the ranks itself), checked before
-    anything reads RANK. A mistake in it is this process's own, so this process says it: the shell's
-    error path lets only rank 0 speak for user errors, and a RANK=7 of 4 ranks is no rank 0."""
-    from rtmodel_cli.failing import describe, fail
-    from rtmodel_util.processes import LaunchEnvError, launch_env
-
-    try:
-        return launch_env()
-    except LaunchEnvError as exc:
-        fail(describe(exc))
 
 
 def output_file(out: Path | None, resume: Path | None) -> Path:

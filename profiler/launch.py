@@ -29,6 +29,7 @@ from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
 from profiler.model_choice import check_model_choice
 from profiler.options import ProfileOptions
+from rtmodel_util.files import lock_env, output_lock
 from rtmodel_util.processes import (
     DEBUG_ENV,
     DEVICE_INDEX_ENV,
@@ -37,6 +38,7 @@ from rtmodel_util.processes import (
     RANKS_PER_NODE_ENV,
     die_with_parent,
     in_launched_rank,
+    is_lead_process,
     require_modules,
     sigterm_exits,
     stop_processes,
@@ -82,9 +84,10 @@ def profile(opts: ProfileOptions) -> dict | None:
     opts = opts.resolved()
     require_modules("torch", error=ProfilingError)  # before any rank starts, not in each rank's traceback
     check_model_choice(opts.model, opts.model_args)
-    if in_launched_rank():
+    if in_launched_rank() and not is_lead_process():
         return run_rank(opts)
-    return launch_local(opts)
+    with output_lock(opts.out, "--out"):  # a second profile naming this file is refused, not lost
+        return run_rank(opts) if in_launched_rank() else launch_local(opts)
 
 
 def gpu_count() -> int:
@@ -107,7 +110,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_env(rank: int, n: int, k: int, port: int, errdir: str) -> dict:
+def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, out: str) -> dict:
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank % k), LOCAL_WORLD_SIZE=str(k),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **{ERROR_DIR_ENV: errdir,
@@ -115,6 +118,7 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str) -> dict:
     if k != n and not os.environ.get(NODE_NAME_ENV):
         env[NODE_NAME_ENV] = f"{socket.gethostname()}-node{rank // k}"
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    env.update(lock_env(out))  # the launcher holds the output's lock for its rank 0
     return env
 
 
@@ -145,8 +149,10 @@ def launch_local(opts: ProfileOptions) -> dict:
     with sigterm_exits():  # scancel / kill: SystemExit, so the except below stops the ranks
         try:
             for r in range(n):
-                procs.append(subprocess.Popen([sys.executable, "-m", "profiler", "--options-json", payload],
-                                              env=_rank_env(r, n, k, port, errdir), preexec_fn=die_with_parent()))
+                # -P: rtmodel's own `profiler`, even in a folder that holds one of the user's (safe path)
+                procs.append(subprocess.Popen([sys.executable, "-P", "-m", "profiler", "--options-json", payload],
+                                              env=_rank_env(r, n, k, port, errdir, opts.out),
+                                              preexec_fn=die_with_parent()))
             first_failure = None
             while any(p.poll() is None for p in procs):
                 if first_failure is None and any(p.returncode not in (None, 0) for p in procs):

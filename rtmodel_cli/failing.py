@@ -18,6 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from rtmodel_cli.terminal import prepare_terminal
+from rtmodel_util.processes import LaunchEnvError, is_lead_process
 from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
@@ -56,8 +57,8 @@ def exit_code_of(exc: BaseException) -> int:
 def report(exc: BaseException, option_names: frozenset[str] = frozenset()) -> None:
     """Print `exc` as one line (traceback first under RTMODEL_DEBUG=1) and exit with its code.
     Inside a torchrun job a user error is the same on every rank, so only rank 0 says it; a run
-    failure is said by the rank it happened on."""
-    if isinstance(exc, UserError) and os.environ.get("RANK", "0") != "0":
+    failure, or a rank's own malformed environment (RANK=7 of 4 is no rank 0), is said by its rank."""
+    if isinstance(exc, UserError) and not isinstance(exc, LaunchEnvError) and not is_lead_process():
         raise typer.Exit(exit_code_of(exc))
     if os.environ.get(DEBUG_ENV) == "1":
         traceback.print_exception(exc, file=sys.stderr)

@@ -259,6 +259,10 @@ CASES = [
     case("nosuch", "validate", "--profile", "profile.json", "--topology", "nosuch"),
     case("nosuch.jsonl", "validate", "--report", "--results", "nosuch.jsonl"),
     case("pipe.jsonl: not a regular file", "validate", "--report", "--results", "pipe.jsonl"),
+    case("--results profile.json is also the input --profile", "validate", "--profile", "profile.json",
+         "--results", "profile.json"),
+    case("--results /dev/null is a character device", "validate", "--profile", "profile.json", "--results",
+         "/dev/null"),
     # emulate: checked before any namespace exists, and without root
     case("--nodes", "emulate", "up", "--nodes", "0"),
     case("--bandwidth-mbit", "emulate", "up", "--bandwidth-mbit", "inf"),

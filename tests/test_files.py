@@ -98,3 +98,15 @@ def test_a_second_writer_of_one_output_is_refused_at_once(tmp_path):
     with output_lock(target, "--out"):  # released when the first writer ended
         pass
     assert list(tmp_path.iterdir()) == []  # the lock lives in the temp directory, not beside the output
+
+
+def test_a_second_profile_naming_the_same_out_is_refused_before_any_rank(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    with output_lock("p.json", "--out"):  # another `rtmodel profile --out p.json` is running
+        res = CliRunner().invoke(app, ["profile", "--out", "p.json", "--quick"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (
+        "error: --out p.json: another rtmodel command is writing this file now; wait for it or give another file"
+    )
+    assert list(tmp_path.iterdir()) == []

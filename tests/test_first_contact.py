@@ -83,3 +83,22 @@ def test_a_users_folders_named_like_rtmodels_packages_do_not_shadow_it(tmp_path)
     assert "import rtmodel_decentdp" in res.stdout  # a name no project folder shadows
     res = rtmodel("calibrate", str(ROOT / "tests" / "data" / "synthetic_profile_2x2.json"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_profile_ranks_import_rtmodel_and_still_find_the_users_model(tmp_path):
+    """`rtmodel profile` in a project with its own `profiler/` folder: the ranks run rtmodel's profiler
+    (a safe path), and the user's factory module in that folder is still importable."""
+    pytest.importorskip("torch")
+    (tmp_path / "profiler").mkdir()
+    (tmp_path / "profiler" / "__init__.py").write_text("raise ImportError('the user folder was imported')\n")
+    (tmp_path / "mymodels.py").write_text(
+        "import torch\n\n\n"
+        "def build():\n"
+        "    batch = lambda step, n, device: (torch.randn(n, 16, device=device), torch.randn(n, 16, device=device))\n"
+        "    return torch.nn.Linear(16, 16), batch, torch.nn.functional.mse_loss\n"
+    )
+    res = rtmodel("profile", "--out", "p.json", "--quick", "--model", "mymodels:build", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "p.json").is_file()

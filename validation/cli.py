@@ -33,19 +33,21 @@ def _end_torchrun_rank(code: int = 0) -> None:
         exit_without_finalisation(code)
 
 
-def results_file(results: Path | None) -> tuple[Path, bool]:
+def results_file(results: Path | None, profile: Path | None = None) -> tuple[Path, bool]:
     """(the results file, whether it is rtmodel's default), checked before any work.
 
-    A --results path follows the one output rule (rtmodel_cli.paths: its directory must exist); the
+    A --results path follows the one output rule (rtmodel_util.files: its directory must exist, and it is
+    not the --profile the run reads); the
     default lives in rtmodel's data directory, created on the first write. Only the process that writes
     it checks it (rank 0 under torchrun)."""
-    from rtmodel_cli.paths import check_output_path
+    from rtmodel_util.files import check_output_path
     from rtmodel_util.processes import is_lead_process
     from validation.results import check_default_results_path
 
     writer = is_lead_process()
     if results is not None:
-        return (check_output_path(results, "--results") if writer else results), False
+        checked = check_output_path(results, "--results", inputs={"--profile": profile}) if writer else results
+        return checked, False
     path = default_results_path()
     return (check_default_results_path(path) if writer else path), True
 
@@ -118,15 +120,15 @@ def register(app: typer.Typer) -> None:
             else:
                 render_summary(summary, Console())
             return
-        from profiler.cli import checked_launch_env
+        from rtmodel_util.processes import launch_env
 
-        checked_launch_env()  # first: a bad RANK must not decide who says an error or checks --results
+        launch_env()  # first: a bad RANK must not decide who says an error or checks --results
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
         from profiler.model_choice import parse_model_args
         from validation.validate import run_validation
 
-        path, is_default = results_file(results)  # before the run: a run never ends in "cannot write"
+        path, is_default = results_file(results, profile)  # before the run: a run never ends in "cannot write"
         result = run_validation(
             profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
