@@ -32,7 +32,7 @@ from pathlib import Path
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 # The workload every configuration trains: real fp32 parameters, compute and optimizer step emulated by
-# sleeping (profiler/workloads.py "synthetic", optimizer=sleep), so 2 CPU cores can stand in for GPUs
+# sleeping (rtmodel_harness/workloads.py "synthetic", optimizer=sleep), so 2 CPU cores can stand in for GPUs
 # that compute while NICs send, without the ranks' Adam steps fighting over the cores.
 WORKLOAD = {"param_mb": 4, "layers": 4, "forward_ms": 15, "backward_ms": 30, "optimizer": "sleep", "optimizer_ms": 8}
 # 40 timed iterations per run and 9 repeats per profiled size: with 20 and 5, identical configurations
@@ -65,7 +65,7 @@ class ClusterConfig:
         return [x for k, v in args.items() for x in ("--model-arg", f"{k}={v}")] + self.straggler_args()
 
     def straggler_args(self) -> list[str]:
-        """The workload's persistent slowdown (profiler/workloads.py slow_ranks, slowdown), for profile and
+        """The workload's persistent slowdown (rtmodel_harness/workloads.py slow_ranks, slowdown), for profile and
         validate alike."""
         if not self.slow_ranks:
             return []

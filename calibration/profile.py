@@ -59,7 +59,7 @@ class ComputeProfile:
 class AllReduceMeasurement:
     """All-reduce timings of one profiler pattern at one message size."""
 
-    pattern: str  # profiler pattern name (profiler.patterns.PATTERN_NAMES)
+    pattern: str  # profiler pattern name (rtmodel_util.profile_patterns.PATTERN_NAMES)
     group: GroupShape  # where the pattern's ranks sit (what the cost depends on)
     message_bytes: int
     timing: Measurement  # per repetition, the max over every rank of every group

@@ -17,16 +17,10 @@ from typing import Any
 from calibration.measurement import Measurement
 from calibration.profile import AllReduceMeasurement, ComputeProfile, Profile, Workload
 from calibration.units import fmt_bytes
-from profiler.patterns import PATTERN_NAMES
+from rtmodel_util.profile_patterns import PATTERN_NAMES
+from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, REQUIRED_SECTIONS, SCHEMA_VERSION, TOOL
 from runtime_model.errors import UserError
 from runtime_model.scenario import ClusterShape, GroupShape
-
-TOOL = "rtmodel-profile"
-SUPPORTED_SCHEMA_VERSION = 1
-REQUIRED_SECTIONS = ("shape", "workload", "compute", "communication")
-# The sections the profiler checkpoints (the workload is written together with the shape).
-CHECKPOINT_SECTIONS = ("shape", "compute", "communication")
-KNOWN_PATTERNS = PATTERN_NAMES
 
 
 class CalibrationError(UserError):
@@ -76,10 +70,10 @@ def validate_profile(doc: Any, origin: str = "profile") -> None:
     if tool != TOOL:
         raise ProfileError(f"{origin} is not an rtmodel profile (tool={tool!r}, expected {TOOL!r})")
     version = doc.get("schema_version")
-    if version != SUPPORTED_SCHEMA_VERSION:
+    if version != SCHEMA_VERSION:
         raise ProfileError(
             f"{origin} has schema_version {version!r}; this rtmodel reads schema_version "
-            f"{SUPPORTED_SCHEMA_VERSION} only (use the rtmodel version that wrote it, or re-profile)"
+            f"{SCHEMA_VERSION} only (use the rtmodel version that wrote it, or re-profile)"
         )
     if doc.get("complete") is not True:
         done = doc.get("sections_done") or []
@@ -249,9 +243,9 @@ def _check_communication(comm: dict, shape: dict, origin: str) -> None:
         if not isinstance(pat, dict):
             raise ProfileError(f"{_where(origin, where)} must be an object")
         name = pat.get("pattern")
-        if name not in KNOWN_PATTERNS:
+        if name not in PATTERN_NAMES:
             raise ProfileError(
-                f"{_where(origin, where)}.pattern is {name!r}; known: {', '.join(KNOWN_PATTERNS)}"
+                f"{_where(origin, where)}.pattern is {name!r}; known: {', '.join(PATTERN_NAMES)}"
             )
         size = _require_int(pat.get("group_size"), f"{where}.group_size", origin, minimum=2, maximum=world)
         spans = _require_int(pat.get("nodes_spanned"), f"{where}.nodes_spanned", origin, maximum=nodes)

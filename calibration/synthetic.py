@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rtmodel_util.files import write_json_atomic
+from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, SCHEMA_VERSION, TOOL
 from runtime_model.collectives import allreduce_s, busbw_Bps
 from runtime_model.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.scenario import GroupShape, Link, Network
@@ -76,7 +77,7 @@ class SyntheticTruth:
 
 def pattern_groups(nodes: int, ranks_per_node: int) -> list[tuple[str, GroupShape, int]]:
     """(pattern, group shape, concurrent groups) for every pattern the profiler runs on this shape."""
-    from profiler.patterns import patterns_for
+    from rtmodel_util.profile_patterns import patterns_for
 
     return [
         (p.name, GroupShape(p.group_size, p.nodes_spanned, p.nic_sharing), len(p.groups))
@@ -93,11 +94,11 @@ def synthetic_profile(truth: SyntheticTruth | None = None, **overrides) -> dict:
     rng = np.random.default_rng(truth.seed)
     n, k, m = truth.world_size, truth.ranks_per_node, truth.nodes
     return {
-        "tool": "rtmodel-profile",
-        "schema_version": 1,
+        "tool": TOOL,
+        "schema_version": SCHEMA_VERSION,
         "created_utc": "2026-01-01T00:00:00Z",
         "complete": True,
-        "sections_done": ["shape", "compute", "communication"],
+        "sections_done": list(CHECKPOINT_SECTIONS),
         "shape": {
             "world_size": n,
             "ranks_per_node": k,

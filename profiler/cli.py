@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
 
         Run it plainly to launch local ranks, or under torchrun on every node (see docs/profiling.md)."""
         from profiler.launch import run_profile
-        from profiler.model_choice import parse_model_args
+        from rtmodel_harness.model_choice import parse_model_args
         from rtmodel_util.processes import launch_env
 
         launch_env()  # first: a bad RANK must not decide who checks --out (its rank says it: failing.report)

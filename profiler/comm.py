@@ -21,20 +21,8 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from profiler.patterns import Pattern, human_bytes
-
-
-def barrier(device: torch.device) -> None:
-    """Global barrier (NCCL wants the device named, gloo does not)."""
-    if device.type == "cuda" and dist.get_backend() == "nccl":
-        dist.barrier(device_ids=[device.index])
-    else:
-        dist.barrier()
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+from rtmodel_harness.distributed import barrier, sync
+from rtmodel_util.profile_patterns import Pattern, human_bytes
 
 
 def make_groups(pattern: Pattern, device: torch.device):
@@ -50,17 +38,17 @@ def make_groups(pattern: Pattern, device: torch.device):
             mine = group
     if mine is not None:
         dist.all_reduce(torch.zeros(1, dtype=torch.float32, device=device), group=mine)
-        _sync(device)
+        sync(device)
     return mine
 
 
 def timed_all_reduce(buf: torch.Tensor, group, device: torch.device) -> float:
     """Seconds of one all-reduce; the GPU is synchronised before each clock read, so the time is the
     collective's, not just its launch's."""
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     dist.all_reduce(buf, group=group)
-    _sync(device)
+    sync(device)
     return time.perf_counter() - t0
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from profiler.buckets import BucketLayout, trainable_params
+from rtmodel_harness.buckets import BucketLayout, trainable_params
 
 
 class Clock:

@@ -12,11 +12,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-TOOL = "rtmodel-profile"
-SCHEMA_VERSION = 1
-SECTIONS = ("shape", "compute", "communication")
-SHAPE_KEYS = ("world_size", "ranks_per_node", "nodes", "node_names", "backend", "device")
-WORKLOAD_KEYS = ("model", "model_args", "batch_per_rank", "bucket_cap_mb", "ddp_first_bucket_mb")
+from rtmodel_util.profile_schema import SCHEMA_VERSION, SHAPE_KEYS, TOOL, WORKLOAD_KEYS
 
 
 def utc_now() -> str:

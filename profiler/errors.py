@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rtmodel_harness.errors import WorkloadError
 from runtime_model.errors import RankFailure, UserError
 
 __all__ = ["ProfilingError", "RankFailure", "WorkloadError"]
@@ -9,7 +10,3 @@ __all__ = ["ProfilingError", "RankFailure", "WorkloadError"]
 
 class ProfilingError(UserError):
     """The profile cannot be taken as asked (bad option, impossible shape, unusable checkpoint)."""
-
-
-class WorkloadError(ProfilingError):
-    """The --model / --model-arg choice does not name a model we can build."""

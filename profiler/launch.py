@@ -27,8 +27,8 @@ from pathlib import Path
 
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
-from profiler.model_choice import check_model_choice
 from profiler.options import ProfileOptions
+from rtmodel_harness.model_choice import check_model_choice
 from rtmodel_util.files import lock_env, output_lock
 from rtmodel_util.processes import (
     DEBUG_ENV,

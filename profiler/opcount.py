@@ -28,9 +28,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from profiler import reference_models
 from profiler.op_tally import OpCounter, Tally
 from profiler.toml_text import toml_value
+from rtmodel_harness import reference_models
 
 aten = torch.ops.aten
 TINY_WIDTH_DIV = 32  # op counts are taken at width / 32 (d_model 16 for transformer-base)

@@ -39,7 +39,7 @@ def run_rank(opts: ProfileOptions) -> dict | None:
     with tracker.phase("setup/init"):
         import torch.distributed as dist
 
-        from profiler.shape import init_distributed
+        from rtmodel_harness.distributed import init_distributed
 
         backend, device = init_distributed(opts.backend, opts.timeout_s)
     try:
@@ -77,9 +77,9 @@ class _Run:
 
     def workload(self) -> None:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""
-        from profiler.buckets import ddp_first_bucket_mb
-        from profiler.patterns import message_sizes
-        from profiler.workloads import build_workload
+        from rtmodel_harness.buckets import ddp_first_bucket_mb
+        from rtmodel_harness.workloads import build_workload
+        from rtmodel_util.profile_patterns import message_sizes
         from runtime_model.defaults import BUCKET_CAP_MIB
 
         o = self.opts
@@ -102,8 +102,8 @@ class _Run:
     def shape(self) -> dict:
         """Shape section; rank 0 decides what a resume keeps and tells everyone."""
         from profiler.document import new_document, resume_plan
-        from profiler.patterns import patterns_for
         from profiler.shape import collect_shape, ranks_per_node
+        from rtmodel_util.profile_patterns import patterns_for
 
         with self.tracker.phase("shape"):
             k = ranks_per_node(self.opts.ranks_per_node, self.world)
@@ -133,8 +133,8 @@ class _Run:
             return plan[0]
 
     def compute(self, skip: bool) -> None:
-        from profiler.comm import barrier
         from profiler.compute import measure_compute
+        from rtmodel_harness.distributed import barrier
 
         if skip:
             if self.say:

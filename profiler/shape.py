@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-from profiler.envvars import DEVICE_INDEX_ENV, NODE_NAME_ENV, RANKS_PER_NODE_ENV
 from profiler.errors import ProfilingError
+from rtmodel_util.processes import NODE_NAME_ENV, RANKS_PER_NODE_ENV
 
 
 def node_name() -> str:
@@ -33,39 +32,6 @@ def ranks_per_node(option: int | None, world_size: int) -> int:
                 raise ProfilingError(f"{what}={k} does not divide the world size {world_size}")
             return k
     return world_size
-
-
-def device_index() -> int:
-    """This rank's GPU: the launcher's index, else LOCAL_RANK; wraps around when ranks share GPUs."""
-    idx = int(os.environ.get(DEVICE_INDEX_ENV) or os.environ.get("LOCAL_RANK") or 0)
-    return idx % max(1, torch.cuda.device_count())
-
-
-def choose_backend(requested: str) -> tuple[str, torch.device]:
-    """nccl on CUDA GPUs, gloo on CPU (or what --backend asks for); the GPU is device_index()'s."""
-    cuda = torch.cuda.is_available()
-    backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
-    if backend == "nccl" and not cuda:
-        raise ProfilingError("--backend nccl needs CUDA GPUs, and torch sees none here")
-    if cuda:
-        return backend, torch.device("cuda", device_index())
-    return backend, torch.device("cpu")
-
-
-def init_distributed(requested: str, timeout_s: float) -> tuple[str, torch.device]:
-    """Bind this process to its GPU, then create the default process group; returns (backend, device).
-
-    Why set_device first: NCCL and the collectives that use "the current device" (barrier, *_object)
-    must use the GPU we time on. Why device_id on NCCL: a bound group forms its communicator now and
-    new_group splits it eagerly (torch >= 2.4, init_process_group's `device_id`), instead of lazily in
-    a group's first, possibly timed, collective. Gloo takes no device_id.
-    """
-    backend, device = choose_backend(requested)
-    if device.type == "cuda":
-        torch.cuda.set_device(device.index)
-    bound = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(timeout_s)), **bound)
-    return backend, device
 
 
 def _nccl_version() -> str | None:

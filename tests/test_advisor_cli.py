@@ -320,6 +320,7 @@ def test_plot_refuses_bad_input_with_one_named_line_and_writes_nothing(tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_group_shape_keys_are_exact_beyond_max_gpus():
     """n = 2^21 used to overflow the int64 key that packs (size, nodes, q) with one base n + 1, and
     reported GroupShape(size=-2097148, ...). The keys must stay exact past the limit, so that

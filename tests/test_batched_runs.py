@@ -88,6 +88,7 @@ def _same(growth, plain):
     np.testing.assert_array_equal(growth.samples_s, plain[2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "n, k, kw",
     [

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from profiler import opcount, reference_models
+from profiler import opcount
+from rtmodel_harness import reference_models
 from runtime_model import efficiency
 from runtime_model.preset_loading import builtin_library
 
@@ -78,6 +79,7 @@ def test_zipf_shares_cover_every_token_and_put_most_in_the_head():
     assert 0.75 < shares[0] < 0.85 and all(s > 0 for s in shares)
 
 
+@pytest.mark.slow
 def test_reference_counts_are_what_opcount_measures():
     """efficiency.toml's FLOPs and bytes of Transformer-XL base are the shipped command's output."""
     ref = efficiency._data()["reference"]
@@ -94,6 +96,7 @@ def test_reference_counts_are_what_opcount_measures():
         assert fixed == pytest.approx(ref["fixed_bytes"][mode], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_transformer_xl_forward_flops_match_a_hand_count():
     """Per token and layer: qkv over memory + segment (2 x 2 d 3d), o_net 2 d^2, FF 4 d ffn, and three
     attention products over klen = 384 (2 klen d each); plus the adaptive softmax head 2 d (c0 + 3) and

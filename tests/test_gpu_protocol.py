@@ -41,14 +41,15 @@ def test_warmup_covers_one_schedule_period_plus_two(name, n, k, asked, used):
 
 
 def test_plan_raises_warmup_and_says_so(tmp_path):
+    from calibration.profile_io import load_profile
     from calibration.synthetic import write_synthetic_profile
     from validation.plan import make_plan, run_shape
 
     profile = write_synthetic_profile(tmp_path / "p32.json", nodes=4, ranks_per_node=8)
-    plan = make_plan(profile, "one-peer-exp", False, run_shape(32, 8), iterations=5, warmup=5)
-    assert plan.warmup == 7 and plan.rank_job(60)["warmup"] == 7  # what the ranks run and the result records
+    plan = make_plan(load_profile(profile), "one-peer-exp", False, run_shape(32, 8), iterations=5, warmup=5)
+    assert plan.warmup == 7 and plan.rank_job(60).warmup == 7  # what the ranks run and the result records
     assert any("warm-up raised from 5 to 7" in note for note in plan.notes)
-    kept = make_plan(profile, "one-peer-exp", False, run_shape(32, 8), iterations=5, warmup=9)
+    kept = make_plan(load_profile(profile), "one-peer-exp", False, run_shape(32, 8), iterations=5, warmup=9)
     assert kept.warmup == 9 and not any("warm-up" in note for note in kept.notes)
 
 
@@ -99,8 +100,8 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
     import torch.distributed as dist
 
     import profiler.comm
-    import profiler.workloads
-    import validation.runner
+    import rtmodel_harness.distributed
+    import rtmodel_harness.workloads
 
     ids = itertools.count()
 
@@ -169,7 +170,7 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
         return float(next(clock))
 
     monkeypatch.setattr(profiler.comm, "time", SimpleNamespace(perf_counter=perf_counter))
-    monkeypatch.setattr(validation.runner, "time", SimpleNamespace(perf_counter=perf_counter))
+    monkeypatch.setattr(rtmodel_harness.distributed, "time", SimpleNamespace(perf_counter=perf_counter))
 
     def zeros(*size, device=None, **kw):  # comm buffers: record the device asked for, allocate on CPU
         log.add("zeros", device=device)
@@ -178,7 +179,7 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
     monkeypatch.setattr(profiler.comm, "torch", SimpleNamespace(
         zeros=zeros, float32=torch.float32, cuda=torch.cuda, device=torch.device, Tensor=torch.Tensor))
 
-    real_build = profiler.workloads.build_workload
+    real_build = rtmodel_harness.workloads.build_workload
 
     def build_workload(name, model_args, batch, device, *, rank=None):  # the model lives on the CPU
         from dataclasses import replace
@@ -186,7 +187,7 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
         log.add("build_workload", device=device)
         return replace(real_build(name, model_args, batch, "cpu", rank=0), device=device)
 
-    monkeypatch.setattr(profiler.workloads, "build_workload", build_workload)
+    monkeypatch.setattr(rtmodel_harness.workloads, "build_workload", build_workload)
 
 
 @pytest.fixture
@@ -297,9 +298,9 @@ def _no_sync(*args, **kwargs) -> None:
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("target, attr, replacement", [
-    ("profiler.comm", "_sync", _no_sync),  # a timed all-reduce without synchronize
+    ("profiler.comm", "sync", _no_sync),  # a timed all-reduce without synchronize
     ("profiler.compute", "Clock.sync", _no_sync),  # elapsed_time before the events completed
-    ("profiler.shape", "device_index", lambda: 0),  # the wrong GPU
+    ("rtmodel_harness.distributed", "device_index", lambda: 0),  # the wrong GPU
 ])
 def test_protocol_checks_catch_a_slip(gpu, tmp_path, monkeypatch, target, attr, replacement):
     """The checks above are not vacuous: each slip in the real code makes them fail."""
@@ -318,7 +319,7 @@ def test_protocol_checks_catch_a_slip(gpu, tmp_path, monkeypatch, target, attr, 
 @pytest.mark.cluster
 @pytest.mark.parametrize("env, index", [({}, GPU), ({"RTMODEL_DEVICE_INDEX": "0"}, 0)])
 def test_device_comes_from_local_rank_or_the_launchers_index(gpu, monkeypatch, env, index):
-    from profiler.shape import init_distributed
+    from rtmodel_harness.distributed import init_distributed
 
     for var, value in env.items():
         monkeypatch.setenv(var, value)
@@ -329,7 +330,7 @@ def test_device_comes_from_local_rank_or_the_launchers_index(gpu, monkeypatch, e
 @pytest.mark.cluster
 @pytest.mark.parametrize("cuda, requested", [(False, "auto"), (True, "gloo")])
 def test_gloo_binds_no_device(gpu, monkeypatch, cuda, requested):
-    from profiler.shape import init_distributed
+    from rtmodel_harness.distributed import init_distributed
 
     log = Log()
     _install(monkeypatch, log, cuda=cuda, backend="gloo")
@@ -368,9 +369,12 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
     monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", fake_ddp)
     monkeypatch.setattr(ddp_mod, "DecentralizedDataParallel", FakeDecentDP)
     warmup, iterations = 4, 3
-    job = {"world_size": WORLD, "ranks_per_node": 2, "topology": "ring", "decent_dp_topology": "ring",
-           "registered_by_rtmodel": False, "iterations": iterations, "warmup": warmup, "timeout_s": 60,
-           "workload": {"model": "mlp", "model_args": SMALL_MLP, "batch_per_rank": 2, "bucket_cap_mb": 25.0}}
+    from validation.job import RankJob
+
+    job = RankJob.from_json(
+        {"world_size": WORLD, "ranks_per_node": 2, "topology": "ring", "decent_dp_topology": "ring",
+         "registered_by_rtmodel": False, "iterations": iterations, "warmup": warmup, "timeout_s": 60,
+         "workload": {"model": "mlp", "model_args": SMALL_MLP, "batch_per_rank": 2, "bucket_cap_mb": 25.0}})
     reports = run_rank(job)
 
     check_bound_init(gpu, 60)
@@ -385,5 +389,5 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
     assert len(clocks) == 2 * 2 * (warmup + iterations)
     for run, barrier in enumerate(gpu.where("barrier")):  # ranks line up exactly where timing starts
         assert names[:barrier].count("perf_counter") == 2 * (warmup + run * (warmup + iterations))
-    assert reports[0]["device"] == f"cuda:{GPU}" and reports[0]["backend"] == "nccl"
-    assert len(reports[0]["allreduce_s"]) == len(reports[0]["decentralized_s"]) == iterations
+    assert reports[0].device == f"cuda:{GPU}" and reports[0].backend == "nccl"
+    assert len(reports[0].allreduce_s) == len(reports[0].decentralized_s) == iterations

@@ -292,18 +292,20 @@ def _fake_ranks(monkeypatch, before_return=None):
     def launch_local(job, nproc, timeout_s, workdir, progress=None):
         if before_return:
             before_return()
+        from validation.job import RankReport
+
         rng = np.random.default_rng(0)
         return [
-            {
-                "rank": r,
-                "local_rank": r % 2,
-                "host": "h0",
-                "device": "cpu",
-                "backend": "gloo",
-                "allreduce_s": list(0.11 + 0.01 * rng.random(3)),
-                "decentralized_s": list(0.09 + 0.01 * rng.random(3)),
-                "distance_to_consensus": 0.0,
-            }
+            RankReport(
+                rank=r,
+                local_rank=r % 2,
+                host="h0",
+                device="cpu",
+                backend="gloo",
+                allreduce_s=tuple(0.11 + 0.01 * rng.random(3)),
+                decentralized_s=tuple(0.09 + 0.01 * rng.random(3)),
+                distance_to_consensus=0.0,
+            )
             for r in range(nproc)
         ]
 

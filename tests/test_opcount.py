@@ -11,8 +11,9 @@ pytest.importorskip("decent_dp")
 
 from torch import nn  # noqa: E402
 
-from profiler import opcount, reference_models  # noqa: E402
+from profiler import opcount  # noqa: E402
 from profiler.opcount import OpCounter, Tally, count_iteration  # noqa: E402
+from rtmodel_harness import reference_models  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -24,6 +25,7 @@ def _tally(fn) -> Tally:
     return tally
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["transformer-base", "gpt2-small", "resnet50"])
 def test_op_counts_do_not_depend_on_width(name):
     """Ops are counted on a tiny copy; that is only sound if the count is width independent."""
@@ -34,6 +36,7 @@ def test_op_counts_do_not_depend_on_width(name):
         assert a.ops > 50
 
 
+@pytest.mark.slow
 def test_cuda_like_dropout_and_attention_are_one_op_each():
     """CPU's dropout is bernoulli_ + div_ + mul and its attention with dropout the unfused math path;
     CUDA runs one fused kernel for each, and so must the counts."""
@@ -78,6 +81,7 @@ def test_views_and_allocations_launch_nothing():
     assert _tally(lambda: x.sum().item()).syncs == 1
 
 
+@pytest.mark.slow
 def test_fake_tensors_count_what_real_tensors_count():
     """Full width runs on FakeTensors (nothing computed); at a width both can run they agree."""
     real = opcount.full_width("transformer-base", True, width_div=32, fake=False)
@@ -85,6 +89,7 @@ def test_fake_tensors_count_what_real_tensors_count():
     assert real == fake
 
 
+@pytest.mark.slow
 def test_backward_numels_sum_to_params_and_hold_the_tied_weight_once():
     r = opcount.full_width("transformer-base", True, width_div=32)
     model, _ = reference_models.build("transformer-base", 32)
@@ -94,6 +99,7 @@ def test_backward_numels_sum_to_params_and_hold_the_tied_weight_once():
     assert r["backward_numels"][-1] == embedding  # input embeddings are ready last
 
 
+@pytest.mark.slow
 def test_transformer_base_full_width_matches_hand_count():
     """Forward FLOPs per token (one source + one target token, 32-token sentences) from the layer shapes:
     encoder 6 x 2 (4 d^2 + 2 d ffn) + attention 6 x 4 L d; decoder 6 x 2 (8 d^2 + 2 d ffn) + 2 attentions

@@ -34,11 +34,12 @@ def test_ready_fractions_follow_the_body_and_put_the_embedding_last():
     assert ready_fractions([30, 70, 100], 100) == [0.3, 1.0, 1.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["transformer-base", "gpt2-small", "resnet50"])
 def test_preset_layouts_equal_the_profilers_from_the_real_model(model):
     torch = pytest.importorskip("torch")
-    from profiler import reference_models
-    from profiler.buckets import bucket_layout
+    from rtmodel_harness import reference_models
+    from rtmodel_harness.buckets import bucket_layout
 
     torch.manual_seed(0)
     net, make_batch = reference_models.build(model)

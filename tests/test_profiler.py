@@ -18,14 +18,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler.buckets import layout_from_order  # noqa: E402
 from profiler.document import resume_plan  # noqa: E402
 from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: E402
 from profiler.launch import run_profile  # noqa: E402
-from profiler.model_choice import parse_model_args, resolve_model_args  # noqa: E402
-from profiler.patterns import message_sizes, patterns_for  # noqa: E402
-from profiler.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
+from rtmodel_harness.buckets import layout_from_order  # noqa: E402
+from rtmodel_harness.model_choice import parse_model_args, resolve_model_args  # noqa: E402
+from rtmodel_harness.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
 from rtmodel_util.files import write_json_atomic  # noqa: E402
+from rtmodel_util.profile_patterns import message_sizes, patterns_for  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 SYNTH = {"param_mb": 4, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.2}
@@ -189,7 +189,7 @@ def test_bucket_layout_matches_ddp_and_decent_dp():
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from profiler.buckets import ddp_first_bucket_mb
+    from rtmodel_harness.buckets import ddp_first_bucket_mb
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

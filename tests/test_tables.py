@@ -267,7 +267,7 @@ def _validation_result():
 def test_validate_result_and_summary_fit_every_width(width):
     from pathlib import Path
 
-    from validation.render import render_result, render_summary
+    from rtmodel_cli.validation_tables import render_result, render_summary
     from validation.results import summarise_results
 
     console = _console(width)

@@ -78,6 +78,7 @@ def _groups_with_weights(schedule) -> list[set]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DECENT_DP_NAMES)
 def test_matches_decent_dp_edge_lists(name, decent_dp_edges):
     """Same groups, same round order and bit-identical weights as Decent-DP's own _get_topo_edges."""

@@ -199,16 +199,17 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
     from dataclasses import replace
 
     from calibration import scenario_from_profile
+    from calibration.profile_io import load_profile
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
     from validation.plan import _placeholder_network, make_plan, run_shape
 
-    plan = make_plan(synthetic_profiles[1], "ring", False, run_shape(4, 2), iterations=5, warmup=2)
+    plan = make_plan(load_profile(synthetic_profiles[1]), "ring", False, run_shape(4, 2), iterations=5, warmup=2)
     sc = scenario_from_profile(synthetic_profiles[1], 4, 2, _placeholder_network()).scenario
     sc = replace(sc, description=f"validation of {synthetic_profiles[1]}")
     assert plan.predicted.allreduce == allreduce_prediction(sc)
     assert plan.predicted.topology.mean_s == gossip_prediction(sc, _schedule(sc, "ring")).mean_s
-    assert plan.rank_job(60)["world_size"] == 4 and plan.rank_job(60)["ranks_per_node"] == 2
-    assert plan.workload["batch_per_rank"] == 8 and plan.profile_info["backend"] == "synthetic"
+    assert plan.rank_job(60).world_size == 4 and plan.rank_job(60).ranks_per_node == 2
+    assert plan.workload.batch_per_rank == 8 and plan.profile_info["backend"] == "synthetic"
     assert plan.to_dict()["predicted"]["allreduce"]["mean_s"] == plan.predicted.allreduce.mean_s
 
 

@@ -104,6 +104,7 @@ def test_a_scenario_file_takes_the_straggler_as_text_or_number(tmp_path):
     assert "--scenario" in line
 
 
+@pytest.mark.slow
 def test_plot_variance_writes_a_png_and_refuses_a_directory(tmp_path):
     out = tmp_path / "x.png"
     res = run("plot", "variance", "--out", out)

@@ -170,6 +170,7 @@ def test_an_incomplete_model_entry_points_at_the_params_only_form(tmp_path):
         presets.load_library(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sub", [["speedup", "--gpus", "8:16"], ["factors", "--gpus", "16"], ["what-if", "--gpus", "8:16"], ["variance", "--gpus", "16"]])  # fmt: skip
 def test_plots_draw_your_model(sub, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

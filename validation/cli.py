@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         if fmt not in FORMATS:
             raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if report:
-            from validation.render import render_summary
+            from rtmodel_cli.validation_tables import render_summary
             from validation.results import dumps, summarise_results
 
             summary = summarise_results(results)  # None: the default results file
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         launch_env()  # first: a bad RANK must not decide who says an error or checks --results
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
-        from profiler.model_choice import parse_model_args
+        from rtmodel_harness.model_choice import parse_model_args
         from validation.validate import run_validation
 
         path, is_default = results_file(results, profile)  # before the run: a run never ends in "cannot write"
@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
             record(result, path, is_default)
             typer.echo(f"appended to {path}", err=True)
         else:
-            from validation.render import render_result
+            from rtmodel_cli.validation_tables import render_result
 
             console = Console()
             render_result(result, console)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rtmodel_util.processes import RANK_VARS, die_with_parent, sigterm_exits, stop_processes
 from validation.errors import RankFailure, ValidationError
+from validation.job import RankJob, RankReport
 from validation.worker import PHASES_FILE
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -88,13 +89,13 @@ def _wait(proc: subprocess.Popen, timeout_s: float, phases: Path, say) -> int | 
         time.sleep(POLL_S)
 
 
-def launch_local(job: dict, nproc: int, timeout_s: float, workdir: Path,
+def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
                  progress: Callable[[str], None] | None = None) -> list[dict]:
     """Run `nproc` ranks of validation.worker on this machine; returns every rank's report (rank order).
 
     `progress(line)` is called once per phase rank 0 reaches (DDP run, Decent-DP run, ...)."""
     job_path = workdir / "job.json"
-    job_path.write_text(json.dumps(job))
+    job_path.write_text(json.dumps(job.to_json()))
     log = workdir / "job.log"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
@@ -122,5 +123,5 @@ def launch_local(job: dict, nproc: int, timeout_s: float, workdir: Path,
     reports_path = workdir / "reports.json"
     if not reports_path.exists():
         raise RankFailure(0, "reporting", f"the validation job finished but rank 0 wrote no reports (log: {log})")
-    reports = json.loads(reports_path.read_text())
-    return sorted(reports, key=lambda r: r["rank"])
+    reports = [RankReport.from_json(r) for r in json.loads(reports_path.read_text())]
+    return sorted(reports, key=lambda r: r.rank)

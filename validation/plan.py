@@ -9,11 +9,11 @@ launcher hands the ranks exactly what they need (`Plan.rank_job`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime_model.defaults import BUCKET_CAP_MIB
 from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
+from validation.job import RankJob, RunWorkload
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
@@ -58,7 +58,7 @@ class Plan:
     topology: str  # rtmodel's name
     decent_dp_topology: str  # the name in decent_dp.topo.TopologyReg
     registered_by_rtmodel: bool  # True: rtmodel_decentdp must be imported on every rank
-    workload: dict  # model, model_args, batch_per_rank, bucket_cap_mb
+    workload: RunWorkload
     iterations: int
     warmup: int  # effective: the user's, raised to one schedule period + MIN_WARMUP (effective_warmup)
     predicted: PlanPredictions
@@ -67,19 +67,19 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     profile_info: dict = field(default_factory=dict)
 
-    def rank_job(self, timeout_s: float) -> dict:
-        """The part the ranks need (JSON-able)."""
-        return {
-            "world_size": self.shape.gpus,
-            "ranks_per_node": self.shape.gpus_per_node,
-            "topology": self.topology,
-            "decent_dp_topology": self.decent_dp_topology,
-            "registered_by_rtmodel": self.registered_by_rtmodel,
-            "workload": self.workload,
-            "iterations": self.iterations,
-            "warmup": self.warmup,
-            "timeout_s": timeout_s,
-        }
+    def rank_job(self, timeout_s: float) -> RankJob:
+        """The part the ranks need."""
+        return RankJob(
+            world_size=self.shape.gpus,
+            ranks_per_node=self.shape.gpus_per_node,
+            topology=self.topology,
+            decent_dp_topology=self.decent_dp_topology,
+            registered_by_rtmodel=self.registered_by_rtmodel,
+            workload=self.workload,
+            iterations=self.iterations,
+            warmup=self.warmup,
+            timeout_s=timeout_s,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,9 +117,9 @@ def check_shape(profile: Profile, shape: ClusterShape, origin: str) -> None:
         )
 
 
-def resolve_workload(profile: Profile, model: str | None, model_args: dict | None) -> tuple[dict, list[str]]:
+def resolve_workload(profile: Profile, model: str | None, model_args: dict | None) -> tuple[RunWorkload, list[str]]:
     """The run's workload: the profiled one, or --model/--model-arg overrides (said in a note)."""
-    from profiler.model_choice import check_model_choice
+    from rtmodel_harness.model_choice import check_model_choice
 
     wl = profile.workload
     prof_model = str(wl.model)
@@ -147,8 +147,7 @@ def resolve_workload(profile: Profile, model: str | None, model_args: dict | Non
                 f"the run trains {run_model} {resolved} but the profile measured {prof_model} {prof_resolved}: "
                 "the predictions use the profile's compute times, so part of any error is that difference"
             )
-    workload = {"model": run_model, "model_args": resolved, "batch_per_rank": batch, "bucket_cap_mb": cap}
-    return workload, notes
+    return RunWorkload(run_model, resolved, batch, cap), notes
 
 
 def _placeholder_network():
@@ -230,7 +229,7 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
 
 
 def make_plan(
-    profile_path: str | Path,
+    profile: Profile,
     topology: str | None,
     recommended: bool,
     shape: ClusterShape,
@@ -239,16 +238,15 @@ def make_plan(
     model: str | None = None,
     model_args: dict | None = None,
 ) -> Plan:
-    """Check everything, calibrate the profile, and predict both runs for the run's exact shape."""
-    from calibration.profile_io import load_profile
+    """Check everything, calibrate the profile (loaded once by the caller), and predict both runs for the
+    run's exact shape."""
     from calibration.profiled import scenario_from_profile
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topologies import TOPOLOGIES
 
     check_counts(iterations, warmup)
     check_topology_choice(topology, recommended)
-    origin = str(profile_path)
-    profile = load_profile(profile_path)
+    origin = profile.origin
     check_shape(profile, shape, origin)
     workload, notes = resolve_workload(profile, model, model_args)
     profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network())

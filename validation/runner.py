@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
 
 if "loguru" not in sys.modules:
     os.environ.setdefault("LOGURU_LEVEL", "INFO")  # Decent-DP logs its setup at DEBUG on rank 0
@@ -24,15 +23,17 @@ if "loguru" not in sys.modules:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from rtmodel_util.processes import NODE_NAME_ENV
 from validation.errors import ValidationError
+from validation.job import RankJob, RankReport
 
 
 def init_distributed(timeout_s: float) -> bool:
     """Join the torchrun job (nccl on GPU, gloo on CPU); True when this call created the process group.
 
-    profiler.shape.init_distributed: the GPU (RTMODEL_DEVICE_INDEX, else LOCAL_RANK) is made current
-    before the group exists, and NCCL is bound to it so communicators are created eagerly."""
-    from profiler.shape import init_distributed as init_bound
+    rtmodel_harness.distributed.init_distributed: the GPU (RTMODEL_DEVICE_INDEX, else LOCAL_RANK) is made
+    current before the group exists, and NCCL is bound to it so communicators are created eagerly."""
+    from rtmodel_harness.distributed import init_distributed as init_bound
 
     if dist.is_initialized():
         return False
@@ -42,25 +43,14 @@ def init_distributed(timeout_s: float) -> bool:
 
 def run_device() -> torch.device:
     """The device init_distributed bound this rank to."""
-    from profiler.shape import choose_backend
+    from rtmodel_harness.distributed import choose_backend
 
     return choose_backend("auto")[1]
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def clock(device: torch.device) -> float:
-    """Host time once the GPU has finished all queued work: an iteration ends when its kernels do."""
-    _sync(device)
-    return time.perf_counter()
-
-
 def timed_loop(step_fn, workload, warmup: int, iterations: int, device: torch.device) -> list[float]:
     """Per-iteration wall times (s) of `step_fn(batch)` after `warmup` untimed iterations."""
-    from profiler.comm import barrier
+    from rtmodel_harness.distributed import barrier, clock
 
     times: list[float] = []
     for step in range(warmup + iterations):
@@ -82,15 +72,15 @@ def _ddp_bucket_cap(cap_mb: float):
     return None if cap_mb == BUCKET_CAP_MIB else cap_mb
 
 
-def run_allreduce(job: dict, device: torch.device) -> list[float]:
+def run_allreduce(job: RankJob, device: torch.device) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel
 
-    from profiler.workloads import build_workload
+    from rtmodel_harness.workloads import build_workload
 
-    wl_job = job["workload"]
-    wl = build_workload(wl_job["model"], wl_job["model_args"], wl_job["batch_per_rank"], device)
+    wl_job = job.workload
+    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     ids = [device.index] if device.type == "cuda" else None
-    model = DistributedDataParallel(wl.model, device_ids=ids, bucket_cap_mb=_ddp_bucket_cap(wl_job["bucket_cap_mb"]))
+    model = DistributedDataParallel(wl.model, device_ids=ids, bucket_cap_mb=_ddp_bucket_cap(wl_job.bucket_cap_mb))
     optimizer = wl.make_optimizer(model.parameters(), lr=1e-3)
 
     def step(batch):
@@ -98,66 +88,66 @@ def run_allreduce(job: dict, device: torch.device) -> list[float]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return timed_loop(step, wl, job["warmup"], job["iterations"], device)
+    return timed_loop(step, wl, job.warmup, job.iterations, device)
 
 
-def run_decentdp(job: dict, device: torch.device) -> tuple[list[float], float]:
+def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float]:
     """(times, this rank's distance to consensus after the run)."""
     from decent_dp.ddp import DecentralizedDataParallel
     from decent_dp.topo import TopologyReg
 
-    from profiler.workloads import build_workload
+    from rtmodel_harness.workloads import build_workload
 
-    if job["registered_by_rtmodel"]:
+    if job.registered_by_rtmodel:
         import rtmodel_decentdp  # noqa: F401  (registers rtmodel's schedules)
-    name = job["decent_dp_topology"]
+    name = job.decent_dp_topology
     if name not in TopologyReg.registry:
         raise ValidationError(f"Decent-DP has no topology {name!r} (known: {', '.join(TopologyReg.registry)})")
-    wl_job = job["workload"]
-    wl = build_workload(wl_job["model"], wl_job["model_args"], wl_job["batch_per_rank"], device)
+    wl_job = job.workload
+    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     model = DecentralizedDataParallel(
         wl.model,
         optim_fn=lambda named: wl.make_optimizer([p for _, p in named], lr=1e-3),
         topology=name,
-        bucket_size_in_mb=wl_job["bucket_cap_mb"],
-        _local_world_size=job["ranks_per_node"],
+        bucket_size_in_mb=wl_job.bucket_cap_mb,
+        _local_world_size=job.ranks_per_node,
     )
     model.train()
 
     def step(batch):
         wl.loss(model, batch).backward()
 
-    times = timed_loop(step, wl, job["warmup"], job["iterations"], device)
+    times = timed_loop(step, wl, job.warmup, job.iterations, device)
     d2c = model.global_avg(will_revert=False, return_d2c=True)
     return times, float(d2c)
 
 
-def run_rank(job: dict, on_phase=None) -> list[dict] | None:
+def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
     """Run both trainings on this rank; rank 0 returns every rank's report, the others None.
 
     `on_phase(line)`, if given, is called as each phase starts (pass it on rank 0 only: progress)."""
-    created = init_distributed(job["timeout_s"])
+    created = init_distributed(job.timeout_s)
     note = on_phase or (lambda line: None)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
-        if world != job["world_size"]:
-            raise ValidationError(f"the job has {world} ranks but the plan was made for {job['world_size']}")
+        if world != job.world_size:
+            raise ValidationError(f"the job has {world} ranks but the plan was made for {job.world_size}")
         device = run_device()
-        counts = f"{job['warmup']} warm-up + {job['iterations']} timed iterations on {world} ranks ({device.type})"
+        counts = f"{job.warmup} warm-up + {job.iterations} timed iterations on {world} ranks ({device.type})"
         note(f"DDP run (All-Reduce): {counts}")
         ar_times = run_allreduce(job, device)
-        note(f"Decent-DP run ({job['decent_dp_topology']}): {counts}")
+        note(f"Decent-DP run ({job.decent_dp_topology}): {counts}")
         dd_times, d2c = run_decentdp(job, device)
-        report = {
-            "rank": rank,
-            "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
-            "host": os.environ.get("RTMODEL_NODE_NAME") or socket.gethostname(),
-            "device": str(device),
-            "backend": dist.get_backend(),
-            "allreduce_s": ar_times,
-            "decentralized_s": dd_times,
-            "distance_to_consensus": d2c,
-        }
+        report = RankReport(
+            rank=rank,
+            local_rank=int(os.environ.get("LOCAL_RANK", rank)),
+            host=os.environ.get(NODE_NAME_ENV) or socket.gethostname(),
+            device=str(device),
+            backend=dist.get_backend(),
+            allreduce_s=tuple(ar_times),
+            decentralized_s=tuple(dd_times),
+            distance_to_consensus=float(d2c),
+        )
         gathered: list = [None] * world
         dist.all_gather_object(gathered, report)
         return gathered if rank == 0 else None

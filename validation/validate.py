@@ -37,10 +37,12 @@ from rtmodel_util.processes import (
 from runtime_model.errors import RtmodelError
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
+from validation.job import RankReport
 from validation.plan import Plan, make_plan, run_shape
 from validation.results import ValidationResult, append_record
 
 if TYPE_CHECKING:
+    from calibration.profile import Profile
     from runtime_model.scenario import ClusterShape
 
 RANKS_NEEDED = ("torch", "decent_dp")  # what the ranks import: checked before any of them starts
@@ -60,12 +62,10 @@ def _check_nproc(nproc_per_node, flag: str = "--nproc-per-node") -> None:
     check_local_ranks(nproc_per_node, flag, 2, ValidationError)
 
 
-def _local_shape(profile_path, nproc_per_node: int | None, ranks_per_node: int | None) -> ClusterShape:
+def _local_shape(profile: Profile, nproc_per_node: int | None, ranks_per_node: int | None) -> ClusterShape:
     """Defaults: the profile's shape (so a locally taken profile validates with no shape options)."""
     if nproc_per_node is None or ranks_per_node is None:
-        from calibration.profile_io import load_profile
-
-        ps = load_profile(profile_path).shape
+        ps = profile.shape
         pn, pk = ps.gpus, ps.gpus_per_node
         if nproc_per_node is None:
             nproc_per_node = pn
@@ -84,27 +84,27 @@ def _torchrun_shape(ranks_per_node: int | None) -> ClusterShape:
     return run_shape(world, world)
 
 
-def assemble(plan: Plan, reports: list[dict], timestamp_utc: str) -> ValidationResult:
+def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> ValidationResult:
     """Every rank's report + the plan's predictions -> the result (rank 0 / the launcher)."""
     n = plan.shape.gpus
-    seen = {int(r["rank"]) for r in reports}
+    seen = {r.rank for r in reports}
     missing = sorted(set(range(n)) - seen)
     if missing or len(reports) != n:
         raise RankFailure(None, "reporting", f"ranks {missing or '?'} did not report ({len(reports)} reports for {n} ranks)")
-    reports = sorted(reports, key=lambda r: r["rank"])
-    ar_times = [list(r["allreduce_s"]) for r in reports]
-    dd_times = [list(r["decentralized_s"]) for r in reports]
+    reports = sorted(reports, key=lambda r: r.rank)
+    ar_times = [list(r.allreduce_s) for r in reports]
+    dd_times = [list(r.decentralized_s) for r in reports]
     ar = compare("allreduce", plan.predicted.allreduce, measure(ar_times))
     dd = compare(plan.topology, plan.predicted.topology, measure(dd_times))
-    d2c = [float(r["distance_to_consensus"]) for r in reports]
+    d2c = [r.distance_to_consensus for r in reports]
     notes = list(plan.notes)
-    hosts = [r["host"] for r in reports]
+    hosts = [r.host for r in reports]
     if len(set(hosts)) < plan.shape.nodes:
         notes.append(
             f"{plan.shape.nodes} nodes of {plan.shape.gpus_per_node} ranks were emulated on "
             f"{len(set(hosts))} host(s): 'inter-node' traffic ran over the same machine"
         )
-    device = reports[0]["device"].split(":")[0]
+    device = reports[0].device.split(":")[0]
     prof_dev = plan.profile_info.get("device")
     if prof_dev and prof_dev != device:
         notes.append(f"the profile was taken on {prof_dev} but this run used {device}")
@@ -115,16 +115,16 @@ def assemble(plan: Plan, reports: list[dict], timestamp_utc: str) -> ValidationR
         topology=plan.topology,
         decent_dp_topology=plan.decent_dp_topology,
         recommended=plan.recommended,
-        workload=plan.workload,
+        workload=plan.workload.to_json(),
         iterations=plan.iterations,
         warmup=plan.warmup,
         allreduce=ar,
         decentralized=dd,
         verdict=verdict(ar, dd),
         distance_to_consensus={"max": max(d2c), "mean": sum(d2c) / len(d2c), "per_rank": d2c},
-        ranks=[{"rank": r["rank"], "local_rank": r["local_rank"], "host": r["host"]} for r in reports],
+        ranks=[{"rank": r.rank, "local_rank": r.local_rank, "host": r.host} for r in reports],
         device=device,
-        backend=reports[0]["backend"],
+        backend=reports[0].backend,
         advisor=plan.advisor,
         notes=notes,
         times_s={"allreduce": ar_times, "decentralized": dd_times},
@@ -169,8 +169,11 @@ def run_validation(
     if in_launched_rank():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
                                 model_args, results_path, timeout_s, progress)
-    shape = _local_shape(profile_path, nproc_per_node, ranks_per_node)
-    plan = make_plan(profile_path, topology, recommended, shape, iterations, warmup, model, model_args)
+    from calibration.profile_io import load_profile
+
+    profile = load_profile(profile_path)  # once per run: the shape's defaults and the plan both use it
+    shape = _local_shape(profile, nproc_per_node, ranks_per_node)
+    plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args)
     require_modules(*RANKS_NEEDED, error=ValidationError)
     say = _printer(progress)
     if say:
@@ -186,7 +189,7 @@ def run_validation(
     return result
 
 
-def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[dict]:
+def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[RankReport]:
     """Launch the job in a fresh work directory; remove it afterwards unless the error names its log."""
     from validation.launch import launch_local
 
@@ -222,7 +225,9 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
         box: list = [None]
         if rank == 0:
             try:
-                box[0] = make_plan(profile_path, topology, recommended, _torchrun_shape(ranks_per_node),
+                from calibration.profile_io import load_profile
+
+                box[0] = make_plan(load_profile(profile_path), topology, recommended, _torchrun_shape(ranks_per_node),
                                    iterations, warmup, model, model_args)
             except ValueError as exc:
                 box[0] = f"{exc}"

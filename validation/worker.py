@@ -43,11 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     set_parent_death_signal(signal.SIGKILL)  # first: loading torch takes seconds
     rank = int(os.environ.get("RANK", "0"))
     try:
+        from validation.job import RankJob
         from validation.runner import run_rank
 
-        reports = run_rank(json.loads(args.job.read_text()), on_phase=phase_writer(args.out) if rank == 0 else None)
+        job = RankJob.from_json(json.loads(args.job.read_text()))
+        reports = run_rank(job, on_phase=phase_writer(args.out) if rank == 0 else None)
         if reports is not None:
-            write_atomic(args.out / "reports.json", json.dumps(reports))
+            write_atomic(args.out / "reports.json", json.dumps([r.to_json() for r in reports]))
         return 0
     except Exception as exc:  # noqa: BLE001 - report any failure of this rank in one line, then exit non-zero
         line = f"{type(exc).__name__}: {exc}".replace("\n", " ")

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 
-from profiler.errors import WorkloadError
+from rtmodel_harness.errors import WorkloadError
 
 JITTER_KINDS = ("none", "normal", "lognormal")
 

@@ -56,9 +56,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from profiler.buckets import BucketLayout, bucket_layout
-from profiler.errors import WorkloadError
-from profiler.model_choice import (
+from rtmodel_harness.buckets import BucketLayout, bucket_layout
+from rtmodel_harness.errors import WorkloadError
+from rtmodel_harness.model_choice import (
     BUILTIN_DEFAULTS,
     BUILTIN_MODELS,
     check_model_choice,
