@@ -150,15 +150,12 @@ def factors(
     gl = parse_gpus(gpus)
     what = gl[0] if len(gl) == 1 else gl
     check_topology(topology)
-    _draw_sweep(
-        inputs,
-        gl,
-        batch_per_gpu,
-        out,
-        lambda o, kw: plots.factor_breakdown_bars(
-            what, o.network, o.model or "transformer-base", topology=topology, cluster=o.cluster, **kw
-        ),
-    )
+
+    def draw(o, kw):
+        model = o.model or "transformer-base"
+        return plots.factor_breakdown_bars(what, o.network, model, topology=topology, cluster=o.cluster, **kw)
+
+    _draw_sweep(inputs, gl, batch_per_gpu, out, draw)
 
 
 @takes_model_inputs(without=SWEEP_WITHOUT)
@@ -177,15 +174,12 @@ def what_if(
 
     gl = parse_gpus(gpus)
     check_topology(topology)
-    _draw_sweep(
-        inputs,
-        gl,
-        batch_per_gpu,
-        out,
-        lambda o, kw: plots.what_if(
-            gl, o.network, o.model or "transformer-base", topology=topology, cluster=o.cluster, **kw
-        ),
-    )
+
+    def draw(o, kw):
+        model = o.model or "transformer-base"
+        return plots.what_if(gl, o.network, model, topology=topology, cluster=o.cluster, **kw)
+
+    _draw_sweep(inputs, gl, batch_per_gpu, out, draw)
 
 
 def paper(out: OutOpt):

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from runtime_model.constraints import POSITIVE, Interval
 from runtime_model.defaults import MIB
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
-from runtime_model.preset_types import MODES, ModelPreset, PresetLibrary
+from runtime_model.preset_types import MODES, PER_MODE_COUNTS, ModelPreset, PresetLibrary
 
 OWN_MODEL = "your-model"  # the name --params / --param-mb give the user's model
 # Data parallelism keeps a whole replica on every GPU: 10^11 parameters' fp32 gradients alone are 400 GB,
@@ -64,12 +64,9 @@ def params_only_preset(name: str, params: int, like: ModelPreset, **given) -> Mo
         default_global_batch=1.0,  # unused: the measured compute_ms is at the user's own batch
         embedding_params=0,
         compute_cv=given.get("compute_cv", like.compute_cv),
-        forward_ops=zero,
-        backward_ops=zero,
-        forward_bytes_per_unit=zero,
-        backward_bytes_per_unit=zero,
-        forward_fixed_bytes=zero,
-        backward_fixed_bytes=zero,
+        **dict.fromkeys(
+            PER_MODE_COUNTS, zero
+        ),  # its ops and bytes are unknown: the measured time covers them
         backward_numels=(params,),
         optimizer=given.get("optimizer", like.optimizer),
         source=given.get("source", "your parameter count"),

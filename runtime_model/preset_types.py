@@ -106,6 +106,17 @@ class LinkPreset:
         return self.bandwidth_Gbps * self.efficiency
 
 
+# A model's per-precision-mode tables: kernel-launching ops and memory traffic, forward and backward.
+PER_MODE_COUNTS = (
+    "forward_ops",
+    "backward_ops",
+    "forward_bytes_per_unit",
+    "backward_bytes_per_unit",
+    "forward_fixed_bytes",
+    "backward_fixed_bytes",
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelPreset:
     """One model (models.toml): what one training iteration costs per batch unit, as the kernels of
@@ -149,14 +160,7 @@ class ModelPreset:
             raise InvalidValue(
                 "backward_numels", f"numbers summing to params ({self.params})", sum(self.backward_numels)
             )
-        for key in (
-            "forward_ops",
-            "backward_ops",
-            "forward_bytes_per_unit",
-            "backward_bytes_per_unit",
-            "forward_fixed_bytes",
-            "backward_fixed_bytes",
-        ):
+        for key in PER_MODE_COUNTS:
             table = getattr(self, key)
             if set(table) != set(MODES):
                 raise InvalidValue(key, f"a table with the keys {' and '.join(MODES)}", dict(table))

@@ -180,7 +180,11 @@ def run_validation(
         say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
             f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each")
     timestamp = _now()
-    reports = _run_local(plan, shape.gpus, timeout_s, say)
+    return _compare_and_record(plan, _run_local(plan, shape.gpus, timeout_s, say), timestamp, results_path, say)
+
+
+def _compare_and_record(plan: Plan, reports: list[RankReport], timestamp: str, results_path, say) -> ValidationResult:
+    """The launcher's (or rank 0's) last step: the result from every rank's report, appended when asked."""
     if say:
         say("comparing the measured times with the model's predictions")
     result = assemble(plan, reports, timestamp)
@@ -239,12 +243,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
         reports = run_rank(plan.rank_job(timeout_s), on_phase=say)
         if rank != 0:
             return None  # the barrier in _quiet_teardown holds this rank until rank 0 has its result
-        if say:
-            say("comparing the measured times with the model's predictions")
-        result = assemble(plan, reports, timestamp)
-        if results_path is not None:
-            append_record(results_path, result)
-        return result
+        return _compare_and_record(plan, reports, timestamp, results_path, say)
     finally:
         if created:
             _quiet_teardown(dist)
