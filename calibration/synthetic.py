@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rtmodel_util.files import write_json_atomic
-from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, SCHEMA_VERSION, TOOL
+from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, new_document
 from runtime_model.collectives import allreduce_s, busbw_Bps
 from runtime_model.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.scenario import GroupShape, Link, Network
@@ -94,9 +94,7 @@ def synthetic_profile(truth: SyntheticTruth | None = None, **overrides) -> dict:
     rng = np.random.default_rng(truth.seed)
     n, k, m = truth.world_size, truth.ranks_per_node, truth.nodes
     return {
-        "tool": TOOL,
-        "schema_version": SCHEMA_VERSION,
-        "created_utc": "2026-01-01T00:00:00Z",
+        **new_document("2026-01-01T00:00:00Z"),
         "complete": True,
         "sections_done": list(CHECKPOINT_SECTIONS),
         "shape": {

@@ -9,19 +9,9 @@ shape and workload, and says clearly when it has to start over.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
-from rtmodel_util.profile_schema import SCHEMA_VERSION, SHAPE_KEYS, TOOL, WORKLOAD_KEYS
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def new_document() -> dict:
-    return {"tool": TOOL, "schema_version": SCHEMA_VERSION, "created_utc": utc_now(), "complete": False,
-            "sections_done": []}
+from rtmodel_util.profile_schema import SCHEMA_VERSION, SHAPE_KEYS, TOOL, WORKLOAD_KEYS, new_document
 
 
 def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> list[str]:

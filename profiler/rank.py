@@ -101,9 +101,10 @@ class _Run:
 
     def shape(self) -> dict:
         """Shape section; rank 0 decides what a resume keeps and tells everyone."""
-        from profiler.document import new_document, resume_plan
+        from profiler.document import resume_plan
         from profiler.shape import collect_shape, ranks_per_node
         from rtmodel_util.profile_patterns import patterns_for
+        from rtmodel_util.profile_schema import new_document
 
         with self.tracker.phase("shape"):
             k = ranks_per_node(self.opts.ranks_per_node, self.world)

@@ -8,6 +8,8 @@ free to drift; the group patterns a profile measures are in `rtmodel_util.profil
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 TOOL = "rtmodel-profile"
 SCHEMA_VERSION = 1
 # Every complete profile holds these; the profiler checkpoints all but the workload, which it writes
@@ -17,3 +19,18 @@ CHECKPOINT_SECTIONS = ("shape", "compute", "communication")
 # A resume reuses measurements only when these are the same as the earlier run's.
 SHAPE_KEYS = ("world_size", "ranks_per_node", "nodes", "node_names", "backend", "device")
 WORKLOAD_KEYS = ("model", "model_args", "batch_per_rank", "bucket_cap_mb", "ddp_first_bucket_mb")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_document(created_utc: str | None = None) -> dict:
+    """A profile's header, before any section: every writer (the profiler, synthetic profiles) starts here."""
+    return {
+        "tool": TOOL,
+        "schema_version": SCHEMA_VERSION,
+        "created_utc": created_utc or utc_now(),
+        "complete": False,
+        "sections_done": [],
+    }

@@ -271,8 +271,8 @@ def test_every_written_path_follows_one_rule_before_any_work(tmp_path, monkeypat
 
 
 def test_atomic_profile_write_leaves_no_temp_file(tmp_path):
-    from profiler.document import new_document
     from rtmodel_util.files import OutputPathError, write_json_atomic
+    from rtmodel_util.profile_schema import new_document
 
     (tmp_path / "d").mkdir()
     with pytest.raises(OutputPathError):
