@@ -18,7 +18,7 @@ from calibration.compute_fit import ComputeFit, fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
 from calibration.links import CombinedLink, LinkEstimate, combine_estimates, invert_ring, split_flow_cap
 from calibration.profile import Profile
-from calibration.profile_io import CalibrationError, profile_from_document
+from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from calibration.units import fmt_bytes, fmt_per_byte
 from runtime_model.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
@@ -27,12 +27,13 @@ GLOO_WORKER_THREADS = 2  # torch's ProcessGroupGloo.Options default (threads=2)
 
 
 def calibrate(
-    profile: Profile | dict,
+    profile: Profile,
     fallback_network: Network | None = None,
     distribution: str = "empirical",
     origin: str | None = None,
 ) -> Calibration:
-    """Fit the runtime model's parameters to a profile (a Profile, or a schema-v1 document it is built from).
+    """Fit the runtime model's parameters to a checked, typed profile (calibration.profile_io builds it:
+    load_profile from a file, profile_from_document from a parsed document).
 
     fallback_network supplies any link class the profile cannot measure (the inter-node link of a
     single-node profile, the intra-node link of a one-rank-per-node profile, a link whose patterns
@@ -42,8 +43,6 @@ def calibrate(
     origin names the profile in messages (default: the Profile's origin, its file when it was loaded
     from one).
     """
-    if not isinstance(profile, Profile):
-        profile = profile_from_document(profile, origin or "profile")
     origin = origin or profile.origin
     measured: ClusterShape = profile.shape
     lines = _PatternLines()

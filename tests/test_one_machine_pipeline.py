@@ -114,10 +114,10 @@ def test_calibrate_names_the_preset_the_user_chose_and_an_unused_one(tmp_path):
 
 def test_library_calibrate_without_a_fallback_names_the_flag_not_the_parameter():
     from calibration.calibrate_profile import calibrate
-    from calibration.profile_io import CalibrationError
+    from calibration.profile_io import CalibrationError, profile_from_document
 
     with pytest.raises(CalibrationError) as err:
-        calibrate(synthetic_profile(SyntheticTruth(nodes=1, ranks_per_node=2, iterations=5)))
+        calibrate(profile_from_document(synthetic_profile(SyntheticTruth(nodes=1, ranks_per_node=2, iterations=5))))
     msg = str(err.value)
     assert "--network NAME" in msg and "fallback_network" not in msg
 

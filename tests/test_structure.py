@@ -33,6 +33,8 @@ REGISTRATIONS = ("cli.py", "__main__.py")
 # runtime_model is pure numpy/scipy: not the shell's or the plots' libraries, and never torch.
 MODEL_MAY_NOT_IMPORT = {"typer", "rich", "matplotlib", "pandas", "torch"}
 MAX_MODULE_LINES = 400
+# A function longer than this says why in its docstring (a line starting "Long because").
+MAX_FUNCTION_LINES = 80
 
 
 def imported_top_level_names(path: Path) -> set[str]:
@@ -161,3 +163,15 @@ def test_no_public_name_is_also_a_submodule(package):
         p.name for p in (ROOT / package).iterdir() if (p / "__init__.py").exists()
     }
     assert not set(exports) & submodules
+
+
+def test_functions_stay_short_or_say_why():
+    long = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > MAX_FUNCTION_LINES and "Long because" not in (ast.get_docstring(node) or ""):
+                        long[f"{p.relative_to(ROOT)}::{node.name}"] = n
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"

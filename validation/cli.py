@@ -17,17 +17,12 @@ from validation.results import DEFAULT_RESULTS_DOC, default_results_path
 FORMATS = ("table", "json")
 
 
-def _in_torchrun_rank() -> bool:
-    """This process is one rank of a launched job (the one rule: rtmodel_util.processes.in_launched_rank)."""
-    from rtmodel_util.processes import in_launched_rank
-
-    return in_launched_rank()
-
-
 def _end_torchrun_rank(code: int = 0) -> None:
     """Inside torchrun this process was a training rank: leave without interpreter finalisation
     (validation.runner.exit_without_finalisation). A local launch's parent held no process group."""
-    if _in_torchrun_rank():
+    from rtmodel_util.processes import in_launched_rank
+
+    if in_launched_rank():
         from validation.runner import exit_without_finalisation
 
         exit_without_finalisation(code)
@@ -64,7 +59,9 @@ def record(result, path: Path, is_default: bool) -> None:
     except (RtmodelError, OSError) as exc:  # a user's mistake stays exit 2, a full disk exit 1
         kind = ValidationError if exit_code_of(exc) == 2 else RunFailure
         err = kind(f"{describe(exc)} (the result above was not recorded)")
-        if _in_torchrun_rank():  # leave as a finished rank does; the shell's error path is not taken
+        from rtmodel_util.processes import in_launched_rank
+
+        if in_launched_rank():  # leave as a finished rank does; the shell's error path is not taken
             typer.echo(f"error: {err}", err=True)
             _end_torchrun_rank(exit_code_of(exc))
         raise err from exc
@@ -104,21 +101,12 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines on stderr.")] = False,
     ) -> None:
         """Train with DDP and with Decent-DP, measure per-iteration time, and compare with the model."""
-        from rich.console import Console
-
         from validation.errors import ValidationError
 
         if fmt not in FORMATS:
             raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if report:
-            from rtmodel_cli.validation_tables import render_summary
-            from validation.results import dumps, summarise_results
-
-            summary = summarise_results(results)  # None: the default results file
-            if fmt == "json":
-                sys.stdout.write(dumps(summary.to_dict(), indent=2) + "\n")
-            else:
-                render_summary(summary, Console())
+            show_report(results, fmt)
             return
         from rtmodel_util.processes import launch_env
 
@@ -134,21 +122,40 @@ def register(app: typer.Typer) -> None:
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
             model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s, progress=not quiet,
         )
-        if result is None:  # a rank other than 0 of a torchrun job
-            _end_torchrun_rank()
-            return
-        if fmt == "json":  # stdout stays one JSON document; where it was recorded goes to stderr
-            from validation.results import dumps
-
-            sys.stdout.write(dumps(result.to_dict(), indent=2) + "\n")
-            sys.stdout.flush()
-            record(result, path, is_default)
-            typer.echo(f"appended to {path}", err=True)
-        else:
-            from rtmodel_cli.validation_tables import render_result
-
-            console = Console()
-            render_result(result, console)
-            record(result, path, is_default)
-            console.print(f"appended to {path}", highlight=False, soft_wrap=True)  # a path to copy: unwrapped
+        if result is not None:  # None: a rank other than 0 of a torchrun job
+            show_and_record(result, fmt, path, is_default)
         _end_torchrun_rank()
+
+
+def show_report(results: Path | None, fmt: str) -> None:
+    """--report: the model's accuracy over a results file (None: the default one)."""
+    from rich.console import Console
+
+    from rtmodel_cli.validation_tables import render_summary
+    from validation.results import dumps, summarise_results
+
+    summary = summarise_results(results)
+    if fmt == "json":
+        sys.stdout.write(dumps(summary.to_dict(), indent=2) + "\n")
+    else:
+        render_summary(summary, Console())
+
+
+def show_and_record(result, fmt: str, path: Path, is_default: bool) -> None:
+    """Show the result first, then append it (a failed append cannot lose what was measured)."""
+    if fmt == "json":  # stdout stays one JSON document; where it was recorded goes to stderr
+        from validation.results import dumps
+
+        sys.stdout.write(dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.flush()
+        record(result, path, is_default)
+        typer.echo(f"appended to {path}", err=True)
+    else:
+        from rich.console import Console
+
+        from rtmodel_cli.validation_tables import render_result
+
+        console = Console()
+        render_result(result, console)
+        record(result, path, is_default)
+        console.print(f"appended to {path}", highlight=False, soft_wrap=True)  # a path to copy: unwrapped
