@@ -16,11 +16,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +38,7 @@ from rtmodel_util.processes import (
     in_launched_rank,
     is_lead_process,
     require_modules,
+    run_directory,
     sigterm_exits,
     stop_processes,
 )
@@ -141,12 +140,14 @@ def launch_local(opts: ProfileOptions) -> dict:
             print(f"[rtmodel profile] {n} ranks on {gpus} GPU(s): using gloo (NCCL needs one GPU per rank)")
     if opts.progress:
         print(f"[rtmodel profile] launching {n} local ranks ({n // k} pretend node(s) x {k})", flush=True)
-    errdir = tempfile.mkdtemp(prefix="rtmodel-profile-")
     payload = opts.to_json()
     port = _free_port()
     procs: list[subprocess.Popen] = []
     killed: set[int] = set()
-    with sigterm_exits():  # scancel / kill: SystemExit, so the except below stops the ranks
+    # scancel / kill: SystemExit, so the except below stops the ranks; the failure records' directory goes
+    # however this ends (a SIGKILL included: run_directory's guardian)
+    with sigterm_exits(), run_directory("rtmodel-profile-") as run:
+        errdir = str(run.path)
         try:
             for r in range(n):
                 # -P: rtmodel's own `profiler`, even in a folder that holds one of the user's (safe path)
@@ -167,8 +168,6 @@ def launch_local(opts: ProfileOptions) -> dict:
         except BaseException:  # Ctrl-C, SIGTERM, or a launch that failed halfway: never leave ranks behind
             stop_processes(procs, STOP_GRACE_S)
             raise
-        finally:
-            shutil.rmtree(errdir, ignore_errors=True)
     return json.loads(Path(opts.out).read_text(encoding="utf-8"))
 
 

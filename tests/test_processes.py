@@ -375,8 +375,11 @@ def _signal_and_check(proc: subprocess.Popen, sig: int, tmp_path: Path, prefix: 
             assert rc == 128 + signal.SIGTERM  # it cleaned up and exited, not just vanished
         elif sig == signal.SIGINT:
             assert rc in (1, 130)
-        if sig != signal.SIGKILL:  # a SIGKILLed process cannot remove anything: its directory stays
-            assert not list((tmp_path / "tmp").glob(f"{prefix}*"))
+        deadline = time.monotonic() + 30  # after a SIGKILL the launcher's guardian removes it
+        while list((tmp_path / "tmp").glob(f"{prefix}*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not list((tmp_path / "tmp").glob(f"{prefix}*")), "the run's temp directory was left behind"
+        if sig != signal.SIGKILL:
             assert "Traceback" not in proc.stderr.read()
         checked = True
     finally:
@@ -450,3 +453,26 @@ def test_a_signalled_validate_leaves_no_torchrun_no_worker_and_no_temp_dir(sig, 
 
     _until(training, proc, "the DDP run (torchrun and both workers up)")
     _signal_and_check(proc, sig, tmp_path, "rtmodel-validate-", 3)  # torchrun + 2 workers
+
+
+def test_a_run_directory_goes_however_its_process_ends(tmp_path):
+    """run_directory's guardian removes the directory after a SIGKILL, and keeps it when asked."""
+    code = (
+        "import os, signal, sys\n"
+        "from rtmodel_util.processes import run_directory\n"
+        "with run_directory('rtmodel-test-') as run:\n"
+        "    print(run.path, flush=True)\n"
+        "    if sys.argv[1] == 'keep':\n"
+        "        run.keep()\n"
+        "    else:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    for how in ("kill", "keep"):
+        res = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, env=env, timeout=120)
+        path = Path(res.stdout.strip())
+        assert path.parent == tmp_path, res.stderr
+        deadline = time.monotonic() + 30
+        while how == "kill" and path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert path.exists() == (how == "keep"), how

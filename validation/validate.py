@@ -17,9 +17,7 @@ names its log.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +30,7 @@ from rtmodel_util.processes import (
     in_launched_rank,
     is_lead_process,
     require_modules,
+    run_directory,
     sigterm_exits,
 )
 from runtime_model.errors import RtmodelError
@@ -197,21 +196,17 @@ def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[RankReport
     """Launch the job in a fresh work directory; remove it afterwards unless the error names its log."""
     from validation.launch import launch_local
 
-    with sigterm_exits():  # SIGTERM: SystemExit, so torchrun is stopped and the directory removed
-        workdir = Path(tempfile.mkdtemp(prefix="rtmodel-validate-"))
+    # SIGTERM: SystemExit, so torchrun is stopped and the directory removed (even a SIGKILL removes it)
+    with sigterm_exits(), run_directory("rtmodel-validate-") as run:
+        workdir = run.path
         try:
             if say:
                 say(f"launching {nproc} ranks (torchrun; log: {workdir / 'job.log'})")
-            reports = launch_local(plan.rank_job(timeout_s), nproc, timeout_s, workdir, progress=say)
+            return launch_local(plan.rank_job(timeout_s), nproc, timeout_s, workdir, progress=say)
         except RtmodelError as exc:
-            if str(workdir) not in str(exc):  # a rank's failure names the log: keep it for the user
-                shutil.rmtree(workdir, ignore_errors=True)
+            if str(workdir) in str(exc):  # a rank's failure names the log: keep it for the user
+                run.keep()
             raise
-        except BaseException:  # Ctrl-C, SIGTERM, a failed start: the job is stopped, nothing to look at
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
-        shutil.rmtree(workdir, ignore_errors=True)
-    return reports
 
 
 def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model, model_args,
