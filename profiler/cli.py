@@ -68,7 +68,7 @@ def output_file(out: Path | None, resume: Path | None) -> Path:
     other ranks' machines need not have rank 0's directory).
     """
     from profiler.errors import ProfilingError
-    from rtmodel_cli.paths import check_output_path
+    from rtmodel_util.files import check_output_path
     from rtmodel_util.processes import is_lead_process
 
     if out is None and resume is None:

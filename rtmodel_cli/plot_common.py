@@ -16,7 +16,7 @@ import typer
 from rtmodel_cli import scenario_file, your_model
 from rtmodel_cli.model_options import ModelInputs
 from rtmodel_cli.options import network_kw, own_numbers, variation_kw
-from rtmodel_cli.paths import check_output_path
+from rtmodel_util.files import check_output_path
 from runtime_model.errors import UserError
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]

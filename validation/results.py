@@ -115,7 +115,7 @@ def append_record(path: str | Path, result: ValidationResult, create_dir: bool =
     """Append one line; a single write of one line so concurrent appenders do not interleave.
 
     create_dir: make the file's directory first (only for rtmodel's own default data directory; a
-    user's --results directory must exist, rtmodel_cli.paths)."""
+    user's --results directory must exist, rtmodel_util.files)."""
     path = Path(path)
     if create_dir:
         try:
