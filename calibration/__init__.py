@@ -15,34 +15,19 @@ Public API (re-exported lazily so `import calibration` costs nothing until a fun
 
 from __future__ import annotations
 
-from runtime_model.lazy_exports import lazy_getattr
+from runtime_model.lazy_exports import lazy_exports
 
-_EXPORTS = {
-    "load_profile": "calibration.profile_io",
-    "validate_profile": "calibration.profile_io",
-    "profile_from_document": "calibration.profile_io",
-    "Profile": "calibration.profile",
-    "Workload": "calibration.profile",
-    "ComputeProfile": "calibration.profile",
-    "AllReduceMeasurement": "calibration.profile",
-    "Measurement": "calibration.measurement",
-    "scenario_from_profile": "calibration.profiled",
-    "ProfiledScenario": "calibration.profiled",
-    "ProfileError": "calibration.profile_io",
-    "CalibrationError": "calibration.profile_io",
-    "calibrate": "calibration.calibrate_profile",
-    "Calibration": "calibration.results",
-    "FitReport": "calibration.results",
-    "extrapolation_notes": "calibration.extrapolate",
-    "calibration_to_json": "calibration.serialize",
-    "calibration_from_json": "calibration.serialize",
-    "save_calibration": "calibration.serialize",
-    "load_calibration": "calibration.serialize",
-    "synthetic_profile": "calibration.synthetic",
-    "SyntheticTruth": "calibration.synthetic",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+_EXPORTS, __getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "profile_io": ("load_profile", "validate_profile", "profile_from_document", "ProfileError", "CalibrationError"),
+        "profile": ("Profile", "Workload", "ComputeProfile", "AllReduceMeasurement"),
+        "measurement": ("Measurement",),
+        "profiled": ("scenario_from_profile", "ProfiledScenario"),
+        "calibrate_profile": ("calibrate",),
+        "results": ("Calibration", "FitReport"),
+        "extrapolate": ("extrapolation_notes",),
+        "serialize": ("calibration_to_json", "calibration_from_json", "save_calibration", "load_calibration"),
+        "synthetic": ("synthetic_profile", "SyntheticTruth"),
+    },
+)

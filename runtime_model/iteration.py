@@ -125,24 +125,6 @@ def compute_wait_of_all(
     return float(maxima.mean()), float(p50), float(p99)
 
 
-def simulate_growth(
-    schedule: Schedule,
-    compute: Compute,
-    comm_per_round: Sequence[np.ndarray],
-    seed: int = SIM_SEED,
-    gpus_per_node: int = 1,
-) -> tuple[float, float, np.ndarray]:
-    """Run the max-plus recurrence (seeded Monte-Carlo of the compute draws; exact when sd = 0).
-
-    comm_per_round[r] is each rank's gossip time (plus the last bucket's optimizer step) in round r.
-    Returns (growth with that communication, growth with free communication, per-iteration samples
-    X_i(t+1) - X_i(t) over ranks and measured iterations, for p50/p99). The measured window is a
-    whole number of periods after a warm-up of at least two periods.
-    """
-    g = simulate_growth_stats(schedule, compute, comm_per_round, seed, gpus_per_node)
-    return g.mean_s, g.free_s, g.samples_s
-
-
 def plan_job(
     schedule: Schedule,
     compute: Compute,
@@ -170,7 +152,13 @@ def simulate_growth_stats(
     gpus_per_node: int = 1,
     budget_n: int | None = None,
 ) -> Growth:
-    """simulate_growth with its Monte-Carlo error (recurrence.run_jobs; `budget_n`: plan_job)."""
+    """Run the max-plus recurrence (seeded Monte-Carlo of the compute draws; exact when sd = 0), with its
+    Monte-Carlo error (recurrence.run_jobs; `budget_n`: plan_job).
+
+    comm_per_round[r] is each rank's gossip time (plus the last bucket's optimizer step) in round r.
+    The growth with that communication, with free communication, and the per-iteration samples
+    X_i(t+1) - X_i(t) over ranks and measured iterations (for p50/p99). The measured window is a whole
+    number of periods after a warm-up of at least two periods."""
     return run_jobs([plan_job(schedule, compute, comm_per_round, budget_n, gpus_per_node)], seed)[0]
 
 

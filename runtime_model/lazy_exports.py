@@ -1,5 +1,6 @@
 """A package's public names imported on first use (PEP 562), so `import calibration` stays cheap:
-the package lists name -> module once and this makes its module `__getattr__`."""
+the package lists its modules' public names once (`lazy_exports`) and gets its `__getattr__` and
+`__all__`."""
 
 from __future__ import annotations
 
@@ -18,3 +19,9 @@ def lazy_getattr(package: str, exports: dict[str, str]):
         return value
 
     return __getattr__
+
+
+def lazy_exports(package: str, names_by_module: dict[str, tuple[str, ...]]):
+    """(name -> module, `__getattr__`, `__all__`) for `package`, from each submodule's public names."""
+    exports = {name: f"{package}.{module}" for module, names in names_by_module.items() for name in names}
+    return exports, lazy_getattr(package, exports), sorted(exports)

@@ -12,19 +12,13 @@ rtmodel_decentdp, the Decent-DP registrations a training script imports too).
 
 from __future__ import annotations
 
-from runtime_model.lazy_exports import lazy_getattr
+from runtime_model.lazy_exports import lazy_exports
 
-_EXPORTS = {
-    "run_validation": "validation.validate",
-    "ValidationResult": "validation.results",
-    "summarise_results": "validation.results",
-    "ResultsSummary": "validation.results",
-    "read_parity_points": "validation.results",
-    "ParityPoint": "validation.results",
-    "ValidationError": "validation.errors",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+_EXPORTS, __getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "validate": ("run_validation",),
+        "results": ("ValidationResult", "summarise_results", "ResultsSummary", "read_parity_points", "ParityPoint"),
+        "errors": ("ValidationError",),
+    },
+)
