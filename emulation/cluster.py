@@ -23,13 +23,12 @@ forwarding sysctl to get wrong.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from pathlib import Path
 from emulation import netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
-from rtmodel_util.processes import stop_processes
+from rtmodel_util.processes import run_directory, stop_processes
 
 # Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR
 # the same 4 MB gloo all-reduce took 341 ms back to back but 351-359 ms, with stalls of +75..+180 ms,
@@ -132,7 +131,10 @@ class EmulatedCluster:
         atexit.register(self.down)
         self._is_up = True
         try:
-            self._workdir = tempfile.mkdtemp(prefix=f"{netns.PREFIX}{self.token}-")
+            # the forwarder's config, log and stats; removed however this process ends (a SIGKILL too)
+            self._workdir_stack = contextlib.ExitStack()
+            run = self._workdir_stack.enter_context(run_directory(f"{netns.PREFIX}{self.token}-"))
+            self._workdir = str(run.path)
             for i, ns in enumerate(self.namespaces):
                 self._create_node(i, ns)
             self._start_forwarder()
@@ -211,7 +213,7 @@ class EmulatedCluster:
             netns.delete_namespace(self._created[-1])
             self._created.pop()
         if self._workdir:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir_stack.close()
             self._workdir = None
         self._restore_signal_handlers()
 
