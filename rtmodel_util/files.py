@@ -75,12 +75,7 @@ def check_output_path(
         raise OutputPathError(f"{flag} {text}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"{flag} {text}: directory {parent} is not writable")
-    if target.exists():
-        mode = target.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise OutputPathError(f"{flag} {text} is a directory; give a file path")
-        if not stat.S_ISREG(mode):
-            raise OutputPathError(f"{flag} {text} is {_kind(mode)}; rtmodel writes only regular files")
+    if _existing_regular_file_mode(target, f"{flag} {text}") is not None:
         if not os.access(target, os.W_OK):
             raise OutputPathError(f"{flag} {text}: the file exists and is not writable")
         for in_flag, in_path in (inputs or {}).items():
@@ -90,6 +85,17 @@ def check_output_path(
                     "command reads: give another output file"
                 )
     return p
+
+
+def _existing_regular_file_mode(target: Path, label: str) -> int | None:
+    """The mode of `target` when it is an existing regular file, None when it does not exist;
+    OutputPathError naming `label` for anything else (a device, FIFO, socket or directory)."""
+    if not target.exists():
+        return None
+    mode = target.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise OutputPathError(f"{label} is {_kind(mode)}; rtmodel writes only regular files")
+    return stat.S_IMODE(mode)
 
 
 def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -107,12 +113,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, durable: bool = Tru
     when anything fails, and keeps the mode of the file it replaces. durable=False skips the fsync
     (for a stats file rewritten every second by a time-critical process)."""
     target = output_target(path)
-    old_mode = None
-    if target.exists():
-        mode = target.stat().st_mode
-        if not stat.S_ISREG(mode):
-            raise OutputPathError(f"{path} is {_kind(mode)}; rtmodel writes only regular files")
-        old_mode = stat.S_IMODE(mode)
+    old_mode = _existing_regular_file_mode(target, str(path))
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -6,8 +6,9 @@
 - the bounds every launcher applies before it starts anything: local ranks (`check_local_ranks`),
   timeouts (`check_timeout_s`), the [cluster] extra being installed (`require_modules`);
 - starting children that die with their launcher (`die_with_parent`, PR_SET_PDEATHSIG), turning the
-  SIGTERM a scheduler sends into SystemExit so cleanup runs (`sigterm_exits`), and stopping processes
-  (`stop_processes`: SIGTERM, a grace period, SIGKILL).
+  SIGTERM a scheduler sends into SystemExit so cleanup runs (`sigterm_exits`), stopping processes
+  (`stop_processes`: SIGTERM, a grace period, SIGKILL), and a run's temp directory that goes however
+  its launcher ends (`run_directory`).
 
 Standard library only (plus the model's error type): launchers and ranks call it without torch.
 """
@@ -51,7 +52,9 @@ __all__ = [
     "is_lead_process",
     "launch_env",
     "max_local_ranks",
+    "RunDirectory",
     "require_modules",
+    "run_directory",
     "set_parent_death_signal",
     "sigterm_exits",
     "stop_processes",

@@ -110,3 +110,14 @@ def test_a_second_profile_naming_the_same_out_is_refused_before_any_rank(tmp_pat
         "error: --out p.json: another rtmodel command is writing this file now; wait for it or give another file"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_library_validate_refuses_results_naming_its_profile(tmp_path):
+    """run_validation checks its results file as the CLI does, before any rank starts."""
+    from validation.validate import run_validation
+
+    profile = tmp_path / "p.json"
+    profile.write_text(PROFILE.read_text())
+    with pytest.raises(OutputPathError, match="--results .* is also the input --profile"):
+        run_validation(profile, topology="ring", results_path=profile)
+    assert profile.read_text() == PROFILE.read_text()

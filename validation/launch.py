@@ -90,7 +90,7 @@ def _wait(proc: subprocess.Popen, timeout_s: float, phases: Path, say) -> int | 
 
 
 def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
-                 progress: Callable[[str], None] | None = None) -> list[dict]:
+                 progress: Callable[[str], None] | None = None) -> list[RankReport]:
     """Run `nproc` ranks of validation.worker on this machine; returns every rank's report (rank order).
 
     `progress(line)` is called once per phase rank 0 reaches (DDP run, Decent-DP run, ...)."""

@@ -164,7 +164,7 @@ def run_validation(
     if results_path is not None and is_lead_process():  # only rank 0 writes it
         from rtmodel_util.files import check_output_path
 
-        check_output_path(results_path, "--results")  # before the run, not after it
+        check_output_path(results_path, "--results", inputs={"--profile": profile_path})  # before the run
     if in_launched_rank():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
                                 model_args, results_path, timeout_s, progress)
