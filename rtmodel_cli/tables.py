@@ -59,7 +59,9 @@ LEGEND = (
     (
         "runs on",
         "runs on = what runs it: Decent-DP (a built-in); Decent-DP + rtmodel (after `import "
-        "rtmodel_decentdp`); model only = predicted, Decent-DP cannot run it (why: above).",
+        "rtmodel_decentdp`); SGP / SGP --overlap (facebookresearch/stochastic_gradient_push) and BlueFog "
+        "(neighbor_allreduce): shown to compare, picks stay with Decent-DP; model only = predicted, "
+        "nothing here runs it (why: above).",
     ),
     (
         "AccumAdam",

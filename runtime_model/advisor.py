@@ -46,6 +46,7 @@ class TopologyRow:
     uncertainty_s: float = 0.0
     runnable: bool = True  # can Decent-DP run it (the model can predict more than Decent-DP can run)
     convergence: ConsensusCost = EXACT_COST  # what its consensus costs in iterations (convergence.py)
+    library: str = "Decent-DP"  # what runs it (exchange.py): Decent-DP, SGP, BlueFog
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,7 @@ def code_line(topology: str, builtin: bool) -> str:
         f'topology="{topology}")'
     )
     if not builtin:
-        line = (
-            "import rtmodel_decentdp  # registers rtmodel's schedules with Decent-DP\n" + line
-        )
+        line = "import rtmodel_decentdp  # registers rtmodel's schedules with Decent-DP\n" + line
     return line
 
 
@@ -260,6 +259,7 @@ def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) ->
                 uncertainty_s=sd,
                 runnable=model.decent_dp_runnable,
                 convergence=consensus_cost(scenario.shape.gpus, metrics),
+                library=model.exchange.library,
             )
         )
     rec = _recommend(scenario, ar, ar_sd, rows, margin, objective)

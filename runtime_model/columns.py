@@ -51,11 +51,15 @@ def consensus_text(entry: dict) -> str:
 
 def runs_on_text(entry: dict) -> str:
     """What can run it: PyTorch DDP, Decent-DP (built-in), Decent-DP + rtmodel (rtmodel registers the
-    schedule with Decent-DP), or the model only (from Schedule.decent_dp_runnable, the one predicate)."""
+    schedule with Decent-DP), another gossip library (SGP, BlueFog), or the model only (from
+    Schedule.decent_dp_runnable, the one predicate)."""
     if entry["topology"] == "allreduce":
         return "PyTorch DDP"
     if not entry["applicable"]:
         return NOT_APPLICABLE
+    library = entry.get("library", "Decent-DP")
+    if library != "Decent-DP":
+        return library  # another library runs it (exchange.py); the advisor picks among Decent-DP's only
     if not entry.get("runs_on_decent_dp"):
         return MODEL_ONLY
     return "Decent-DP" if entry["decent_dp_builtin"] else "Decent-DP + rtmodel"

@@ -35,6 +35,7 @@ from runtime_model.order_stats import max_of_ranks
 from runtime_model.pending import Pending, run_pending
 from runtime_model.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.round_comm import (
+    exposed_exchange_s,
     nic_bound_s,
     round_comm,
 )
@@ -216,7 +217,8 @@ def gossip_pending(
     # the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    job = plan_job(schedule, comp, [c + opt_last for c in per_rank], gpus_per_node=shape.gpus_per_node)
+    waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
+    job = plan_job(schedule, comp, [c + opt_last for c in waited], gpus_per_node=shape.gpus_per_node)
 
     def finish(growth: Growth) -> IterationPrediction:
         mean, samples = nic_floored(growth, nic_bound_s(rounds, shape, net.nics_per_node))

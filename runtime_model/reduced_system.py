@@ -21,6 +21,7 @@ import numpy as np
 
 from runtime_model.complete_system import CompleteJob
 from runtime_model.consensus import ConsensusMetrics, _metrics, circulant_rho, consensus_metrics
+from runtime_model.exchange import ExchangeStyle, adapted_scenario
 from runtime_model.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -37,7 +38,14 @@ from runtime_model.iteration import (
 from runtime_model.order_stats import quantile_of_repeated
 from runtime_model.pending import Pending, run_pending
 from runtime_model.recurrence import Growth
-from runtime_model.round_comm import RoundComm, group_costs_s, nic_bound_s, round_comm, static_graph_comm_s
+from runtime_model.round_comm import (
+    RoundComm,
+    exposed_exchange_s,
+    group_costs_s,
+    nic_bound_s,
+    round_comm,
+    static_graph_comm_s,
+)
 from runtime_model.scenario import ClusterShape, Compute, Scenario
 from runtime_model.schedule import Schedule
 from runtime_model.symmetry import FULL_MAX_N, REDUCED_RANKS, NoReduction, Reduction, reduce
@@ -138,7 +146,7 @@ def reduced_pending(
     rounds = reduced_rounds(red, scenario)
     per_rank = [r.charged_s for r in rounds]
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    comm = [c + opt_last for c in per_rank]
+    comm = [c + opt_last for c in exposed_exchange_s(rounds, red.small, comp.compute_s)]
     k = red.shape.gpus_per_node
     if red.group_scale and has_variance(comp) and red.orbit_size > 1:  # complete: M tracked explicitly
         measured = int(np.clip(SIM_BUDGET // red.n, SIM_MIN_ITERS, SIM_MAX_ITERS))
@@ -226,8 +234,14 @@ class TopologyModel:
     ) -> IterationPrediction:
         return run_pending([self.pending(scenario, allreduce)])[0]
 
+    @property
+    def exchange(self) -> ExchangeStyle:
+        """The library that runs it and how (exchange.py)."""
+        return (self.schedule or self.reduction.small).exchange
+
     def pending(self, scenario: Scenario, allreduce: IterationPrediction | None = None) -> Pending:
         """predict waiting for its recurrence (recurrence.run_pending runs a batch of them at once)."""
+        scenario = adapted_scenario(self.exchange, scenario)
         if self.schedule is not None:
             return gossip_pending(scenario, self.schedule, allreduce)
         p = self.reduced_pending(scenario, allreduce)
@@ -237,6 +251,7 @@ class TopologyModel:
         return run_pending([self.reduced_pending(scenario, allreduce)])[0]
 
     def reduced_pending(self, scenario: Scenario, allreduce=None) -> Pending:
+        scenario = adapted_scenario(self.exchange, scenario)
         red = self.reduction
         if not has_variance(scenario.decent_dp_compute):  # exact on the smallest quotient
             red = reduce(self.name, self.shape, _build_small, target=1)

@@ -130,6 +130,7 @@ def _topology_entry(r: TopologyRow, standing: dict) -> dict:
         )
     entry["decent_dp_builtin"] = r.decent_dp_builtin
     entry["runs_on_decent_dp"] = r.runnable and r.applicable
+    entry["library"] = r.library
     entry["vs_best"] = standing.get(r.topology)
     return entry
 
@@ -249,6 +250,7 @@ def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
                 "rounds": rounds,
                 "reason": model.decent_dp_note,
                 "runs_on_decent_dp": model.decent_dp_runnable,
+                "library": model.exchange.library,
                 "decent_dp_builtin": info.decent_dp_name is not None,
             }
         )

@@ -133,18 +133,31 @@ def nic_bound_s(rounds: Sequence[RoundComm], shape: ClusterShape, nics_per_node:
 
 
 def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: float, net: Network) -> float:
-    """A static graph has no disjoint groups: each rank exchanges the whole message with every peer.
-
-    Peers inside the node cost an intra-node exchange; peers on other nodes share their rank's NIC with
-    the node's other ranks on the same rail, which all send across at once (q = k / NICs). Exchanges of
-    one rank are serial; each sends the message one way and receives one the other way at once (full
-    duplex): alpha + S*beta.
+    """A static graph has no disjoint groups: each rank exchanges the whole message with every peer, all
+    peers at once (BlueFog's grouped send/recv, exchange.py), so the node's links work in parallel and
+    the time is the busier one's after one latency: its NICs carry the message once for every rank
+    whose peer is on another node (per offset, spread over the NICs in use), and a rank's intra-node
+    link carries it once per peer inside the node. Each exchange is full duplex (one message each way).
     """
     k = shape.gpus_per_node
-    share = -(-k // nics_in_use(net.nics_per_node, k))
-    total = 0.0
-    for off in offsets:
-        crosses = any((r // k) != ((r + off) % shape.gpus) // k for r in range(min(k, shape.gpus)))
-        link, q = (net.inter, share) if crosses else (net.intra, 1)
-        total += link.latency_s + nbytes * q / link.bandwidth_Bps
-    return total
+    local = range(min(k, shape.gpus))
+    leaving = [sum((r // k) != ((r + off) % shape.gpus) // k for r in local) for off in offsets]
+    inter_s = intra_s = 0.0
+    if any(leaving):
+        per_nic = sum(leaving) / nics_in_use(net.nics_per_node, k)
+        inter_s = net.inter.latency_s + nbytes * per_nic / net.inter.bandwidth_Bps
+    staying = max(sum((r // k) == ((r + off) % shape.gpus) // k for off in offsets) for r in local)
+    if staying:
+        intra_s = net.intra.latency_s + nbytes * staying / net.intra.bandwidth_Bps
+    return max(inter_s, intra_s)
+
+
+def exposed_exchange_s(rounds: Sequence[RoundComm], schedule: Schedule, compute_s: float) -> list[np.ndarray]:
+    """Each round's per-rank time the recurrence charges after a group member's last launch (iteration
+    module doc): the exchange itself when it hides behind compute; when the library runs it between the
+    step and the next forward (plain SGP), the mean compute and the exchange in lockstep, so nothing
+    hides: X(t+1) = max over the group of X(t) + C + comm + t_O. The exchange alone (charged_s) is what
+    the prediction reports as communication."""
+    if schedule.exchange.hidden:
+        return [r.charged_s for r in rounds]
+    return [r.shared_s + compute_s for r in rounds]

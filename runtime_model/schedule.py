@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from runtime_model.errors import UserError
+from runtime_model.exchange import DECENT_DP, ExchangeStyle
 from runtime_model.scenario import ClusterShape, GroupShape
 
 NOT_GROUP_ROUNDS_NOTE = "it is not a sequence of rounds of disjoint groups"
@@ -266,6 +267,7 @@ class Schedule:
     # that only carries n, and per-round group costs do not apply.
     static_graph: StaticGraph | None = None
     decent_dp_note: str | None = None  # why Decent-DP cannot run it as-is; None when it can
+    exchange: ExchangeStyle = DECENT_DP  # the library that runs it, and how (exchange.py)
 
     def __post_init__(self) -> None:
         if self.static_graph is not None and self.decent_dp_note is None:

@@ -153,7 +153,15 @@ def reduce(schedule_name: str, shape: ClusterShape, build, target: int = REDUCED
             folded = _folded_offsets(offsets, n_red)
             graph = StaticGraph(n_red, folded, 1.0 / (tau + 1))
             placeholder = Round(np.arange(n_red, dtype=np.int64), np.ones(n_red))
-            small = Schedule(small.name, (placeholder,), small.description, None, graph, small.decent_dp_note)
+            small = Schedule(
+                small.name,
+                (placeholder,),
+                small.description,
+                None,
+                graph,
+                small.decent_dp_note,
+                small.exchange,
+            )
             return Reduction(name, shape, small_shape, small, (0,), mod, static_offsets=offsets)
         round_map = tuple(range(small.period))
         return Reduction(name, shape, small_shape, small, round_map, mod, group_scale=(name == "complete"))

@@ -10,6 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from runtime_model.library_topologies import (
+    bluefog_dynamic_applicability,
+    bluefog_static_exp,
+    build_bluefog_dynamic_exp,
+    build_osgp_exp,
+    build_sgp_exp,
+    sgp_applicability,
+)
 from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Schedule
 from runtime_model.topology_builders import (
@@ -91,10 +99,31 @@ TOPOLOGIES: dict[str, TopologyInfo] = {
         ),
         TopologyInfo(
             "static-exp",
-            "static exponential graph, ceil(log2 n) peers per iteration (Ying et al. 2021)",
+            "BlueFog's static exponential graph, ceil(log2 n) peers per iteration at once (Ying et al. 2021)",
             None,
             always_applicable,
-            build_static_exp,
+            bluefog_static_exp,
+        ),
+        TopologyInfo(
+            "bluefog-dynamic-exp",
+            "BlueFog's inner-outer dynamic exponential graph, one peer per iteration (power-of-2 nodes)",
+            None,
+            bluefog_dynamic_applicability,
+            build_bluefog_dynamic_exp,
+        ),
+        TopologyInfo(
+            "sgp-exp",
+            "SGP: one-peer exponential push-sum, exchange after the step (n a power of 2)",
+            None,
+            sgp_applicability,
+            build_sgp_exp,
+        ),
+        TopologyInfo(
+            "osgp-exp",
+            "SGP --overlap: one-peer exponential push-sum hidden behind compute (n a power of 2)",
+            None,
+            sgp_applicability,
+            build_osgp_exp,
         ),
     )
 }

@@ -330,7 +330,7 @@ def test_building_all_topologies_at_65536_is_fast():
     start = time.perf_counter()
     schedules = [build_schedule(name, shape) for name in _applicable(shape)]
     elapsed = time.perf_counter() - start
-    assert len(schedules) == 6
+    assert len(schedules) == 9  # Decent-DP's five, base-2, and SGP's and BlueFog's graphs
     assert elapsed < 1.5  # ~0.07 s measured; generous for a loaded CI machine, catches per-group Python loops
 
 
@@ -374,7 +374,8 @@ def test_base2_and_static_exp_on_6x3_are_model_only_everywhere():
 
     rows = {r["topology"]: r for r in topology_rows(ClusterShape(6, 3))}
     assert not rows["base-2"]["runs_on_decent_dp"] and "1-rank groups" in rows["base-2"]["reason"]
-    assert not rows["static-exp"]["runs_on_decent_dp"] and "static graph" in rows["static-exp"]["reason"]
+    assert not rows["static-exp"]["runs_on_decent_dp"] and "BlueFog" in rows["static-exp"]["reason"]
+    assert rows["static-exp"]["library"] == "BlueFog"
     assert rows["ring"]["runs_on_decent_dp"] and rows["ring"]["reason"] is None
 
 
