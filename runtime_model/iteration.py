@@ -215,9 +215,8 @@ def gossip_pending(
     # Flows of a NIC overlap as far as their drifting offsets make them (flow_drift), and two bounds hold
     # whatever the overlap: a rank never waits less than its flows' solo time (RoundComm.charged_s), and
     # the NICs must carry every flow's bytes each period (nic_bound_s).
-    per_rank = [r.charged_s for r in rounds]
+    per_rank, waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
     job = plan_job(schedule, comp, [c + opt_last for c in waited], gpus_per_node=shape.gpus_per_node)
 
     def finish(growth: Growth) -> IterationPrediction:

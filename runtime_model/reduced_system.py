@@ -144,9 +144,9 @@ def reduced_pending(
     """reduced_prediction waiting for its recurrence (recurrence.run_pending batches those that share n)."""
     comp = reduced_compute(scenario.decent_dp_compute, red)
     rounds = reduced_rounds(red, scenario)
-    per_rank = [r.charged_s for r in rounds]
+    per_rank, waited = exposed_exchange_s(rounds, red.small, comp.compute_s)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    comm = [c + opt_last for c in exposed_exchange_s(rounds, red.small, comp.compute_s)]
+    comm = [c + opt_last for c in waited]
     k = red.shape.gpus_per_node
     if red.group_scale and has_variance(comp) and red.orbit_size > 1:  # complete: M tracked explicitly
         measured = int(np.clip(SIM_BUDGET // red.n, SIM_MIN_ITERS, SIM_MAX_ITERS))

@@ -152,12 +152,16 @@ def static_graph_comm_s(offsets: Sequence[int], shape: ClusterShape, nbytes: flo
     return max(inter_s, intra_s)
 
 
-def exposed_exchange_s(rounds: Sequence[RoundComm], schedule: Schedule, compute_s: float) -> list[np.ndarray]:
-    """Each round's per-rank time the recurrence charges after a group member's last launch (iteration
-    module doc): the exchange itself when it hides behind compute; when the library runs it between the
-    step and the next forward (plain SGP), the mean compute and the exchange in lockstep, so nothing
-    hides: X(t+1) = max over the group of X(t) + C + comm + t_O. The exchange alone (charged_s) is what
-    the prediction reports as communication."""
+def exposed_exchange_s(
+    rounds: Sequence[RoundComm], schedule: Schedule, compute_s: float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(exchange, waited): each round's per-rank exchange time, and what the recurrence charges after a
+    group member's last launch (iteration module doc). Hidden behind compute, both are the exchange as
+    its co-flows drift (charged_s). Run between the step and the next forward (plain SGP), the flows of
+    a NIC start together (shared_s) and nothing hides: the mean compute is charged with them,
+    X(t+1) = max over the group of X(t) + C + comm + t_O."""
     if schedule.exchange.hidden:
-        return [r.charged_s for r in rounds]
-    return [r.shared_s + compute_s for r in rounds]
+        exchange = [r.charged_s for r in rounds]
+        return exchange, exchange
+    exchange = [r.shared_s for r in rounds]
+    return exchange, [c + compute_s for c in exchange]
