@@ -2,9 +2,11 @@
 
 Steps: validate; fit each measured group shape's all-reduce line (patterns that form the same shape
 are pooled, so one measurement is never counted twice); keep the measured lines as group_costs (the
-model uses them for exactly those shapes); invert the ring formula of every line into link-class
-estimates and combine them; fall back to a caller's preset network for a link class the profile cannot
-measure (single-node profile: no inter-node link), saying so; fit compute and bucket timing.
+model uses them for exactly those shapes); invert every line with the cost formula the profiled
+backend ran (calibration.inversion: gloo's flat ring, NCCL's ring or tree) into link-class estimates
+and combine them, the intra-node link first (an NCCL group spanning nodes pays both latencies); fall
+back to a caller's preset network for a link class the profile cannot measure (single-node profile: no
+inter-node link), saying so; fit compute and bucket timing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import numpy as np
 
 from calibration.compute_fit import ComputeFit, fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
-from calibration.links import CombinedLink, LinkEstimate, combine_estimates, invert_ring, split_flow_cap
+from calibration.inversion import MeasuredLine, invert_line, line_algorithm
+from calibration.links import CombinedLink, LinkEstimate, combine_estimates, split_flow_cap
+from calibration.nccl_auto import ring_regime_lines
 from calibration.profile import Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
@@ -50,11 +54,15 @@ def calibrate(
         lines.add(key, group, f"{'+'.join(names)} {key}", nbytes, times)
     fits, notes, provenance = lines.fits, lines.notes, lines.provenance
 
-    links = {}
-    for cls in ("intra", "inter"):
-        links[cls] = _link_for_class(
-            cls, lines.estimates[cls], fallback_network, measured, fits, notes, provenance
-        )
+    algo = line_algorithm(profile.nccl_algo)
+    links: dict[str, Link] = {}
+    for cls in ("intra", "inter"):  # intra first: an NCCL line across nodes is solved given its latency
+        cls_lines = lines.lines[cls]
+        if cls == "inter" and profile.nccl_algo == "auto":
+            cls_lines = ring_regime_lines(cls_lines, links["intra"], notes)
+        estimates = [invert_line(line, algo, links.get("intra")) for line in cls_lines]
+        links[cls] = _link_for_class(cls, estimates, fallback_network, measured, fits, notes, provenance)
+    notes.extend(_algorithm_notes(profile, algo, provenance))
 
     cf = fit_compute(profile, distribution)
     fits.append(cf.report)
@@ -76,13 +84,13 @@ def calibrate(
 @dataclass
 class _PatternLines:
     """What the all-reduce patterns' lines give: their fit reports, notes and provenance, the measured
-    group costs, and the link-class estimates the ring formula inverts them into."""
+    group costs, and the lines per link class (calibration.inversion turns them into link estimates)."""
 
     fits: list[FitReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     provenance: dict[str, str] = field(default_factory=dict)
     group_costs: dict[str, AffineCost] = field(default_factory=dict)
-    estimates: dict[str, list[LinkEstimate]] = field(default_factory=lambda: {"intra": [], "inter": []})
+    lines: dict[str, list[MeasuredLine]] = field(default_factory=lambda: {"intra": [], "inter": []})
 
     def add(self, key: str, group: GroupShape, label: str, nbytes: np.ndarray, times: np.ndarray) -> None:
         """Fit one group shape's pooled samples (skipped, said in a note, with fewer than 2 sizes)."""
@@ -94,6 +102,7 @@ class _PatternLines:
             return
         rf = fit_regimes(nbytes, times)
         line = rf.large
+        large = nbytes >= (rf.breakpoint_bytes or 0)  # the samples of the line the model uses
         self.fits.extend(_pattern_reports(label, rf))
         regime = f" (large-message regime >= {fmt_bytes(rf.breakpoint_bytes)})" if rf.small else ""
         where = (
@@ -121,17 +130,32 @@ class _PatternLines:
                 f"large-message regime fixed {line.fixed_s * 1e6:.3g} us + {fmt_per_byte(line.per_byte_s)} because "
                 "gradient buckets are MBs (AffineCost holds one line)"
             )
-        cls = "intra" if group.nodes == 1 else "inter"
-        self.estimates[cls].append(
-            invert_ring(
-                group,
-                line.fixed_s,
-                line.fixed_sd_s,
-                0.0 if "per_byte_s" in line.unresolved else line.per_byte_s,  # -> not used for bandwidth
-                line.per_byte_rel_sd,
-                label,
-            )
+        measured = MeasuredLine(
+            group,
+            label,
+            line.fixed_s,
+            line.fixed_sd_s,
+            0.0 if "per_byte_s" in line.unresolved else line.per_byte_s,  # -> not used for bandwidth
+            line.per_byte_rel_sd,
+            *((nbytes, times) if rf.small is None else (nbytes[large], times[large])),
         )
+        self.lines[measured.link_class].append(measured)
+
+
+def _algorithm_notes(profile: Profile, line_algo: str | None, provenance: dict[str, str]) -> list[str]:
+    """On NCCL, which cost formula the lines were inverted with and which algorithm costs unmeasured shapes
+    (nothing off NCCL: the flat ring, inverted and extrapolated as always)."""
+    if profile.nccl_algo is None:
+        return []
+    env = profile.nccl_algo_env
+    why = f"NCCL_ALGO={env!r} when profiled" if env else "NCCL_ALGO unset when profiled: NCCL's own choice"
+    provenance["nccl_algo"] = f"{profile.nccl_algo} ({why})"
+    large = " (NCCL's choice for large messages)" if profile.nccl_algo == "auto" else ""
+    return [
+        f"all-reduce lines inverted with NCCL's {line_algo}{large}: across nodes only the inter-node steps pay "
+        "the network latency; groups spanning nodes with several ranks per node are solved for it given the "
+        f"calibrated intra-node latency. Unmeasured shapes are costed with nccl_algo={profile.nccl_algo} ({why})"
+    ]
 
 
 def _compute_provenance(cf: ComputeFit, distribution: str) -> dict[str, str]:
@@ -164,8 +188,8 @@ def _measured_network(
         name=f"measured {measured.nodes}x{measured.gpus_per_node} {profile.backend or ''}".rstrip(),
         group_costs=group_costs,
         concurrent_collectives=GLOO_WORKER_THREADS if profile.backend == "gloo" else 1,
-        # shapes the profile did not measure: NCCL's own ring/tree on NCCL, the flat ring gloo runs
-        nccl_algo="auto" if profile.backend == "nccl" else None,
+        # shapes the profile did not measure: NCCL's ring/tree as NCCL_ALGO left it, the flat ring gloo runs
+        nccl_algo=profile.nccl_algo,
     )
     if network.concurrent_collectives > 1:
         provenance["concurrent_collectives"] = (

@@ -1,11 +1,10 @@
-"""Link classes (alpha, beta) from per-pattern fits, by inverting the ring formula of collectives.py.
+"""Link classes (alpha, beta) from per-pattern estimates: combined, their disagreement reported.
 
-For a ring of p ranks whose slowest hop is shared by q flows:
-    fixed = 2(p-1) * alpha          per_byte = 2(p-1)/p * q * beta
-Every measured pattern then gives one estimate of the link class it bottlenecks on. Estimates are
-combined by inverse-variance weighting; how much they disagree is itself reported, because it says
-how far the alpha-beta ring model is from this cluster (a measured pattern the model cannot reproduce
-from one alpha and one beta is a warning about extrapolating to shapes that were not measured).
+Every measured pattern gives one estimate of the link class it bottlenecks on (calibration.inversion
+inverts its line with the cost formula the profiled backend ran). Estimates are combined by
+inverse-variance weighting; how much they disagree is itself reported, because it says how far the
+alpha-beta model is from this cluster (a measured pattern the model cannot reproduce from one alpha and
+one beta is a warning about extrapolating to shapes that were not measured).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_model.errors import UserError
-from runtime_model.scenario import GroupShape, Link
+from runtime_model.scenario import Link
 
 FLOW_CAP_MIN_REL = 0.05  # below this a lone flow's shortfall is not told from the fit's systematic error
 
@@ -41,29 +40,6 @@ class CombinedLink:
     latency_spread: float  # (max - min) / combined, 0 with one estimate
     bandwidth_spread: float
     warnings: tuple[str, ...]
-
-
-def invert_ring(
-    group: GroupShape,
-    fixed_s: float,
-    fixed_sd_s: float,
-    per_byte_s: float,
-    per_byte_rel_sd: float,
-    label: str,
-) -> LinkEstimate:
-    """alpha and bandwidth of the bottleneck link of `group` from its affine all-reduce cost."""
-    p = group.size
-    q = group.nic_sharing if group.nodes > 1 else 1
-    steps = 2 * (p - 1)
-    beta = per_byte_s * p / (steps * q)
-    return LinkEstimate(
-        label=label,
-        latency_s=fixed_s / steps,
-        latency_sd_s=fixed_sd_s / steps,
-        bandwidth_Bps=1.0 / beta if beta > 0 else float("inf"),
-        bandwidth_rel_sd=per_byte_rel_sd,
-        nic_sharing=q,
-    )
 
 
 def combine_estimates(

@@ -94,6 +94,13 @@ class Profile:
     compute: ComputeProfile
     allreduce: tuple[AllReduceMeasurement, ...]  # every pattern x size, in the document's order
     document: dict = field(repr=False, compare=False, default_factory=dict)
+    nccl_algo_env: str | None = None  # NCCL_ALGO as the profiled ranks saw it (None: unset or not recorded)
+
+    @property
+    def nccl_algo(self) -> str | None:
+        """How the profiled backend ran its all-reduces, in Network.nccl_algo's terms: None off NCCL (gloo's
+        flat ring), else what NCCL_ALGO left NCCL ("ring", "tree", or "auto": NCCL's own choice per call)."""
+        return nccl_algo_from_env(self.nccl_algo_env) if self.backend == "nccl" else None
 
     @property
     def patterns(self) -> tuple[str, ...]:
@@ -105,3 +112,22 @@ class Profile:
         timings = [m for name in PHASES for m in self.compute.phase(name)]
         timings += [m.timing for m in self.allreduce]
         return [w for w in (t.noise_warning() for t in timings) if w]
+
+
+def nccl_algo_from_env(value: str | None) -> str:
+    """NCCL_ALGO's value -> "ring", "tree" or "auto" (the two algorithms the model knows).
+
+    NCCL reads a comma-separated list of algorithms to allow (case-insensitive), with a leading ^ the ones
+    to exclude, and since 2.24 also per collective ("allreduce:tree;allgather:ring"). When exactly one of
+    ring and tree stays allowed for all-reduce, that one ran; otherwise NCCL chose per call ("auto").
+    """
+    if not value or not value.strip():
+        return "auto"
+    entries = [e.strip().lower() for e in value.split(";") if e.strip()]
+    chosen = next((e.split(":", 1)[1] for e in entries if e.startswith("allreduce:")), None)
+    if chosen is None:
+        chosen = next((e for e in entries if ":" not in e), "")
+    exclude = chosen.startswith("^")
+    names = {n.strip() for n in chosen.removeprefix("^").split(",") if n.strip()}
+    allowed = {"ring", "tree"} - names if exclude else {"ring", "tree"} & names
+    return allowed.pop() if len(allowed) == 1 else "auto"

@@ -161,6 +161,9 @@ def _check_shape(shape: dict, origin: str) -> None:
         raise ProfileError(
             f"{origin}: shape says world_size {n} but nodes {m} x ranks_per_node {k} = {k * m}"
         )
+    algo = shape.get("nccl_algo_env")  # optional: profiles before it lack it (NCCL's own choice assumed)
+    if algo is not None and not isinstance(algo, str):
+        raise ProfileError(f"{_where(origin, 'shape.nccl_algo_env')} must be NCCL_ALGO's text or null, got {algo!r}")
 
 
 def _check_workload(workload: dict, origin: str) -> None:
@@ -320,6 +323,7 @@ def _build_profile(doc: dict, origin: str) -> Profile:
             for res in pat["results"]
         ),
         document=doc,
+        nccl_algo_env=shape.get("nccl_algo_env"),
     )
 
 

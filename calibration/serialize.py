@@ -3,7 +3,8 @@
 Format "rtmodel-calibration", version 1 - one JSON object:
     {"format": "rtmodel-calibration", "version": 1,
      "measured_shape": {"gpus": 4, "gpus_per_node": 2},
-     "network": {"name": str,
+     "network": {"name": str, "concurrent_collectives": int,
+                 "nccl_algo": "auto" | "ring" | "tree" | null   (optional; null/absent: the flat ring),
                  "intra": LINK, "inter": LINK,      LINK = {"latency_s", "bandwidth_Bps", "source",
                                                             "latency_sd_s", "bandwidth_rel_sd",
                                                             "flow_cap_Bps" (optional, "inf": none)}
@@ -51,6 +52,7 @@ def calibration_to_json(cal: Calibration) -> dict:
         "network": {
             "name": net.name,
             "concurrent_collectives": net.concurrent_collectives,
+            "nccl_algo": net.nccl_algo,
             "intra": _link_out(net.intra),
             "inter": _link_out(net.inter),
             "group_costs": {
@@ -113,6 +115,7 @@ def calibration_from_json(doc: dict) -> Calibration:
             inter=_link_in(net["inter"]),
             name=net["name"],
             concurrent_collectives=int(net.get("concurrent_collectives", 1)),
+            nccl_algo=net.get("nccl_algo"),  # absent in files from before it was kept: the flat ring
             group_costs={
                 key: AffineCost(
                     float(c["fixed_s"]),

@@ -1,8 +1,9 @@
 """Synthetic schema-v1 profiles generated from KNOWN parameters plus noise.
 
 Why: the only honest test of a fitter is to hand it data whose truth is known and check it gets the
-truth back (within its own stated uncertainty). The collective times come from the same ring formula
-the model uses (runtime_model.collectives), with multiplicative log-normal noise, optionally with a
+truth back (within its own stated uncertainty). The collective times come from the same cost the model
+uses (runtime_model.collectives): the flat ring for gloo and the default "synthetic" backend, NCCL's
+ring/tree (as NCCL_ALGO would leave it) for backend "nccl"; with multiplicative log-normal noise, optionally with a
 separate small-message regime (a protocol switch), so regime detection can be tested too.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.profile import nccl_algo_from_env
 from rtmodel_util.files import write_json_atomic
 from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, new_document
 from runtime_model.collectives import allreduce_s, busbw_Bps
@@ -57,14 +59,21 @@ class SyntheticTruth:
     ready_noise_rel: float = 0.01
     seed: int = 0
     extra_workload: dict = field(default_factory=dict)
+    backend: str = "synthetic"  # "nccl": timed with NCCL's ring/tree cost; anything else: the flat ring
+    nccl_algo_env: str | None = None  # NCCL_ALGO recorded with backend "nccl" (None: NCCL's own choice)
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.ranks_per_node
 
     @property
+    def nccl_algo(self) -> str | None:
+        """The algorithm the collectives run, in Network.nccl_algo's terms (None: the flat ring)."""
+        return nccl_algo_from_env(self.nccl_algo_env) if self.backend == "nccl" else None
+
+    @property
     def network(self) -> Network:
-        return Network(intra=self.intra, inter=self.inter, name="synthetic-truth")
+        return Network(intra=self.intra, inter=self.inter, name="synthetic-truth", nccl_algo=self.nccl_algo)
 
     def true_time_s(self, group: GroupShape, nbytes: int) -> float:
         """Noise-free time of one all-reduce of nbytes on `group` (the ground truth)."""
@@ -102,10 +111,11 @@ def synthetic_profile(truth: SyntheticTruth | None = None, **overrides) -> dict:
             "ranks_per_node": k,
             "nodes": m,
             "node_names": [f"h{r // k}" for r in range(n)],
-            "backend": "synthetic",
+            "backend": truth.backend,
             "device": "synthetic",
             "torch_version": None,
             "nccl_version": None,
+            **({"nccl_algo_env": truth.nccl_algo_env} if truth.backend == "nccl" else {}),
         },
         "workload": {
             "model": "synthetic",

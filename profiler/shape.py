@@ -1,4 +1,5 @@
-"""Who is in the run: world size, ranks per node, node names, backend, device, library versions.
+"""Who is in the run: world size, ranks per node, node names, backend, device, library versions
+(and on NCCL, the NCCL_ALGO the ranks saw, null when unset: NCCL chose its algorithm per call).
 
 Node names: socket.gethostname() per rank, unless RTMODEL_NODE_NAME is set. On the emulated cluster
 every network namespace shares one hostname, so each node's launcher sets RTMODEL_NODE_NAME; local
@@ -62,6 +63,8 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
         "torch_version": torch.__version__,
         "nccl_version": _nccl_version(),
     }
+    if backend == "nccl":  # which algorithms NCCL could pick: calibration inverts the one that ran
+        shape["nccl_algo_env"] = os.environ.get("NCCL_ALGO")
     warnings = []
     blocks = [names[i * k:(i + 1) * k] for i in range(n // k)]
     distinct = sorted(set(names))

@@ -17,7 +17,8 @@ SCHEMA_VERSION = 1
 REQUIRED_SECTIONS = ("shape", "workload", "compute", "communication")
 CHECKPOINT_SECTIONS = ("shape", "compute", "communication")
 # A resume reuses measurements only when these are the same as the earlier run's.
-SHAPE_KEYS = ("world_size", "ranks_per_node", "nodes", "node_names", "backend", "device")
+# (nccl_algo_env: measurements NCCL took with another NCCL_ALGO ran other algorithms)
+SHAPE_KEYS = ("world_size", "ranks_per_node", "nodes", "node_names", "backend", "device", "nccl_algo_env")
 WORKLOAD_KEYS = ("model", "model_args", "batch_per_rank", "bucket_cap_mb", "ddp_first_bucket_mb")
 
 
