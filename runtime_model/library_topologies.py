@@ -85,10 +85,15 @@ def build_bluefog_dynamic_exp(shape: ClusterShape) -> Schedule:
     """BlueFog's GetInnerOuterExpo2DynamicSendRecvRanks (bluefog/common/topology_util.py), the benchmark's
     multi-machine default: in iteration t local rank t mod k of every node exchanges with the same local
     rank of the node at distance 2^(t mod log2 m); the node's other k - 1 ranks exchange inside the node
-    at distances 2^j (pairs here, one left alone when k - 1 is odd). One flow per NIC per iteration."""
+    at distances 2^j, j < floor(log2(k - 2)) + 1 (pairs here, numbered from the rank after the one that
+    leaves, so the one left alone when k - 1 is odd changes every iteration and the node stays
+    connected). One flow per NIC per iteration."""
     require_applicable(bluefog_dynamic_applicability, shape)
     k, m = shape.gpus_per_node, shape.nodes
-    node_bits, inner_bits = max(1, _log2(m)), max(1, _log2(k - 1))
+    node_bits, inner_bits = (
+        max(1, _log2(m)),
+        _log2(k - 2) + 1,
+    )  # BlueFog's exp_2_out_size + 1, exp_2_in_size + 1
     period = int(np.lcm.reduce([k, node_bits, inner_bits]))
     ranks = np.arange(shape.gpus)
     node, local = ranks // k, ranks % k
@@ -98,10 +103,10 @@ def build_bluefog_dynamic_exp(shape: ClusterShape) -> Schedule:
         partner = ranks.copy()
         outside = local == out
         partner[outside] = ((node[outside] ^ (1 << (t % node_bits))) * k + out).astype(ranks.dtype)
-        inner = np.where(local < out, local, local - 1)  # the k - 1 staying ranks, numbered 0..k-2
+        inner = (local - out - 1) % k  # the k - 1 staying ranks, numbered 0..k-2 from the one after `out`
         peer = inner ^ (1 << (t % inner_bits))
         pairs = ~outside & (peer < k - 1)
-        peer_local = np.where(peer < out, peer, peer + 1)
+        peer_local = (peer + out + 1) % k
         partner[pairs] = node[pairs] * k + peer_local[pairs]
         keep = np.where(partner == ranks, 1.0, 0.5)
         rounds.append(_round_from_partners(partner, keep))
