@@ -18,6 +18,7 @@ from rtmodel_cli.failing import OneLineUsageErrors, guard_app
 COMMAND_MODULES = (  # in the order `rtmodel --help` lists them
     "rtmodel_cli.advise",
     "rtmodel_cli.topologies",
+    "rtmodel_cli.presets_cmd",
     "profiler.cli",
     "calibration.cli",
     "validation.cli",

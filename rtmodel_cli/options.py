@@ -31,11 +31,16 @@ GpusPerNodeOpt = Annotated[
         help=f"GPUs per node k (default: the cluster's, else {builtin_library().defaults.gpus_per_node}; capped at n)."
     ),
 ]
-GpuOpt = Annotated[str | None, typer.Option(help="GPU preset (T4, A40, A100, H100, H200).")]
-NetworkOpt = Annotated[
-    str | None, typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...).")
+GpuOpt = Annotated[
+    str | None, typer.Option(help="GPU preset (T4, V100, A100, H100, ...; `rtmodel presets` lists them).")
 ]
-IntraOpt = Annotated[str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...).")]
+NetworkOpt = Annotated[
+    str | None,
+    typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...; `rtmodel presets`)."),
+]
+IntraOpt = Annotated[
+    str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...; `rtmodel presets`).")
+]
 ModelOpt = Annotated[
     str | None, typer.Option(help="Model preset (transformer-base, resnet50, ...; default transformer-base).")
 ]
@@ -55,8 +60,13 @@ ParamMbOpt = Annotated[
         help="Your own model by its gradient message in MiB (> 0) instead of --params; needs --compute-ms.",
     ),
 ]
-ClusterOpt = Annotated[str | None, typer.Option(help="Named cluster preset (t4-ib100, a100-ib100, ...).")]
-PrecisionOpt = Annotated[str | None, typer.Option(help="fp32, tf32, fp16 or bf16 (default: the GPU's).")]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(help="Named cluster preset (t4-ib100, dgx1-v100, dgx-h100, ...; `rtmodel presets`)."),
+]
+PrecisionOpt = Annotated[
+    str | None, typer.Option(help="fp32, tf32, fp16 or bf16, as the GPU has them (default: the GPU's).")
+]
 MfuOpt = Annotated[
     float | None,
     typer.Option(

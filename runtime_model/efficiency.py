@@ -89,7 +89,7 @@ def sources() -> dict[tuple[str, str], str]:
 def preset_mfu(gpu: str, gpus: dict[str, GpuPreset]) -> dict[str, float]:
     """gpus.toml's `mfu` table for `gpu`, per precision key, rounded as stored: its own derived figure,
     else its stand-in's (efficiency.toml [stand_in]); a GPU without TF32 (tf32 peak = fp32 peak, T4)
-    runs "tf32" as fp32."""
+    runs "tf32" as fp32. Only the precisions the GPU lists in `tflops` (V100: fp32 and fp16)."""
     derived, stand_in = derived_mfu(gpus), _data()["stand_in"]
     table = {}
     for precision, keys in PRECISION_KEYS.items():
@@ -100,4 +100,4 @@ def preset_mfu(gpu: str, gpus: dict[str, GpuPreset]) -> dict[str, float]:
     peaks = gpus[gpu].tflops
     if "tf32" in peaks and peaks["tf32"] == peaks.get("fp32") and "fp32" in table:
         table["tf32"] = table["fp32"]
-    return table
+    return {key: value for key, value in table.items() if key in peaks}

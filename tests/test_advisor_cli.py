@@ -81,7 +81,7 @@ def test_csv_output():
     [
         (["--gpus", "0"], "--gpus must be an integer >= 1"),
         (["--gpus", "64", "--gpus-per-node", "3"], "does not divide"),
-        (["--gpu", "V100X"], "choose one of: A100, A40, H100, H200, T4"),
+        (["--gpu", "V100X"], "choose one of: A100, A100-80GB, A40, H100, H200, T4, V100, V100-32GB"),
         (["--network", "carrier-pigeon"], "unknown network"),
         (["--model", "gpt5"], "unknown model"),
         (["--mfu", "2"], "--mfu must be in"),

@@ -224,6 +224,11 @@ CASES = [
     case("--gpus", "topologies", "--gpus", "0"),
     case("--gpus", "topologies", "--gpus", "1000000000000"),
     case("--gpus-per-node", "topologies", "--gpus", "12", "--gpus-per-node", "5"),
+    # presets
+    case("--kind", "presets", "--kind", "routers"),
+    case("--format", "presets", "--format", "csv"),
+    case("--json and --format table", "presets", "--json", "--format", "table"),
+    case("nosuch-dir", "presets", "--presets", "nosuch-dir"),
     # profile: checked before any rank starts
     case("--iterations", "profile", "--out", "p.json", "--iterations", "0"),
     case("--backend", "profile", "--out", "p.json", "--backend", "mpi"),

@@ -36,6 +36,7 @@ COMMANDS = dict(commands())
 FORMAT_RUNS = {
     ("advise",): ["--gpus", "16", "--gpus-per-node", "4"],
     ("topologies",): ["--gpus", "8", "--gpus-per-node", "2"],
+    ("presets",): ["--kind", "clusters"],
     ("calibrate",): [PROFILE],
     ("validate",): ["--report", "--results", RESULTS],
 }
@@ -44,6 +45,7 @@ FORMAT_RUNS = {
 BAD_INPUT = {
     ("advise",): ["--gpus", "0"],
     ("topologies",): ["--gpus", "12", "--gpus-per-node", "5"],
+    ("presets",): ["--kind", "routers"],
     ("profile",): ["--out", "p.json", "--iterations", "0"],
     ("calibrate",): ["/nonexistent/profile.json"],
     ("validate",): ["--format", "yaml", "--report"],

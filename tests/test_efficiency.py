@@ -110,3 +110,27 @@ def test_transformer_xl_forward_flops_match_a_hand_count():
     r = opcount.full_width("transformer-xl-base", True)
     assert r["forward_flops_per_unit"] == pytest.approx(layers * layer + head + tails, rel=2e-3)
     assert r["params"] == 191_950_298
+
+
+def test_v100_efficiency_is_its_own_published_training_throughput():
+    """V100 is measured itself (DGX-1, AMP 36,692 tok/s, FP32 13,981): its preset takes those derived
+    figures, only for the precisions Volta has; the 32 GB part, the same GV100, takes them too."""
+    derived = efficiency.derived_mfu(GPUS)
+    want = {"fp16": round(derived[("V100", "amp")], 3), "fp32": round(derived[("V100", "fp32")], 3)}
+    assert want == {"fp16": 0.283, "fp32": 0.68}
+    assert dict(GPUS["V100"].mfu) == want == dict(GPUS["V100-32GB"].mfu)
+    assert efficiency.preset_mfu("A100-80GB", GPUS) == dict(GPUS["A100"].mfu)
+
+
+def test_the_published_v100_rows_use_the_v100_presets_datasheet_figures():
+    """efficiency.toml gives V100's peak and bandwidth with its rows; they are the preset's, so the
+    derivation and the compute model see the same GPU."""
+    v100 = GPUS["V100"]
+    for row in efficiency._data()["training"]:
+        if row["gpu"] == "V100":
+            peak = v100.tflops[efficiency.PRECISION_KEYS[row["precision"]][0]]
+            assert (row["peak_tflops"], row["memory_bandwidth_GBps"], row["memory_efficiency"]) == (
+                peak,
+                v100.memory_bandwidth_GBps,
+                v100.memory_efficiency,
+            )

@@ -9,6 +9,7 @@ from importlib import resources
 import pytest
 
 from runtime_model import preset_types, presets
+from runtime_model.advisor import advise
 from runtime_model.defaults import MAX_GPUS
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 from runtime_model.preset_loading import PresetFileError, load_library
@@ -112,6 +113,9 @@ def test_defaults_come_from_the_toml_files():
         "A100": "nvlink3",
         "H100": "nvlink4",
         "H200": "nvlink4",
+        "V100": "nvlink2",
+        "V100-32GB": "nvlink2",
+        "A100-80GB": "nvlink3",
     }
     choice = presets.resolve(4)
     assert (choice.gpu, choice.network, choice.intra, choice.gpus_per_node) == (
@@ -218,8 +222,8 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
         ),
         (
             "clusters.toml",
-            '[c]\ngpu = "V100"\ngpus_per_node = 8\nintra = "pcie4"\nnetwork = "ib-100"\nsource = "s"\n',
-            ["clusters.toml [c]", "gpu names unknown GPU 'V100'"],
+            '[c]\ngpu = "P100"\ngpus_per_node = 8\nintra = "pcie4"\nnetwork = "ib-100"\nsource = "s"\n',
+            ["clusters.toml [c]", "gpu names unknown GPU 'P100'"],
         ),
         (
             "clusters.toml",
@@ -294,7 +298,9 @@ def test_later_directories_win(tmp_path):
 def test_unknown_names_raise_unknown_preset_with_the_choices():
     with pytest.raises(presets.UnknownPreset) as err:
         presets.resolve(8, gpu="V100X")
-    assert str(err.value) == "unknown GPU 'V100X'; choose one of: A100, A40, H100, H200, T4"
+    assert str(err.value) == (
+        "unknown GPU 'V100X'; choose one of: A100, A100-80GB, A40, H100, H200, T4, V100, V100-32GB"
+    )
     assert (err.value.kind, err.value.name, err.value.input_name) == ("GPU", "V100X", "gpu")
     for kw, kind in (
         (dict(network="x"), "network"),
@@ -387,3 +393,53 @@ def test_unset_choices_still_take_the_defaults_and_a_cluster_fills_only_what_is_
     assert presets.resolve(8, bucket_cap_mb=25.0).bucket_cap_mb == 25.0
     c = presets.resolve(16, cluster="t4-ib100", gpus_per_node=4, network="eth-25g")
     assert (c.gpu, c.gpus_per_node, c.network) == ("T4", 4, "eth-25g")
+
+
+# ----------------------------------------------------------------------------- V100, A100 80 GB, DGX-1 (issue 26)
+
+
+def test_volta_and_a100_80gb_presets_carry_their_datasheet_figures_and_sources():
+    lib = presets.builtin_library()
+    for name, memory in (("V100", 16), ("V100-32GB", 32)):
+        g = lib.gpus[name]
+        assert dict(g.tflops) == {"fp32": 15.7, "fp16": 125.0}  # Volta has no TF32 or BF16
+        assert (g.memory_bandwidth_GBps, g.memory_GiB, g.default_precision) == (900, memory, "fp16")
+        assert lib.default_intra(name) == "nvlink2"
+    big = lib.gpus["A100-80GB"]
+    assert dict(big.tflops) == dict(lib.gpus["A100"].tflops) and big.mfu == lib.gpus["A100"].mfu
+    assert (big.memory_bandwidth_GBps, big.memory_GiB, lib.default_intra("A100-80GB")) == (2039, 80, "nvlink3")
+    for name in ("V100", "V100-32GB", "A100-80GB"):
+        g = lib.gpus[name]
+        assert g.dispatch_us == lib.gpus["A100"].dispatch_us
+        assert g.dispatch_source == lib.gpus["A100"].dispatch_source
+        assert all(s.strip() for s in (g.source, g.mfu_source, g.memory_efficiency_source))
+    link = lib.intra_links["nvlink2"]
+    assert (link.bandwidth_Gbps, link.efficiency) == (1200, 0.8)  # 6 links x 25 GB/s, NCCL's 20 of 25 GB/s
+    assert all(s.strip() for s in (link.source, link.latency_source, link.efficiency_source))
+    dgx1 = lib.clusters["dgx1-v100"]
+    assert (dgx1.gpu, dgx1.gpus_per_node, dgx1.intra, dgx1.network, dgx1.nics_per_node) == (
+        "V100",
+        8,
+        "nvlink2",
+        "ib-100",
+        4,
+    )
+    dgx = lib.clusters["dgx-a100-80gb"]
+    assert (dgx.gpu, dgx.intra, dgx.network, dgx.nics_per_node) == ("A100-80GB", "nvlink3", "ib-200", 8)
+    assert dgx1.source.strip() and dgx.source.strip()
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_a_precision_volta_lacks_is_refused_with_the_ones_it_has(precision):
+    with pytest.raises(presets.UnknownPreset) as err:
+        presets.resolve(8, gpu="V100", precision=precision)
+    assert str(err.value) == f"unknown precision '{precision}'; choose one of: fp32, fp16"
+
+
+@pytest.mark.parametrize("cluster", ["dgx1-v100", "dgx-a100-80gb"])
+@pytest.mark.parametrize("model", ["transformer-base", "resnet50"])
+def test_the_new_clusters_give_advice(cluster, model):
+    choice = presets.resolve(64, cluster=cluster, model=model)
+    assert choice.gpus_per_node == 8 and choice.intra == presets.builtin_library().cluster(cluster).intra
+    adv = advise(presets.scenario_from_choice(choice))
+    assert adv.recommendation.topology
