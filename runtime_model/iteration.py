@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape
+from runtime_model.exchange import adapted_scenario
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
 from runtime_model.order_stats import max_of_ranks
 from runtime_model.pending import Pending, run_pending
@@ -209,6 +210,7 @@ def gossip_pending(
     scenario: Scenario, schedule: Schedule, allreduce: IterationPrediction | None = None
 ) -> Pending:
     """gossip_prediction waiting for its recurrence (recurrence.run_pending runs several at once)."""
+    scenario = adapted_scenario(schedule.exchange, scenario)
     shape, net, comp = scenario.shape, scenario.network, scenario.decent_dp_compute
     period = 1 if schedule.static_graph is not None else schedule.period
     rounds = [round_comm(schedule, i, shape, scenario.buckets, net, comp.compute_s) for i in range(period)]

@@ -142,6 +142,7 @@ def reduced_pending(
     scenario: Scenario, red: Reduction, allreduce: IterationPrediction | None = None
 ) -> Pending:
     """reduced_prediction waiting for its recurrence (recurrence.run_pending batches those that share n)."""
+    scenario = adapted_scenario(red.small.exchange, scenario)
     comp = reduced_compute(scenario.decent_dp_compute, red)
     rounds = reduced_rounds(red, scenario)
     per_rank, waited = exposed_exchange_s(rounds, red.small, comp.compute_s)
@@ -241,7 +242,6 @@ class TopologyModel:
 
     def pending(self, scenario: Scenario, allreduce: IterationPrediction | None = None) -> Pending:
         """predict waiting for its recurrence (recurrence.run_pending runs a batch of them at once)."""
-        scenario = adapted_scenario(self.exchange, scenario)
         if self.schedule is not None:
             return gossip_pending(scenario, self.schedule, allreduce)
         p = self.reduced_pending(scenario, allreduce)
@@ -251,7 +251,6 @@ class TopologyModel:
         return run_pending([self.reduced_pending(scenario, allreduce)])[0]
 
     def reduced_pending(self, scenario: Scenario, allreduce=None) -> Pending:
-        scenario = adapted_scenario(self.exchange, scenario)
         red = self.reduction
         if not has_variance(scenario.decent_dp_compute):  # exact on the smallest quotient
             red = reduce(self.name, self.shape, _build_small, target=1)

@@ -165,7 +165,7 @@ def reduce(schedule_name: str, shape: ClusterShape, build, target: int = REDUCED
             return Reduction(name, shape, small_shape, small, (0,), mod, static_offsets=offsets)
         round_map = tuple(range(small.period))
         return Reduction(name, shape, small_shape, small, round_map, mod, group_scale=(name == "complete"))
-    if name in ("one-peer-exp", "alternating-exp-ring"):
+    if name in ("one-peer-exp", "sgp-exp", "osgp-exp", "alternating-exp-ring"):  # SGP's: one-peer-exp's graph
         if name == "alternating-exp-ring":
             full_bits, unit, keep = _log2(m), k, min(2, _log2(m))
         else:
@@ -188,6 +188,12 @@ def reduce(schedule_name: str, shape: ClusterShape, build, target: int = REDUCED
     if name == "base-2":
         return _reduce_base2(shape, build, target)
     raise NoReduction(f"{name}: no symmetry known")
+
+
+# Topologies with no reduced system: above FULL_MAX_N rtmodel says it cannot predict them there (the
+# row is not applicable, with the reason). BlueFog's inner-outer graph: its period lcm(k, log2 m, ...)
+# changes with the number of nodes, so no smaller system plays its rounds in the same order.
+UNREDUCED = ("bluefog-dynamic-exp",)
 
 
 def _reduce_base2(shape: ClusterShape, build, target: int) -> Reduction:

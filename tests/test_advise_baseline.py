@@ -18,7 +18,11 @@ device-bound preset predictions moved as intended, and every margin with the pre
 Re-recorded for advice a user can trust (issue 27): no prediction moved (iteration_s, comm identical);
 added convergence, factors.uneven_s, recommendation.candidate/objective and the CSV's last three columns;
 factors split anew (no variance without compute variation, uneven exchanges their own), the margin on
-the speedup (composed for profiles), picks by consensus inside the margin, verdicts and code lines.)
+the speedup (composed for profiles), picks by consensus inside the margin, verdicts and code lines.
+Re-recorded for networks beyond the paper (issue 26): rows for SGP and BlueFog added (bluefog-dynamic-exp,
+sgp-exp, osgp-exp, each entry's `library`); static-exp, now run by BlueFog with all peers at once, moved;
+the resnet scenario (eth-25g) moved with TCP Ethernet's published efficiency (0.544, was 0.949); no
+other prediction moved.)
 """
 
 import json
