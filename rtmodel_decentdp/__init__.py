@@ -6,7 +6,8 @@ builds rtmodel's schedule for (world size, local world size) and hands Decent-DP
 `[[Edge(ranks=group, weight=w) for each group] for each round]`. Decent-DP's built-ins (complete,
 ring, one-peer-exp, alternating-exp-ring) keep Decent-DP's own classes.
 
-Schedules that are not rounds of disjoint groups (`static-exp`) are not registered: Decent-DP runs
+Schedules that are not rounds of disjoint groups (`static-exp`) and other libraries' rows (`sgp-exp`,
+`osgp-exp`, `bluefog-dynamic-exp`: their exchange is not Decent-DP's) are not registered: Decent-DP runs
 exactly one group per rank per iteration. Schedules with 1-rank groups on some shape (e.g. base-2 for
 n not a power of 2) raise DecentDPTopologyError when instantiated for that shape, because Decent-DP
 0.2.3 divides by |group| - 1.
@@ -21,11 +22,13 @@ from __future__ import annotations
 from decent_dp.topo import Edge, Topology, TopologyReg
 
 from runtime_model.errors import UserError
+from runtime_model.exchange import DECENT_DP
 from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Schedule
 from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule
 
-_PROBE_SHAPE = ClusterShape(8, 2)  # a shape every topology here can be built on, to see its kind
+# shapes to build each topology on, to see its kind: the first one it applies to decides
+_PROBE_SHAPES = (ClusterShape(8, 2), ClusterShape(16, 4))
 
 
 class DecentDPTopologyError(UserError):
@@ -47,12 +50,15 @@ def schedule_edges(schedule: Schedule) -> list[list[Edge]]:
     return rounds
 
 
-def _is_group_based(name: str) -> bool:
-    try:
-        schedule = build_schedule(name, _PROBE_SHAPE)
-    except TopologyNotApplicable:
-        return True  # cannot tell on the probe shape; the class checks the real shape when built
-    return schedule.static_graph is None
+def _decent_dp_runs(name: str) -> bool:
+    """Group rounds exchanged Decent-DP's way: another library's rows (SGP, BlueFog) stay with that library."""
+    for shape in _PROBE_SHAPES:
+        try:
+            schedule = build_schedule(name, shape)
+        except TopologyNotApplicable:
+            continue
+        return schedule.static_graph is None and schedule.exchange is DECENT_DP
+    return True  # cannot tell on the probe shapes; the class checks the real shape when built
 
 
 def _make_class(name: str) -> type[Topology]:
@@ -61,17 +67,23 @@ def _make_class(name: str) -> type[Topology]:
         try:
             schedule = build_schedule(name, shape)
         except TopologyNotApplicable as exc:
-            raise DecentDPTopologyError(f"topology {name!r} cannot run on {self._world_size} ranks: {exc}") from None
+            raise DecentDPTopologyError(
+                f"topology {name!r} cannot run on {self._world_size} ranks: {exc}"
+            ) from None
         return schedule_edges(schedule)
 
-    cls_name = "Rtmodel" + "".join(part.capitalize() for part in name.replace("_", "-").split("-")) + "Topology"
+    cls_name = (
+        "Rtmodel" + "".join(part.capitalize() for part in name.replace("_", "-").split("-")) + "Topology"
+    )
     doc = f"rtmodel's {name!r} schedule ({TOPOLOGIES[name].description}) as a Decent-DP topology."
-    return type(cls_name, (Topology,), {"_get_topo_edges": _get_topo_edges, "__doc__": doc, "rtmodel_name": name})
+    return type(
+        cls_name, (Topology,), {"_get_topo_edges": _get_topo_edges, "__doc__": doc, "rtmodel_name": name}
+    )
 
 
 def registrable_names() -> list[str]:
-    """rtmodel topologies that are not Decent-DP built-ins and are rounds of disjoint groups."""
-    return [n for n, info in TOPOLOGIES.items() if info.decent_dp_name is None and _is_group_based(n)]
+    """rtmodel topologies that are not Decent-DP built-ins, are rounds of disjoint groups and run Decent-DP's way."""
+    return [n for n, info in TOPOLOGIES.items() if info.decent_dp_name is None and _decent_dp_runs(n)]
 
 
 def register_all() -> list[str]:

@@ -273,6 +273,8 @@ def test_decentdp_registration_is_idempotent_and_group_based():
     importlib.reload(reg)  # importing again must not raise on the registry's duplicate check
     assert reg.register_all() == ["base-2"]
     assert "base-2" in TopologyReg.registry and "static-exp" not in TopologyReg.registry
+    # other libraries' rows stay with their library: Decent-DP would run them with its own exchange
+    assert not {"sgp-exp", "osgp-exp", "bluefog-dynamic-exp"} & set(TopologyReg.registry)
     sched = build_schedule("base-2", ClusterShape(4, 2))
     edges = reg.schedule_edges(sched)
     assert [[e.ranks for e in rnd] for rnd in edges] == [r.groups() for r in sched.rounds]
