@@ -132,5 +132,7 @@ def preset_bucket_layout(
         return tuple(Bucket(int(b), ready[c]) for b, c in zip(sizes_bytes, closers, strict=True))
 
     return ScenarioBuckets(
-        ddp=buckets(lay.ddp_buckets_bytes, "ddp"), gossip=buckets(lay.gossip_buckets_bytes, "gossip")
+        ddp=buckets(lay.ddp_buckets_bytes, "ddp"),
+        gossip=buckets(lay.gossip_buckets_bytes, "gossip"),
+        element_bytes=element_bytes,
     )

@@ -178,10 +178,13 @@ class BucketLayout:
 
     ddp: tuple[Bucket, ...]
     gossip: tuple[Bucket, ...]
+    # bytes of one gradient element (fp32 4, bf16/fp16 2): local SGD's compressed wire counts elements
+    element_bytes: int = 4
 
     def __post_init__(self):
         if not self.ddp or not self.gossip:
             raise ScenarioError("a workload needs at least one gradient bucket")
+        AT_LEAST_ONE.check("element_bytes", self.element_bytes)
 
     @property
     def message_bytes(self) -> int:

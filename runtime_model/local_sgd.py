@@ -1,0 +1,203 @@
+"""Per-iteration time of local SGD (the DiLoCo family) on the same compute, link and collective models.
+
+Why a third family: gossip and All-Reduce both communicate every iteration; local SGD communicates every
+H inner steps, so on a slow network it can keep the GPUs busy where neither can (DiLoCo, Douillard et al.
+2023, arXiv 2311.08105; OpenDiLoCo, arXiv 2407.07852; INTELLECT-1, arXiv 2412.01152).
+
+What one period of H inner steps costs (every number from the scenario, nothing fitted):
+- inner steps: each replica steps its inner optimizer alone. A replica is one GPU ("gpu": no
+  communication at all), or one node whose GPUs run DDP inside it every step ("node": the hierarchical
+  form DiLoCo runs across sites), costed as DDP's All-Reduce on a one-node cluster (its exposed tail);
+- the outer step waits for the slowest replica's H steps: E[max over replicas of the sum of its H
+  steps], from the same compute draws as the other families (common random numbers);
+- the outer all-reduce of the pseudo-gradient (theta_outer - theta, every parameter once) at `bits` per
+  element on the wire (default: the gradient's own dtype; 32 = fp32; 16 = OpenDiLoCo's fp16, 8 = INTELLECT-1's int8),
+  costed as DDP's all-reduce of those bytes over every GPU (replicas inside a node hold one model, so the
+  average is the same, and every NIC of the node carries its share);
+- the outer optimizer (Nesterov SGD on the pseudo-gradient): one elementwise pass over the parameters,
+  charged as one inner optimizer step (an Adam step touches more state: an upper estimate);
+- Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): the parameters in `fragments` parts, each
+  synchronised once per period, its all-reduce overlapping the next `overlap_steps` inner steps: a
+  fragment's exposed time is max(0, all-reduce - overlap_steps x inner step), and the NICs cannot carry
+  more than one period's fragments per period (the period is at least their all-reduces back to back).
+
+The iteration time is the period over H; compute utilization is the mean compute (forward + backward +
+optimizer) of one GPU over it, the quantity OpenDiLoCo and INTELLECT-1 report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from runtime_model.collectives import allreduce_s, global_allreduce_shape
+from runtime_model.constraints import AT_LEAST_ONE, NON_NEGATIVE
+from runtime_model.distributions import EmpiricalCompute
+from runtime_model.errors import InvalidCombination, InvalidValue
+from runtime_model.iteration import allreduce_prediction
+from runtime_model.scenario import ClusterShape, Scenario
+
+REPLICAS = ("node", "gpu")  # what one local-SGD replica is
+WIRE_BITS = (32, 16, 8, 4)  # bits per pseudo-gradient element on the wire
+LOCAL_SGD_SEED = 20241017  # fixed: predictions are deterministic
+DRAW_BUDGET = 4_000_000  # compute draws per prediction (n x H x periods): bounds the advisor's latency
+MIN_PERIODS, MAX_PERIODS = 8, 200
+SUBSET_REPLICAS = 1024  # above the budget: period sums of this many replicas stand for all of them
+DEFAULT_INNER_STEPS = (
+    100  # INTELLECT-1's H (arXiv 2412.01152), inside DiLoCo's tested range (arXiv 2311.08105)
+)
+WIRE_NAMES = {None: "", 32: " fp32", 16: " fp16", 8: " int8", 4: " int4"}
+
+
+@dataclass(frozen=True)
+class LocalSgd:
+    """One local-SGD configuration: H inner steps, then an outer step on the all-reduced pseudo-gradient."""
+
+    inner_steps: int = DEFAULT_INNER_STEPS  # H
+    overlap_steps: int = 0  # inner steps an outer all-reduce may run behind (Streaming DiLoCo's tau)
+    fragments: int = 1  # parts synchronised separately, each once per period (Streaming DiLoCo's P)
+    bits: int | None = None  # bits per element on the wire; None: the gradient's own dtype
+    replica: str = "node"  # "node": DDP inside each node; "gpu": every GPU its own replica
+
+    def __post_init__(self):
+        AT_LEAST_ONE.check("inner_steps", self.inner_steps)
+        NON_NEGATIVE.check("overlap_steps", self.overlap_steps)
+        AT_LEAST_ONE.check("fragments", self.fragments)
+        if self.bits is not None and self.bits not in WIRE_BITS:
+            raise InvalidValue("bits", f"one of {', '.join(map(str, WIRE_BITS))}", self.bits)
+        if self.replica not in REPLICAS:
+            raise InvalidValue("replica", f"one of {', '.join(REPLICAS)}", self.replica)
+        if self.fragments > self.inner_steps:
+            raise InvalidCombination(
+                "{fragments} fragments need at least as many inner steps ({inner_steps}): each fragment "
+                "is synchronised at its own step of the period",
+                fragments=self.fragments,
+                inner_steps=self.inner_steps,
+            )
+        if self.overlap_steps * self.fragments >= self.inner_steps:
+            raise InvalidCombination(
+                "{overlap_steps} overlap steps x {fragments} fragments must be fewer than the {inner_steps} "
+                "inner steps: a fragment's outer update must land before its next synchronisation",
+                overlap_steps=self.overlap_steps,
+                fragments=self.fragments,
+                inner_steps=self.inner_steps,
+            )
+
+    @property
+    def name(self) -> str:
+        """The row's name: 'local-sgd H=100', '... P=4 overlap=1 int8', '... per-gpu'."""
+        text = f"local-sgd H={self.inner_steps}"
+        if self.fragments > 1:
+            text += f" P={self.fragments}"
+        if self.overlap_steps:
+            text += f" overlap={self.overlap_steps}"
+        text += WIRE_NAMES[self.bits]
+        return text + (" per-gpu" if self.replica == "gpu" else "")
+
+    def replicas(self, shape: ClusterShape) -> int:
+        return shape.nodes if self.replica == "node" else shape.gpus
+
+
+@dataclass(frozen=True)
+class LocalSgdPrediction:
+    """Local SGD's time per inner step (averaged over a period of H) and what goes into it."""
+
+    name: str
+    options: LocalSgd
+    replicas: int
+    mean_s: float  # per inner step: the period over H
+    period_s: float
+    inner_step_s: float  # one replica's mean inner step (compute, optimizer, DDP tail inside a node)
+    wait_s: float  # per period: E[max over replicas of H steps] - H x the mean step (the variance factor)
+    outer_comm_s: float  # per period: the all-reduces of every fragment, back to back
+    exposed_comm_s: float  # per period: the part of outer_comm_s nothing hides
+    outer_step_s: float  # per period: the outer optimizer
+    compute_utilization: float  # one GPU's forward + backward + optimizer over the iteration time
+    nic_bytes_per_iteration: float  # bytes through the busiest NIC per inner step (0 inside one node)
+
+
+def wire_bytes(scenario: Scenario, bits: int | None) -> float:
+    """The pseudo-gradient's bytes at `bits` per element (one per gradient element; None: as the gradient)."""
+    buckets = scenario.buckets
+    if bits is None:
+        return float(buckets.message_bytes)
+    return buckets.message_bytes / buckets.element_bytes * bits / 8
+
+
+def allreduce_nic_bytes(shape: ClusterShape, nics_per_node: int, nbytes: float) -> float:
+    """Bytes the busiest NIC carries in one ring all-reduce over every GPU: each ring crosses every node
+    boundary once and carries 2(n-1)/n of the message; NCCL runs one ring per rail. 0 on one node."""
+    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, nics_per_node)
+    if group.nodes <= 1:
+        return 0.0
+    return 2 * (group.size - 1) / group.size * nbytes / group.rails
+
+
+def inner_tail_s(scenario: Scenario, opts: LocalSgd) -> float:
+    """The exposed DDP tail of one inner step inside a node (0 for a one-GPU replica)."""
+    k = scenario.shape.gpus_per_node
+    if opts.replica == "gpu" or k == 1:
+        return 0.0
+    node = replace(scenario, shape=ClusterShape(k, k))
+    return allreduce_prediction(node).exposed_comm_s
+
+
+def period_compute_s(scenario: Scenario, opts: LocalSgd, seed: int = LOCAL_SGD_SEED) -> tuple[float, float]:
+    """(E[max over replicas of the sum of H replica steps' compute], H x the mean replica step's compute).
+
+    A replica's step is its GPU's draw ("gpu") or its node's slowest draw ("node", DDP waits for it).
+    Within the draw budget every rank is simulated (the variation's structure as drawn for all n ranks);
+    above it, the period sums of SUBSET_REPLICAS replicas form an empirical distribution whose exact
+    expected maximum over all replicas is taken (distributions.EmpiricalCompute)."""
+    shape, comp, h = scenario.shape, scenario.compute, opts.inner_steps
+    replicas = opts.replicas(shape)
+    group = shape.gpus_per_node if opts.replica == "node" else 1
+    drawn = replicas if shape.gpus * h * MIN_PERIODS <= DRAW_BUDGET else min(replicas, SUBSET_REPLICAS)
+    periods = int(np.clip(DRAW_BUDGET // max(drawn * group * h, 1), MIN_PERIODS, MAX_PERIODS))
+    draw = comp.sampler(drawn * group, shape.gpus_per_node)
+    rng = np.random.default_rng(seed)
+    sums = np.zeros((periods, drawn))
+    for p in range(periods):
+        for _ in range(h):
+            sums[p] += draw(rng).reshape(drawn, group).max(axis=1)
+    mean_step = float(sums.mean()) / h
+    if drawn == replicas:
+        return float(sums.max(axis=1).mean()), h * mean_step
+    return EmpiricalCompute(tuple(sums.ravel())).expected_max(replicas), h * mean_step
+
+
+def outer_exposed_s(fragment_s: float, opts: LocalSgd, inner_step_s: float) -> float:
+    """Per period: what the fragments' all-reduces add beyond the inner steps (module doc)."""
+    return opts.fragments * max(0.0, fragment_s - opts.overlap_steps * inner_step_s)
+
+
+def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPrediction:
+    """Time per inner step of local SGD with `opts` on `scenario` (module doc)."""
+    shape, comp, net = scenario.shape, scenario.compute, scenario.network
+    h = opts.inner_steps
+    fixed_step_s = comp.optimizer_s + inner_tail_s(scenario, opts)
+    slowest_s, mean_compute_s = period_compute_s(scenario, opts)
+    inner_step_s = mean_compute_s / h + fixed_step_s
+    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, net.nics_per_node)
+    payload = wire_bytes(scenario, opts.bits)
+    fragment_s = allreduce_s(group, payload / opts.fragments, net) if shape.gpus > 1 else 0.0
+    outer_comm_s = opts.fragments * fragment_s
+    exposed_s = outer_exposed_s(fragment_s, opts, inner_step_s)
+    outer_step_s = comp.optimizer_s if shape.gpus > 1 else 0.0
+    steps_s = slowest_s + h * fixed_step_s
+    period_s = max(steps_s + exposed_s, outer_comm_s) + outer_step_s
+    return LocalSgdPrediction(
+        name=opts.name,
+        options=opts,
+        replicas=opts.replicas(shape),
+        mean_s=period_s / h,
+        period_s=period_s,
+        inner_step_s=inner_step_s,
+        wait_s=slowest_s - mean_compute_s,
+        outer_comm_s=outer_comm_s,
+        exposed_comm_s=period_s - outer_step_s - steps_s,
+        outer_step_s=outer_step_s,
+        compute_utilization=(comp.compute_s + comp.optimizer_s) * h / period_s,
+        nic_bytes_per_iteration=allreduce_nic_bytes(shape, net.nics_per_node, payload) / h,
+    )
