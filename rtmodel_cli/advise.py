@@ -11,6 +11,14 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli.local_sgd_options import (
+    LocalSgdBitsOpt,
+    LocalSgdFragmentsOpt,
+    LocalSgdHOpt,
+    LocalSgdOverlapOpt,
+    LocalSgdReplicaOpt,
+    local_sgd_configs,
+)
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import (
     Format,
@@ -191,13 +199,25 @@ def advise(
     margin: MarginOpt = None,
     topology: TopologiesOpt = None,
     objective: ObjectiveOpt = None,
+    local_sgd_h: LocalSgdHOpt = None,
+    local_sgd_overlap: LocalSgdOverlapOpt = None,
+    local_sgd_fragments: LocalSgdFragmentsOpt = None,
+    local_sgd_bits: LocalSgdBitsOpt = None,
+    local_sgd_replica: LocalSgdReplicaOpt = None,
     verbose: VerboseOpt = False,
     format: FormatOpt = Format.table,
 ):
-    """Predict per-iteration time of All-Reduce and each gossip topology, and recommend one."""
+    """Predict per-iteration time of All-Reduce, each gossip topology and local SGD; recommend one."""
     from rtmodel_cli import scenario_file
 
     given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
+    given.update(
+        local_sgd_h=local_sgd_h,
+        local_sgd_overlap=local_sgd_overlap,
+        local_sgd_fragments=local_sgd_fragments,
+        local_sgd_bits=local_sgd_bits,
+        local_sgd_replica=local_sgd_replica,
+    )
     path = inputs.scenario
     opts, taken = scenario_file.merge(given, scenario_file.read(path) if path else {})
     with scenario_file.blamed(path, taken):
@@ -225,11 +245,17 @@ def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
     from runtime_model.constraints import Interval
 
     objective = _objective(opts["objective"])
+    local_sgd = local_sgd_configs(opts)
     sc, prov, notes, inputs = scenario_for(scenario_request(opts), opts["profile"], opts["presets"])
     margin, prov["margin"] = _margin(opts["margin"], inputs.get("profile_margin"), prov.get("margin"))
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     adv = run_advice(
-        sc, margin=margin, topologies=opts["topology"] or None, provenance=prov, objective=objective
+        sc,
+        margin=margin,
+        topologies=opts["topology"] or None,
+        provenance=prov,
+        objective=objective,
+        local_sgd=local_sgd,
     )
     adv.notes.extend(notes)
     if format is Format.json:

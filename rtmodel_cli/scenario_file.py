@@ -50,13 +50,20 @@ KEYS = {
     "margin": FLOAT,
     "objective": TEXT,  # iteration | accuracy
     "topology": TEXTS,
+    "local_sgd_h": INT,  # local SGD's row (0: none), its overlap, fragments, wire bits and replica
+    "local_sgd_overlap": INT,
+    "local_sgd_fragments": INT,
+    "local_sgd_bits": INT,
+    "local_sgd_replica": TEXT,
     "presets": TEXTS,  # directories, relative to the file's directory
     "profile": TEXT,  # a path, relative to the file's directory
 }
 # What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
 # (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
 # `profile` is refused (plots sweep presets; `plot variance` takes --profile on its command line only).
-PLOT_IGNORES = ("gpus", "margin", "topology", "objective")
+PLOT_IGNORES = ("gpus", "margin", "topology", "objective") + tuple(
+    k for k in KEYS if k.startswith("local_sgd")
+)
 PLOT_KEYS = tuple(k for k in KEYS if k not in PLOT_IGNORES and k != "profile")
 # The inputs no plot has a flag for: a plot takes them from its scenario file only.
 PLOT_FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")

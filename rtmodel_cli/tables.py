@@ -60,8 +60,27 @@ LEGEND = (
         "runs on",
         "runs on = what runs it: Decent-DP (a built-in); Decent-DP + rtmodel (after `import "
         "rtmodel_decentdp`); SGP / SGP --overlap (facebookresearch/stochastic_gradient_push) and BlueFog "
-        "(neighbor_allreduce): shown to compare, picks stay with Decent-DP; model only = predicted, "
-        "nothing here runs it (why: above).",
+        "(neighbor_allreduce): shown to compare, picks stay with Decent-DP; local SGD: `rtmodel validate "
+        "--local-sgd-h` runs it with torch.distributed (as OpenDiLoCo and PrimeIntellect's prime do); model "
+        "only = predicted, nothing here runs it (why: above).",
+    ),
+    (
+        "local-sgd H=",
+        "local-sgd H=N = local SGD (DiLoCo): N inner steps per replica (a node, DDP inside; 'per-gpu': each "
+        "GPU), then the pseudo-gradient all-reduced and an outer Nesterov step; P = fragments and overlap = "
+        "inner steps an all-reduce runs behind (Streaming DiLoCo); fp16/int8/int4 = bits on the wire. It "
+        "changes the training algorithm: compared beside the pick (--local-sgd-h 0 hides it); its agreement "
+        "is its loss at All-Reduce's tokens (Charles et al. 2025, Scaling Laws for DiLoCo).",
+    ),
+    (
+        "util %",
+        "util % = one GPU's forward + backward + optimizer over the iteration time (compute utilization, "
+        "as DiLoCo's sources report it).",
+    ),
+    (
+        "NIC MB/it",
+        "NIC MB/it = bytes through the busiest NIC per iteration (All-Reduce: 2(n-1)/n of the message per "
+        "rail; local SGD: the pseudo-gradient's every H steps).",
     ),
     (
         "AccumAdam",
@@ -175,6 +194,8 @@ def render_advice(advice: Advice, console: Console, header: str = "", verbose: b
     width = max(console.width, 20)
     for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):
         _plain(console, line)
+    if advice.family_verdict:
+        _plain(console, advice.family_verdict, "bold")
     comp = sc.compute
     where = "" if comp.variation.is_iid else f"; {comp.variation.describe()}"  # where the stragglers sit
     _plain(

@@ -18,14 +18,23 @@ from runtime_model.consensus import ConsensusMetrics
 from runtime_model.convergence import EXACT, EXACT_COST, HOPELESS, MEASURED, ConsensusCost, consensus_cost
 from runtime_model.defaults import MARGIN
 from runtime_model.errors import InvalidValue
+from runtime_model.families import (
+    ACCURACY,
+    ITERATION,
+    FamilyBest,
+    LocalSgdRow,
+    family_candidates,
+    family_verdict,
+    local_sgd_rows,
+)
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
+from runtime_model.local_sgd import LocalSgd
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
 
 SHOWN_FACTOR_S = 0.05e-3  # the verdict prints ms to one decimal: a smaller part would read "+0.0 ms"
-ITERATION, ACCURACY = "iteration", "accuracy"
 OBJECTIVES = (ITERATION, ACCURACY)
 RANKED_BY = {
     ITERATION: "ranked by time per iteration (--objective iteration), ties inside the margin by consensus",
@@ -73,6 +82,13 @@ class Advice:
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     objective: str = ITERATION
+    local_sgd: list[LocalSgdRow] = field(default_factory=list)  # the third family (families.py)
+    families: list[FamilyBest] = field(default_factory=list)  # each family's best, in the objective's order
+
+    @property
+    def family_verdict(self) -> str:
+        """Across All-Reduce, gossip and local SGD (families.py); "" without local-SGD rows."""
+        return family_verdict(self.families, self.objective) if self.local_sgd else ""
 
     def standing(self) -> dict[str, str]:
         """See `standing`."""
@@ -202,9 +218,11 @@ def advise(
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
     objective: str = ITERATION,
+    local_sgd: list[LocalSgd] | None = None,
 ) -> Advice:
-    """Predict every topology, rank them, and decide (or say it is too close to call)."""
-    return advise_many([scenario], margin, topologies, provenance, objective)[0]
+    """Predict every topology, rank them, and decide (or say it is too close to call); `local_sgd`: the
+    local-SGD configurations to compare beside them (families.py)."""
+    return advise_many([scenario], margin, topologies, provenance, objective, local_sgd)[0]
 
 
 def advise_many(
@@ -213,6 +231,7 @@ def advise_many(
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
     objective: str = ITERATION,
+    local_sgd: list[LocalSgd] | None = None,
 ) -> list[Advice]:
     """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
     draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop."""
@@ -230,9 +249,20 @@ def advise_many(
             pending.append(models[name].pending(scenario, ar))
         plans.append((scenario, ar, models))
     preds = iter(run_pending(pending))
-    return [
+    advices = [
         _advice(scenario, ar, models, preds, margin, provenance, objective) for scenario, ar, models in plans
     ]
+    return [_with_local_sgd(a, local_sgd or []) for a in advices]
+
+
+def _with_local_sgd(advice: Advice, configs: list[LocalSgd]) -> Advice:
+    """The advice with local-SGD rows and the families' ranking (the pick itself is unchanged)."""
+    if not configs:
+        return advice
+    rows = local_sgd_rows(advice.scenario, advice.allreduce.mean_s, configs)
+    gossip = pick(advice.rows, advice.margin, advice.objective)
+    best = family_candidates(advice.allreduce.mean_s, gossip, rows, advice.objective)
+    return replace(advice, local_sgd=rows, families=best)
 
 
 def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) -> Advice:

@@ -34,6 +34,8 @@ def consensus_text(entry: dict) -> str:
     """'exact every iteration' (All-Reduce), 'exact in R rounds' or the per-period contraction rho, then
     the worst single round's contraction ||W_r - J||_2 (see runtime_model.consensus)."""
     c = entry.get("consensus") or {}
+    if entry.get("local_sgd"):
+        return f"averaged every {entry['local_sgd']['inner_steps']} steps"
     if entry["topology"] == "allreduce":
         return "exact every iteration"
     if not entry["applicable"]:
@@ -102,12 +104,18 @@ def _agreement_text(entry: dict) -> str:
     if not c:
         return ""
     known = c.get("time_to_loss_vs_allreduce")
+    if c.get("loss_ratio") is not None:  # local SGD: its loss at All-Reduce's tokens
+        return f"{c['kind']} {100 * (c['loss_ratio'] - 1):+.1f}% loss"
     return c["kind"] if known is None else f"{c['kind']} {known:.2f}x"
 
 
 def _convergence_number(entry: dict, key: str) -> str:
     value = (entry.get("convergence") or {}).get(key)
     return "" if value is None else format(value, ".6g")
+
+
+def _fraction(key: str, scale: float, spec: str) -> Callable[[dict], str]:
+    return lambda e: "" if e.get(key) is None else format(e[key] * scale, spec)
 
 
 def _speedup(spec: str, suffix: str = "") -> Callable[[dict], str]:
@@ -156,6 +164,21 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
     Column("transient_ratio", None, lambda e: _convergence_number(e, "transient_ratio")),
     Column("time_to_loss_vs_allreduce", None, lambda e: _convergence_number(e, "time_to_loss_vs_allreduce")),
     Column("uneven_ms", "uneven ms", _factor("uneven_s", ".4f"), _factor("uneven_s", "+.2f"), priority=4),
+    Column("family", None, lambda e: e.get("family", ""), numeric=False),
+    Column(
+        "compute_utilization",
+        "util %",
+        _fraction("compute_utilization", 1.0, ".4f"),
+        _fraction("compute_utilization", 100.0, ".0f"),
+        priority=2,
+    ),
+    Column(
+        "nic_mb_per_iteration",
+        "NIC MB/it",
+        _fraction("nic_bytes_per_iteration", 1e-6, ".4f"),
+        _fraction("nic_bytes_per_iteration", 1e-6, ".1f"),
+        priority=3,
+    ),
 )
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)
 TABLE_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.label is not None)

@@ -32,21 +32,21 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from runtime_model.collectives import allreduce_s, global_allreduce_shape
-from runtime_model.constraints import AT_LEAST_ONE, NON_NEGATIVE
+from runtime_model.constraints import AT_LEAST_ONE, Interval
 from runtime_model.distributions import EmpiricalCompute
 from runtime_model.errors import InvalidCombination, InvalidValue
 from runtime_model.iteration import allreduce_prediction
 from runtime_model.scenario import ClusterShape, Scenario
 
+NON_NEGATIVE_INT = Interval(0, None, integer=True)
 REPLICAS = ("node", "gpu")  # what one local-SGD replica is
 WIRE_BITS = (32, 16, 8, 4)  # bits per pseudo-gradient element on the wire
 LOCAL_SGD_SEED = 20241017  # fixed: predictions are deterministic
 DRAW_BUDGET = 4_000_000  # compute draws per prediction (n x H x periods): bounds the advisor's latency
 MIN_PERIODS, MAX_PERIODS = 8, 200
 SUBSET_REPLICAS = 1024  # above the budget: period sums of this many replicas stand for all of them
-DEFAULT_INNER_STEPS = (
-    100  # INTELLECT-1's H (arXiv 2412.01152), inside DiLoCo's tested range (arXiv 2311.08105)
-)
+# the cadence of the published loss fits (arXiv 2503.09799) and the default of Douillard's simulator
+DEFAULT_INNER_STEPS = 30
 WIRE_NAMES = {None: "", 32: " fp32", 16: " fp16", 8: " int8", 4: " int4"}
 
 
@@ -60,28 +60,28 @@ class LocalSgd:
     bits: int | None = None  # bits per element on the wire; None: the gradient's own dtype
     replica: str = "node"  # "node": DDP inside each node; "gpu": every GPU its own replica
 
-    def __post_init__(self):
-        AT_LEAST_ONE.check("inner_steps", self.inner_steps)
-        NON_NEGATIVE.check("overlap_steps", self.overlap_steps)
-        AT_LEAST_ONE.check("fragments", self.fragments)
+    def __post_init__(self):  # each input named as the option that sets it (--local-sgd-h, ...)
+        AT_LEAST_ONE.check("local_sgd_h", self.inner_steps)
+        NON_NEGATIVE_INT.check("local_sgd_overlap", self.overlap_steps)
+        AT_LEAST_ONE.check("local_sgd_fragments", self.fragments)
         if self.bits is not None and self.bits not in WIRE_BITS:
-            raise InvalidValue("bits", f"one of {', '.join(map(str, WIRE_BITS))}", self.bits)
+            raise InvalidValue("local_sgd_bits", f"one of {', '.join(map(str, WIRE_BITS))}", self.bits)
         if self.replica not in REPLICAS:
-            raise InvalidValue("replica", f"one of {', '.join(REPLICAS)}", self.replica)
+            raise InvalidValue("local_sgd_replica", f"one of {', '.join(REPLICAS)}", self.replica)
         if self.fragments > self.inner_steps:
             raise InvalidCombination(
-                "{fragments} fragments need at least as many inner steps ({inner_steps}): each fragment "
+                "{local_sgd_fragments} needs at least as many inner steps ({local_sgd_h}): each fragment "
                 "is synchronised at its own step of the period",
-                fragments=self.fragments,
-                inner_steps=self.inner_steps,
+                local_sgd_fragments=self.fragments,
+                local_sgd_h=self.inner_steps,
             )
         if self.overlap_steps * self.fragments >= self.inner_steps:
             raise InvalidCombination(
-                "{overlap_steps} overlap steps x {fragments} fragments must be fewer than the {inner_steps} "
-                "inner steps: a fragment's outer update must land before its next synchronisation",
-                overlap_steps=self.overlap_steps,
-                fragments=self.fragments,
-                inner_steps=self.inner_steps,
+                "overlap x fragments ({local_sgd_overlap} x {local_sgd_fragments}) must be below the inner "
+                "steps ({local_sgd_h}): a fragment's outer update must land before its next synchronisation",
+                local_sgd_overlap=self.overlap_steps,
+                local_sgd_fragments=self.fragments,
+                local_sgd_h=self.inner_steps,
             )
 
     @property

@@ -35,6 +35,7 @@ from dataclasses import asdict
 from runtime_model.advisor import Advice, TopologyRow
 from runtime_model.columns import CSV_COLUMNS
 from runtime_model.convergence import EXACT, EXACT_COST, MEASURED, ConsensusCost
+from runtime_model.family_report import allreduce_shared, families_dict, gossip_shared, local_sgd_entry
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
 from runtime_model.scenario import ClusterShape, Scenario
@@ -69,6 +70,10 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     standing = advice.standing()
     preds = [_allreduce_entry(advice, standing)]
     preds += [_topology_entry(r, standing) for r in advice.rows]
+    for entry, row in zip(preds[1:], advice.rows, strict=True):
+        entry.update(gossip_shared(advice.scenario, row.prediction.mean_s if row.prediction else None))
+    preds[0].update(allreduce_shared(advice.scenario, advice.allreduce.mean_s))
+    preds += [local_sgd_entry(r) for r in advice.local_sgd]
     doc = {
         "schema": SCHEMA,
         "inputs": _inputs_dict(advice.scenario, inputs),
@@ -78,6 +83,8 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
         "recommendation": _recommendation_dict(advice),
         "margin": advice.margin,
     }
+    if advice.local_sgd:
+        doc["families"] = families_dict(advice.families, advice.family_verdict, advice.objective)
     return json_safe(doc)
 
 

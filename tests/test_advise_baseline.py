@@ -22,7 +22,9 @@ the speedup (composed for profiles), picks by consensus inside the margin, verdi
 Re-recorded for networks beyond the paper (issue 26): rows for SGP and BlueFog added (bluefog-dynamic-exp,
 sgp-exp, osgp-exp, each entry's `library`); static-exp, now run by BlueFog with all peers at once, moved;
 the resnet scenario (eth-25g) moved with TCP Ethernet's published efficiency (0.544, was 0.949); no
-other prediction moved.)
+other prediction moved. Re-recorded for local SGD (issue 30): a local-SGD entry after the topologies,
+every entry's family, compute_utilization and nic_bytes_per_iteration, the document's `families`, and the
+CSV's last three columns added; every old key kept its value (no prediction moved).)
 """
 
 import json

@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
+from rtmodel_cli.local_sgd_options import KEYS as LOCAL_SGD_KEYS
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.scenario_file import KEYS, PLOT_FROM_FILE_ONLY, PLOT_IGNORES, PLOT_KEYS
 
@@ -65,7 +66,8 @@ def test_plots_take_from_the_file_only_what_they_have_no_flag_for():
 
 def test_model_inputs_has_one_field_per_scenario_input():
     names = {f.name for f in dataclasses.fields(ModelInputs)} - {"scenario"}
-    assert names == set(KEYS) - {"gpus", "margin", "topology", "objective"}
+    advise_own = {"gpus", "margin", "topology", "objective", *LOCAL_SGD_KEYS}  # advise's, not the model's
+    assert names == set(KEYS) - advise_own
     assert ModelInputs().as_dict().keys() == names
 
 

@@ -43,12 +43,15 @@ compute_cv = 0.05
 bucket_cap_mb = 50
 margin = 0.1
 topology = ["ring", "base-2", "alternating-exp-ring"]
+local_sgd_h = 50
+local_sgd_bits = 8
+local_sgd_replica = "gpu"
 presets = ["team-presets"]
 """
 TEAM_VALUES = dict(
     gpus=32, gpus_per_node=4, gpu="A100", network="team-net", intra="pcie4", model="transformer-base",
     global_batch=32000, precision="bf16", mfu=0.35, compute_cv=0.05, bucket_cap_mb=50, margin=0.1,
-    topology=["ring", "base-2", "alternating-exp-ring"],
+    topology=["ring", "base-2", "alternating-exp-ring"], local_sgd_h=50, local_sgd_bits=8, local_sgd_replica="gpu",
 )  # fmt: skip
 
 
@@ -100,7 +103,8 @@ def test_a_file_with_every_key_type_gives_the_flags_answer(team):
     from_flags = advise_json(*flags_of(TEAM_VALUES), "--presets", team / "team-presets")
     assert answer(from_file) == answer(from_flags)
     assert from_file["inputs"]["gpus"] == 32 and from_file["margin"] == 0.1
-    assert [p["topology"] for p in from_file["predictions"]][1:] == ["ring", "base-2", "alternating-exp-ring"]
+    names = [p["topology"] for p in from_file["predictions"]][1:]
+    assert names == ["ring", "base-2", "alternating-exp-ring", "local-sgd H=50 int8 per-gpu"]
 
 
 def test_json_and_toml_give_the_same_answer(team):
