@@ -18,8 +18,9 @@ What one period of H inner steps costs (every number from the scenario, nothing 
   charged as one inner optimizer step (an Adam step touches more state: an upper estimate);
 - Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): the parameters in `fragments` parts, each
   synchronised once per period, its all-reduce overlapping the next `overlap_steps` inner steps: a
-  fragment's exposed time is max(0, all-reduce - overlap_steps x inner step), and the NICs cannot carry
-  more than one period's fragments per period (the period is at least their all-reduces back to back).
+  fragment's exposed time is max(0, all-reduce - overlap_steps x inner step). The NICs are never
+  oversubscribed: overlap_steps x fragments < H, so the fragments' all-reduces plus the inner steps no
+  all-reduce covers fit in the period as charged.
 
 The iteration time is the period over H; compute utilization is the mean compute (forward + backward +
 optimizer) of one GPU over it, the quantity OpenDiLoCo and INTELLECT-1 report.
@@ -110,7 +111,7 @@ class LocalSgdPrediction:
     period_s: float
     inner_step_s: float  # one replica's mean inner step (compute, optimizer, DDP tail inside a node)
     wait_s: float  # per period: E[max over replicas of H steps] - H x the mean step (the variance factor)
-    outer_comm_s: float  # per period: the all-reduces of every fragment, back to back
+    outer_comm_s: float  # per period: the all-reduces of every fragment
     exposed_comm_s: float  # per period: the part of outer_comm_s nothing hides
     outer_step_s: float  # per period: the outer optimizer
     compute_utilization: float  # one GPU's forward + backward + optimizer over the iteration time
@@ -186,7 +187,7 @@ def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPredicti
     exposed_s = outer_exposed_s(fragment_s, opts, inner_step_s)
     outer_step_s = comp.optimizer_s if shape.gpus > 1 else 0.0
     steps_s = slowest_s + h * fixed_step_s
-    period_s = max(steps_s + exposed_s, outer_comm_s) + outer_step_s
+    period_s = steps_s + exposed_s + outer_step_s
     return LocalSgdPrediction(
         name=opts.name,
         options=opts,
