@@ -12,6 +12,15 @@ from typing import Annotated
 import typer
 
 from rtmodel_cli import scenario_file
+from rtmodel_cli.local_sgd_options import KEYS as LOCAL_SGD_KEYS
+from rtmodel_cli.local_sgd_options import (
+    LocalSgdBitsOpt,
+    LocalSgdFragmentsOpt,
+    LocalSgdHOpt,
+    LocalSgdOverlapOpt,
+    LocalSgdReplicaOpt,
+    local_sgd_configs,
+)
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import TopologiesOpt
 from rtmodel_cli.plot_common import OutOpt, PerGpuOpt, check_topology, merged, preset_kw, render
@@ -98,12 +107,21 @@ def speedup(
     gpus: GpusOpt = "8:1024",
     topology: TopologiesOpt = None,
     batch_per_gpu: PerGpuOpt = None,
+    local_sgd_h: LocalSgdHOpt = None,
+    local_sgd_overlap: LocalSgdOverlapOpt = None,
+    local_sgd_fragments: LocalSgdFragmentsOpt = None,
+    local_sgd_bits: LocalSgdBitsOpt = None,
+    local_sgd_replica: LocalSgdReplicaOpt = None,
     *,
     inputs: ModelInputs,
 ):
-    """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays."""
+    """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays.
+    A --local-sgd-* option adds local SGD's line (none without one)."""
     import rtmodel_plots as plots
 
+    given = dict(zip(LOCAL_SGD_KEYS, (local_sgd_h, local_sgd_overlap, local_sgd_fragments, local_sgd_bits,
+                                      local_sgd_replica), strict=True))  # fmt: skip
+    local_sgd = local_sgd_configs(given) if any(v is not None for v in given.values()) else []
     gl = parse_gpus(gpus)
     o, taken = merged(inputs)
     networks, clusters = _as_list(o.network), _as_list(o.cluster)
@@ -121,6 +139,7 @@ def speedup(
                 _as_list(o.model) or "transformer-base",  # after preset_kw: your model's name
                 clusters=clusters or None,
                 topologies=topology,
+                local_sgd=local_sgd,
                 **kw,
             ),
             out,

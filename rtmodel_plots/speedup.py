@@ -26,6 +26,7 @@ def speedup_vs_gpus(
     topologies: Sequence[str] | None = None,
     margin: float = MARGIN,
     data: dict | None = None,
+    local_sgd: Sequence | None = None,
     **preset_kw,
 ):
     """Speedup over All-Reduce vs number of GPUs, one line per topology; one panel per (model, network/cluster).
@@ -33,7 +34,8 @@ def speedup_vs_gpus(
     Rows are models, columns are networks (or named clusters, if given). A dashed line marks 1.0
     (All-Reduce); a dotted vertical line marks where decentralization starts to pay (best topology
     >= 1 + margin from there on). Pass a dict as `data` to get the swept DataFrames back, keyed by
-    (model, network-or-cluster). preset_kw: gpu, gpus_per_node, intra, batch_per_gpu, global_batch, ...
+    (model, network-or-cluster). `local_sgd`: local-SGD configurations (runtime_model.local_sgd.LocalSgd)
+    drawn beside the topologies, in black dash-dot (another training algorithm: never the pays mark). preset_kw: gpu, gpus_per_node, intra, batch_per_gpu, global_batch, ...
     """
     gpus_list = sorted(set(int(g) for g in gpus_list))
     if not gpus_list:
@@ -50,13 +52,15 @@ def speedup_vs_gpus(
     for i, model in enumerate(models):
         for j, col in enumerate(columns):
             ax = axes[i][j]
-            df = sweep(gpus_list, model=model, topologies=topologies, **{key: col}, **preset_kw)
+            df = sweep(gpus_list, model=model, topologies=topologies, local_sgd=local_sgd, **{key: col}, **preset_kw)
             if data is not None:
                 data[(model, col)] = df
             speedups.extend(df["speedup"].dropna())
             for topo, part in df.groupby("topology", sort=False):
                 part = part.sort_values("gpus")
                 color, marker, ls = topology_style(topo)
+                if part["family"].iloc[0] == "local-sgd":
+                    color, marker, ls = "black", "*", "-."
                 hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
                 (line,) = ax.plot(part["gpus"], part["speedup"], color=color, marker=marker, ls=ls,
                                   ms=7 if hollow else 4.5, mfc="none" if hollow else color, lw=1.6, label=topo)
@@ -74,7 +78,7 @@ def speedup_vs_gpus(
     handles = list(seen.values()) + [_dashed_handle()]
     fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center",
                ncol=min(len(handles), 4), fontsize=9, frameon=False)
-    fig.suptitle(_speedup_title(preset_kw), fontsize=11)
+    fig.suptitle(_speedup_title({**preset_kw, "local_sgd": local_sgd}), fontsize=11)
     return fig
 
 
@@ -105,7 +109,8 @@ def _speedup_title(preset_kw: dict) -> str:
         extra.append(f"fixed global batch {preset_kw['global_batch']:g}")
     else:
         extra.append("each model's fixed default global batch")
-    return f"Predicted per-iteration speedup of gossip topologies over All-Reduce\n({'; '.join(extra)})"
+    what = "gossip topologies" + (" and local SGD" if preset_kw.get("local_sgd") else "")
+    return f"Predicted per-iteration speedup of {what} over All-Reduce\n({'; '.join(extra)})"
 
 
 def _mark_pays(ax, df: pd.DataFrame, margin: float) -> None:

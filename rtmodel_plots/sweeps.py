@@ -17,6 +17,7 @@ import pandas as pd
 
 from rtmodel_plots.errors import PlotError
 from runtime_model.defaults import MARGIN
+from runtime_model.local_sgd import LocalSgd
 from runtime_model.scenario import Scenario
 
 
@@ -95,12 +96,14 @@ def sweep(
     cluster: str | None = None,
     topologies: Sequence[str] | None = None,
     transform: Callable[[Scenario], Scenario] | None = None,
+    local_sgd: Sequence[LocalSgd] | None = None,
     **preset_kw,
 ) -> pd.DataFrame:
     """Advise at every n; one row per (gpus, topology), times in ms, NaN where a topology does not fit.
 
-    Columns: gpus, topology, applicable, reason, allreduce_ms, topology_ms, speedup, overlap_ms,
-    links_ms, variance_ms, uneven_ms, saved_ms (= the factors' sum = allreduce_ms - topology_ms).
+    Columns: gpus, topology, family ("gossip", or "local-sgd" for each `local_sgd` configuration), applicable,
+    reason, allreduce_ms, topology_ms, speedup, overlap_ms, links_ms, variance_ms, uneven_ms, saved_ms (= the
+    factors' sum = allreduce_ms - topology_ms; NaN for local SGD, which has no factors).
     `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
     """
     from runtime_model.advisor import advise_many
@@ -111,9 +114,8 @@ def sweep(
         scenarios = [transform(sc) for sc in scenarios]
     rows = []
     # one pass over n: the recurrences that share draws run together (advisor.advise_many)
-    for n, adv in zip(
-        ns, advise_many(scenarios, topologies=list(topologies) if topologies else None), strict=True
-    ):
+    advices = advise_many(scenarios, topologies=list(topologies) if topologies else None, local_sgd=local_sgd)
+    for n, adv in zip(ns, advices, strict=True):
         ar_ms = adv.allreduce.mean_s * 1e3
         for r in adv.rows:
             f = r.prediction.factors if r.applicable else None
@@ -121,6 +123,7 @@ def sweep(
                 {
                     "gpus": n,
                     "topology": r.topology,
+                    "family": "gossip",
                     "applicable": r.applicable,
                     "reason": r.reason,
                     "allreduce_ms": ar_ms,
@@ -133,14 +136,34 @@ def sweep(
                     "saved_ms": f.total_s * 1e3 if f else math.nan,
                 }
             )
+        rows.extend(_local_sgd_row(n, ar_ms, r) for r in adv.local_sgd)
     if not rows:
         raise PlotError("no GPU counts to sweep")
     return pd.DataFrame(rows)
 
 
+def _local_sgd_row(n: int, allreduce_ms: float, row) -> dict:
+    """A local-SGD configuration's sweep row (families.LocalSgdRow): no factors, no reason."""
+    nan = math.nan
+    return {
+        "gpus": n,
+        "topology": row.prediction.name,
+        "family": "local-sgd",
+        "applicable": True,
+        "reason": None,
+        "allreduce_ms": allreduce_ms,
+        "topology_ms": row.prediction.mean_s * 1e3,
+        "speedup": row.speedup,
+        **dict.fromkeys(("overlap_ms", "links_ms", "variance_ms", "uneven_ms", "saved_ms"), nan),
+    }
+
+
 def best_per_gpus(df: pd.DataFrame) -> pd.DataFrame:
-    """Per n, the row of the fastest applicable topology (highest speedup)."""
+    """Per n, the row of the fastest applicable gossip topology (highest speedup; local SGD, another
+    training algorithm, is drawn beside it but never marks where decentralization pays)."""
     ok = df[df["applicable"] & np.isfinite(df["speedup"])]
+    if "family" in ok:
+        ok = ok[ok["family"] == "gossip"]
     return ok.loc[ok.groupby("gpus")["speedup"].idxmax()].sort_values("gpus").reset_index(drop=True)
 
 

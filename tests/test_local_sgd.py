@@ -211,3 +211,17 @@ def test_a_scenario_files_bad_local_sgd_key_names_the_file(tmp_path):
     path.write_text('local_sgd_h = "often"\n')
     res = runner.invoke(app, ["advise", "--scenario", str(path)])
     assert res.exit_code == 2 and "local_sgd_h" in res.output
+
+
+def test_a_sweep_draws_local_sgd_beside_the_topologies_but_never_marks_it_as_paying():
+    from rtmodel_plots.sweeps import best_per_gpus, sweep
+
+    df = sweep([8, 16], network="eth-25g", topologies=["ring"], local_sgd=[LocalSgd()])
+    assert set(df["family"]) == {"gossip", "local-sgd"}
+    local = df[df["family"] == "local-sgd"]
+    assert list(local["topology"]) == ["local-sgd H=30"] * 2 and local["speedup"].gt(0).all()
+    assert set(best_per_gpus(df)["topology"]) == {"ring"}
+    res = runner.invoke(
+        app, ["plot", "speedup", "--out", "x.png", "--gpus", "8", "--local-sgd-replica", "rack"]
+    )
+    assert res.exit_code == 2 and "--local-sgd-replica" in res.output

@@ -23,7 +23,7 @@ PLOT_OWN = {"out", "gpus", "topology", "batch_per_gpu", "scenario"}
 # command -> (its own options, the file keys it takes from the file only, the inputs it takes as flags only)
 COMMANDS = {
     ("advise",): ({"verbose", "format", "scenario"}, set(), set()),
-    ("plot", "speedup"): (PLOT_OWN, {"precision", "mfu", "compute_cv"}, set()),
+    ("plot", "speedup"): (PLOT_OWN | set(LOCAL_SGD_KEYS), {"precision", "mfu", "compute_cv"}, set()),
     ("plot", "factors"): (PLOT_OWN, {"precision", "mfu", "compute_cv"}, set()),
     ("plot", "what-if"): (PLOT_OWN, {"precision", "mfu", "compute_cv"}, set()),
     ("plot", "variance"): (
