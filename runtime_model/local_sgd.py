@@ -43,7 +43,7 @@ NON_NEGATIVE_INT = Interval(0, None, integer=True)
 REPLICAS = ("node", "gpu")  # what one local-SGD replica is
 WIRE_BITS = (32, 16, 8, 4)  # bits per pseudo-gradient element on the wire
 LOCAL_SGD_SEED = 20241017  # fixed: predictions are deterministic
-DRAW_BUDGET = 4_000_000  # compute draws per prediction (n x H x periods): bounds the advisor's latency
+DRAW_BUDGET = 1_000_000  # compute draws per prediction (n x H x periods): bounds the advisor's latency
 MIN_PERIODS, MAX_PERIODS = 8, 200
 SUBSET_REPLICAS = 1024  # above the budget: period sums of this many replicas stand for all of them
 # the cadence of the published loss fits (arXiv 2503.09799) and the default of Douillard's simulator

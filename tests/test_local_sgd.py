@@ -225,3 +225,24 @@ def test_a_sweep_draws_local_sgd_beside_the_topologies_but_never_marks_it_as_pay
         app, ["plot", "speedup", "--out", "x.png", "--gpus", "8", "--local-sgd-replica", "rack"]
     )
     assert res.exit_code == 2 and "--local-sgd-replica" in res.output
+
+
+def test_every_family_reports_the_bytes_its_busiest_nic_carries_per_iteration():
+    """64 GPUs = 16 nodes x 4, one NIC each: All-Reduce's ring 2(n-1)/n of the message; the alternating
+    ring's node-boundary pairs once every two rounds, two per NIC (M); the one-peer exponential graph
+    leaves the node with all 4 ranks at distances 4..32 (16 M over 6 rounds); BlueFog's static graph
+    1 + 2 + 4 x 4 peers across nodes at once (19 M)."""
+    from runtime_model.report import advice_to_dict
+
+    sc = _scenario()
+    m = sc.buckets.message_bytes
+    doc = advice_to_dict(
+        advise(sc, topologies=["ring", "one-peer-exp", "static-exp"], local_sgd=[LocalSgd()])
+    )
+    got = {e["topology"]: e["nic_bytes_per_iteration"] for e in doc["predictions"]}
+    assert got["allreduce"] == pytest.approx(2 * 63 / 64 * m)
+    assert got["ring"] == pytest.approx(m)
+    assert got["one-peer-exp"] == pytest.approx(16 / 6 * m)
+    assert got["static-exp"] == pytest.approx(19 * m)
+    assert got["local-sgd H=30"] == pytest.approx(2 * 63 / 64 * m / 30)
+    assert all(0 < e["compute_utilization"] <= 1 for e in doc["predictions"])
