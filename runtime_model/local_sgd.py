@@ -18,7 +18,9 @@ What one period of H inner steps costs (every number from the scenario, nothing 
   charged as one inner optimizer step (an Adam step touches more state: an upper estimate);
 - Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): the parameters in `fragments` parts, each
   synchronised once per period, its all-reduce overlapping the next `overlap_steps` inner steps: a
-  fragment's exposed time is max(0, all-reduce - overlap_steps x inner step). The NICs are never
+  fragment's exposed time is max(0, all-reduce - overlap_steps x inner step); `backward_overlap` adds
+  the synchronising step's backward to that window (the pseudo-gradient's buckets leave as the backward
+  makes them, Douillard's simulators' assumption; the runs of OpenDiLoCo and INTELLECT-1 block). The NICs are never
   oversubscribed: overlap_steps x fragments < H, so the fragments' all-reduces plus the inner steps no
   all-reduce covers fit in the period as charged.
 
@@ -60,6 +62,9 @@ class LocalSgd:
     fragments: int = 1  # parts synchronised separately, each once per period (Streaming DiLoCo's P)
     bits: int | None = None  # bits per element on the wire; None: the gradient's own dtype
     replica: str = "node"  # "node": DDP inside each node; "gpu": every GPU its own replica
+    # the synchronising step's backward covers the all-reduce too (its buckets leave as the backward makes
+    # them), as Douillard's simulators assume for every method; OpenDiLoCo and INTELLECT-1 block (False)
+    backward_overlap: bool = False
 
     def __post_init__(self):  # each input named as the option that sets it (--local-sgd-h, ...)
         AT_LEAST_ONE.check("local_sgd_h", self.inner_steps)
@@ -94,6 +99,7 @@ class LocalSgd:
         if self.overlap_steps:
             text += f" overlap={self.overlap_steps}"
         text += WIRE_NAMES[self.bits]
+        text += " bwd-overlap" if self.backward_overlap else ""
         return text + (" per-gpu" if self.replica == "gpu" else "")
 
     def replicas(self, shape: ClusterShape) -> int:
@@ -168,9 +174,10 @@ def period_compute_s(scenario: Scenario, opts: LocalSgd, seed: int = LOCAL_SGD_S
     return EmpiricalCompute(tuple(sums.ravel())).expected_max(replicas), h * mean_step
 
 
-def outer_exposed_s(fragment_s: float, opts: LocalSgd, inner_step_s: float) -> float:
+def outer_exposed_s(fragment_s: float, opts: LocalSgd, inner_step_s: float, backward_s: float) -> float:
     """Per period: what the fragments' all-reduces add beyond the inner steps (module doc)."""
-    return opts.fragments * max(0.0, fragment_s - opts.overlap_steps * inner_step_s)
+    window_s = opts.overlap_steps * inner_step_s + (backward_s if opts.backward_overlap else 0.0)
+    return opts.fragments * max(0.0, fragment_s - window_s)
 
 
 def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPrediction:
@@ -184,7 +191,7 @@ def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPredicti
     payload = wire_bytes(scenario, opts.bits)
     fragment_s = allreduce_s(group, payload / opts.fragments, net) if shape.gpus > 1 else 0.0
     outer_comm_s = opts.fragments * fragment_s
-    exposed_s = outer_exposed_s(fragment_s, opts, inner_step_s)
+    exposed_s = outer_exposed_s(fragment_s, opts, inner_step_s, comp.backward_s)
     outer_step_s = comp.optimizer_s if shape.gpus > 1 else 0.0
     steps_s = slowest_s + h * fixed_step_s
     period_s = steps_s + exposed_s + outer_step_s

@@ -72,7 +72,13 @@ def test_options_off_without_h_and_checked_with_it():
 
 @pytest.mark.parametrize(
     "iterations, warmup, h, expected",
-    [(20, 5, 4, (8, 20)), (20, 5, 8, (8, 24)), (3, 2, 100, (100, 100)), (40, 4, 4, (4, 40)), (1, 9, 1, (9, 1))],
+    [
+        (20, 5, 4, (8, 20)),
+        (20, 5, 8, (8, 24)),
+        (3, 2, 100, (100, 100)),
+        (40, 4, 4, (4, 40)),
+        (1, 9, 1, (9, 1)),
+    ],
 )
 def test_counts_are_whole_periods_at_least_asked(iterations, warmup, h, expected):
     warm, timed = local_sgd_counts(iterations, warmup, h)
@@ -114,8 +120,18 @@ REPORT = RankReport(1, 1, "node0", "cpu", "gloo", (0.1, 0.2), (0.09, 0.08), 0.0)
     "value",
     [
         JOB,
-        RankJob(**{**JOB.__dict__, "local_sgd": {"inner_steps": 4, "overlap_steps": 1, "fragments": 2,
-                                                 "bits": 16, "replica": "gpu"}}),
+        RankJob(
+            **{
+                **JOB.__dict__,
+                "local_sgd": {
+                    "inner_steps": 4,
+                    "overlap_steps": 1,
+                    "fragments": 2,
+                    "bits": 16,
+                    "replica": "gpu",
+                },
+            }
+        ),
         REPORT,
         RankReport(**{**REPORT.__dict__, "local_sgd_s": (0.05, 0.06, 0.07, 0.3)}),
     ],

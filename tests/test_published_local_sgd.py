@@ -18,7 +18,6 @@ from validation.published_local_sgd import (
     TableRow,
     all_checks,
     model_cu,
-    rule_cu,
     streaming_table4,
     summary,
 )
@@ -50,22 +49,26 @@ def test_fp4_and_overlap_need_less_bandwidth():
     assert model_cu(fp4, 2.0) > model_cu(overlap, 2.0) > model_cu(plain, 2.0)
 
 
-def test_h1_local_sgd_is_costed_below_ddp():
-    """Why the Scaling-Laws 'DP & H=1' row misses: the model never overlaps an outer all-reduce with the
-    synchronising step's backward, which DDP's buckets (and the source simulator) do."""
+def test_h1_local_sgd_equals_ddp_only_when_the_backward_covers_its_all_reduce():
+    """The Scaling-Laws row 'DP & H=1': with the simulators' stated overlap (the synchronising step's
+    backward covers the outer all-reduce) H = 1 is DDP; blocking, as OpenDiLoCo and INTELLECT-1 run it,
+    it is slower."""
     dp = TableRow("t", "10B", 1e10, 0.8, Method("data-parallel", None), (1,) * 5)
-    h1 = TableRow("t", "10B", 1e10, 0.8, Method("diloco H=1", LocalSgd(1, replica="gpu")), (1,) * 5)
-    assert model_cu(h1, 104.8) < model_cu(dp, 104.8)
-    assert rule_cu(h1, 104.8) == pytest.approx(model_cu(dp, 104.8), abs=0.1)
+    overlapped = LocalSgd(1, **pls.SIMULATED)
+    h1 = TableRow("t", "10B", 1e10, 0.8, Method("diloco H=1", overlapped), (1,) * 5)
+    blocking = TableRow("t", "10B", 1e10, 0.8, Method("blocking H=1", LocalSgd(1, replica="gpu")), (1,) * 5)
+    assert model_cu(h1, 104.8) == pytest.approx(model_cu(dp, 104.8), abs=0.5)
+    assert model_cu(blocking, 104.8) < model_cu(dp, 104.8) - 5
 
 
-def test_the_rule_diagnostic_reproduces_the_source_simulators_numbers():
-    """Douillard's public simulator (10B, 1 s, M = 2), run by the source notes: DiLoCo H=30 reaches 50 %
-    at 5.2 Gbit/s, Streaming (P=16, tau=1) 99 % at 5.8 Gbit/s (bisection tolerance 0.5 points)."""
-    diloco = TableRow("t", "10B", 1e10, 1.0, Method("d", LocalSgd(30, replica="gpu")), (1,) * 5)
-    stream = TableRow("t", "10B", 1e10, 1.0, Method("s", LocalSgd(100, 1, 16, replica="gpu")), (1,) * 5)
-    assert rule_cu(diloco, 5.2) == pytest.approx(50.0, abs=0.5)
-    assert rule_cu(stream, 5.8) == pytest.approx(99.0, abs=0.5)
+def test_the_model_reproduces_the_public_simulators_outputs():
+    """Douillard's public simulator (arthurdouillard.com/diloco; 10B, 1 s, M = 2), run unchanged: DiLoCo
+    H=30 reaches 50 % at 5.2 Gbit/s, Streaming (P=16, tau=1) 99 % at 5.8 Gbit/s (bisection tolerance 0.5
+    points); the model, with the simulator's stated overlap, within a point of both."""
+    diloco = TableRow("t", "10B", 1e10, 1.0, Method("d", LocalSgd(30, **pls.SIMULATED)), (1,) * 5)
+    stream = TableRow("t", "10B", 1e10, 1.0, Method("s", LocalSgd(100, 1, 16, **pls.SIMULATED)), (1,) * 5)
+    assert model_cu(diloco, 5.2) == pytest.approx(50.0, abs=1.0)
+    assert model_cu(stream, 5.8) == pytest.approx(99.0, abs=1.0)
 
 
 def test_every_table_cell_is_checked_against_its_stated_target():
@@ -111,17 +114,16 @@ def test_summary_is_the_mean_and_max_over_scored_rows():
 
 
 def test_criterion_as_the_module_reports_it():
-    """The issue's criterion (every scored row within 10 points) is what the summary says; the rows that
-    hold whatever the streaming variants do: Data-Parallel and vanilla DiLoCo of Table 4."""
+    """The issue's criterion (every scored row within 10 points) is what the summary says; every row of
+    Table 4 holds it (the two rows beyond it are Table 6's CU95 at 222.3 Gbit/s, where Table 4 states
+    268.3 for the same setting)."""
     s = summary()
     assert s.criterion_met == (s.max_abs_points <= CRITERION_POINTS)
     assert s.criterion_met == (s.within == s.rows)
-    held = [
-        c
-        for c in all_checks()
-        if c.source == pls.STREAMING and c.case.split()[1] in ("data-parallel", "diloco")
-    ]
-    assert len(held) == 30 and all(abs(c.error_points) <= CRITERION_POINTS for c in held)
+    held = [c for c in all_checks() if c.source == pls.STREAMING]
+    assert len(held) == 75 and all(abs(c.error_points) <= CRITERION_POINTS for c in held)
+    missed = [c.case for c in all_checks() if c.scored and abs(c.error_points) > CRITERION_POINTS]
+    assert all("CU95 @222.3" in case for case in missed)
 
 
 def test_the_two_sources_disagree_on_the_same_setting():

@@ -99,8 +99,24 @@ def register(app: typer.Typer) -> None:
         timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up on the job after this long "
                                                  "(seconds, at most 7 days).")] = 600.0,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines on stderr.")] = False,
+        local_sgd_h: Annotated[int | None, typer.Option("--local-sgd-h", help="Also train with local SGD "
+                                                        "(DiLoCo): an outer all-reduce every H inner steps (off "
+                                                        "when not given).")] = None,
+        local_sgd_overlap: Annotated[int | None, typer.Option("--local-sgd-overlap", help="Inner steps an outer "
+                                                              "all-reduce runs behind (Streaming DiLoCo's tau; "
+                                                              "default 0).")] = None,
+        local_sgd_fragments: Annotated[int | None, typer.Option("--local-sgd-fragments", help="Parts of the "
+                                                                "model synchronised at staggered steps "
+                                                                "(Streaming DiLoCo; default 1).")] = None,
+        local_sgd_bits: Annotated[int | None, typer.Option("--local-sgd-bits", help="Bits per pseudo-gradient "
+                                                           "element on the wire: 32 or 16 (default: the "
+                                                           "gradient's dtype).")] = None,
+        local_sgd_replica: Annotated[str | None, typer.Option("--local-sgd-replica", help="node: DDP inside "
+                                                              "each node, one replica per node (default); gpu: "
+                                                              "every rank its own replica.")] = None,
     ) -> None:
-        """Train with DDP and with Decent-DP, measure per-iteration time, and compare with the model."""
+        """Train with DDP and with Decent-DP (and local SGD with --local-sgd-h), measure per-iteration time,
+        and compare with the model."""
         from validation.errors import ValidationError
 
         if fmt not in FORMATS:
@@ -111,6 +127,10 @@ def register(app: typer.Typer) -> None:
         from rtmodel_util.processes import launch_env
 
         launch_env()  # first: a bad RANK must not decide who says an error or checks --results
+        from validation.local_sgd import local_sgd_options
+
+        local_sgd = local_sgd_options(local_sgd_h, local_sgd_overlap, local_sgd_fragments, local_sgd_bits,
+                                      local_sgd_replica)
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
         from rtmodel_harness.model_choice import parse_model_args
@@ -121,6 +141,7 @@ def register(app: typer.Typer) -> None:
             profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
             model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s, progress=not quiet,
+            local_sgd=local_sgd,
         )
         if result is not None:  # None: a rank other than 0 of a torchrun job
             show_and_record(result, fmt, path, is_default)
@@ -157,5 +178,20 @@ def show_and_record(result, fmt: str, path: Path, is_default: bool) -> None:
 
         console = Console()
         render_result(result, console)
+        render_local_sgd(result, console)
         record(result, path, is_default)
         console.print(f"appended to {path}", highlight=False, soft_wrap=True)  # a path to copy: unwrapped
+
+
+def render_local_sgd(result, console) -> None:
+    """The local-SGD run beside the table of DDP and Decent-DP (same error definition); nothing without it."""
+    c, run = result.local_sgd, result.local_sgd_run
+    if c is None:
+        return
+    replica = "DDP inside each node" if run["options"]["replica"] == "node" else "every rank its own replica"
+    console.print(
+        f"{c.name} ({replica}): predicted {c.predicted_mean_s * 1e3:.2f} ms, measured "
+        f"{c.measured.mean_s * 1e3:.2f} ms per inner step, error {c.error:+.1%} ({run['iterations']} timed "
+        f"inner steps after {run['warmup']} warm-up: whole periods of H={run['options']['inner_steps']})",
+        highlight=False,
+    )

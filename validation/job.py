@@ -9,21 +9,24 @@ have every field fails at once, naming the field.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from validation.errors import ValidationError
 
 
 def _fields_of(cls, doc: Any, what: str) -> dict:
-    """The document's values for every field of `cls`; ValidationError naming what is missing."""
+    """The document's values for every field of `cls`; ValidationError naming what is missing.
+
+    A field with a default (one added later, e.g. local SGD's) may be absent: a document written before
+    it existed still loads, with the default."""
     if not isinstance(doc, dict):
         raise ValidationError(f"{what} must be a JSON object, got {type(doc).__name__}")
-    names = [f.name for f in fields(cls)]
-    missing = [n for n in names if n not in doc]
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [n for n in required if n not in doc]
     if missing:
         raise ValidationError(f"{what} lacks {', '.join(missing)}")
-    return {n: doc[n] for n in names}
+    return {f.name: doc[f.name] for f in fields(cls) if f.name in doc}
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class RankJob:
     iterations: int
     warmup: int
     timeout_s: float
+    local_sgd: dict | None = None  # runtime_model.local_sgd.LocalSgd's fields; None: no local-SGD run
 
     def to_json(self) -> dict:
         return {**asdict(self), "workload": self.workload.to_json()}
@@ -68,7 +72,7 @@ class RankJob:
 
 @dataclass(frozen=True)
 class RankReport:
-    """One rank's measurements: per-iteration times of both trainings and its distance to consensus."""
+    """One rank's measurements: per-iteration times of each training and its distance to consensus."""
 
     rank: int
     local_rank: int
@@ -78,18 +82,17 @@ class RankReport:
     allreduce_s: tuple[float, ...]
     decentralized_s: tuple[float, ...]
     distance_to_consensus: float
+    local_sgd_s: tuple[float, ...] = ()  # per inner step of the local-SGD run; empty when it did not run
 
     def to_json(self) -> dict:
-        return {**asdict(self), "allreduce_s": list(self.allreduce_s), "decentralized_s": list(self.decentralized_s)}
+        times = {k: list(getattr(self, k)) for k in TIMES}
+        return {**asdict(self), **times}
 
     @classmethod
     def from_json(cls, doc: Any) -> RankReport:
         values = _fields_of(cls, doc, "a rank report")
-        return cls(
-            **{
-                **values,
-                "allreduce_s": tuple(float(t) for t in values["allreduce_s"]),
-                "decentralized_s": tuple(float(t) for t in values["decentralized_s"]),
-                "distance_to_consensus": float(values["distance_to_consensus"]),
-            }
-        )
+        times = {k: tuple(float(t) for t in values[k]) for k in TIMES if k in values}
+        return cls(**{**values, **times, "distance_to_consensus": float(values["distance_to_consensus"])})
+
+
+TIMES = ("allreduce_s", "decentralized_s", "local_sgd_s")  # a report's per-iteration times

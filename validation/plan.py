@@ -18,6 +18,7 @@ from validation.job import RankJob, RunWorkload
 if TYPE_CHECKING:
     from calibration.profile import Profile
     from runtime_model.iteration import IterationPrediction
+    from runtime_model.local_sgd import LocalSgd, LocalSgdPrediction
     from runtime_model.scenario import ClusterShape
 
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
@@ -47,6 +48,7 @@ class PlanPredictions:
 
     allreduce: IterationPrediction  # PyTorch DDP
     topology: IterationPrediction  # Decent-DP on Plan.topology
+    local_sgd: LocalSgdPrediction | None = None  # with local-SGD options: per inner step
 
 
 @dataclass
@@ -66,6 +68,9 @@ class Plan:
     advisor: dict | None = None  # recommendation, verdict, too_close_to_call (with --recommended)
     notes: list[str] = field(default_factory=list)
     profile_info: dict = field(default_factory=dict)
+    local_sgd: dict | None = None  # LocalSgd's fields; None: no local-SGD run
+    local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
+    local_sgd_iterations: int = 0
 
     def rank_job(self, timeout_s: float) -> RankJob:
         """The part the ranks need."""
@@ -79,6 +84,7 @@ class Plan:
             iterations=self.iterations,
             warmup=self.warmup,
             timeout_s=timeout_s,
+            local_sgd=self.local_sgd,
         )
 
     def to_dict(self) -> dict:
@@ -237,9 +243,10 @@ def make_plan(
     warmup: int,
     model: str | None = None,
     model_args: dict | None = None,
+    local_sgd: LocalSgd | None = None,
 ) -> Plan:
-    """Check everything, calibrate the profile (loaded once by the caller), and predict both runs for the
-    run's exact shape."""
+    """Check everything, calibrate the profile (loaded once by the caller), and predict every run for the
+    run's exact shape (local SGD too when `local_sgd` is given)."""
     from calibration.profiled import scenario_from_profile
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topologies import TOPOLOGIES
@@ -260,7 +267,9 @@ def make_plan(
             f"{name} + {MIN_WARMUP}): each gossip group's first collective sets up its communicator, untimed"
         )
     dd_name = TOPOLOGIES[name].decent_dp_name
-    predicted = PlanPredictions(allreduce_prediction(scenario), gossip_prediction(scenario, schedule))
+    predicted = PlanPredictions(
+        allreduce_prediction(scenario), gossip_prediction(scenario, schedule), _predict_local_sgd(scenario, local_sgd)
+    )
     info = {
         "backend": profile.backend,
         "device": profile.device,
@@ -282,4 +291,26 @@ def make_plan(
         advisor=advisor,
         notes=notes,
         profile_info=info,
+        **_local_sgd_plan(local_sgd, iterations, run_warmup),
     )
+
+
+def _predict_local_sgd(scenario, opts: LocalSgd | None) -> LocalSgdPrediction | None:
+    """The same scenario as DDP's and Decent-DP's predictions, so the three are comparable."""
+    if opts is None:
+        return None
+    from runtime_model.local_sgd import local_sgd_prediction
+    from validation.local_sgd import check_runnable
+
+    check_runnable(opts)
+    return local_sgd_prediction(scenario, opts)
+
+
+def _local_sgd_plan(opts: LocalSgd | None, iterations: int, warmup: int) -> dict:
+    """The plan's local-SGD fields: the options and whole periods of H (validation.local_sgd)."""
+    if opts is None:
+        return {}
+    from validation.local_sgd import local_sgd_counts, options_dict
+
+    run_warmup, run_iterations = local_sgd_counts(iterations, warmup, opts.inner_steps)
+    return {"local_sgd": options_dict(opts), "local_sgd_warmup": run_warmup, "local_sgd_iterations": run_iterations}

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: importing this module (validate's --help)
 DEFAULT_RESULTS_DOC = "$XDG_DATA_HOME/rtmodel/validations.jsonl (XDG_DATA_HOME defaults to ~/.local/share)"
 RECORD_KIND = "rtmodel-validation"
 RECORD_VERSION = 1
+LOCAL_SGD_KEYS = ("local_sgd", "local_sgd_run")  # in a record only when the validation ran local SGD
 
 
 @dataclass
@@ -57,12 +58,17 @@ class ValidationResult:
     advisor: dict | None = None
     notes: list[str] = field(default_factory=list)
     times_s: dict[str, list[list[float]]] = field(default_factory=dict)  # run -> per rank -> per iteration
+    local_sgd: Comparison | None = None  # local SGD (validate --local-sgd-h), per inner step; None: not run
+    local_sgd_run: dict | None = None  # its options, warm-up and timed inner steps, the prediction's parts
 
     def to_record(self) -> dict:
         """The JSONL line: everything but the per-iteration times."""
         d = asdict(self)
         d.pop("times_s")
         d.pop("shape")
+        for key in LOCAL_SGD_KEYS:  # a validation without local SGD writes the record it always did
+            if d[key] is None:
+                d.pop(key)
         s = self.shape  # the file's own names (record version 1), which existing files use
         shape = {"world_size": s.gpus, "ranks_per_node": s.gpus_per_node, "nodes": s.nodes}
         return {"kind": RECORD_KIND, "version": RECORD_VERSION, "shape": shape, **d}
@@ -217,7 +223,8 @@ class ParityPoint:
 def read_parity_points(path: str | Path) -> list[ParityPoint]:
     """Every predicted/measured pair of a results file, for parity plots.
 
-    Reads the records `rtmodel validate` appends (two points each: "allreduce" and "decentralized")
+    Reads the records `rtmodel validate` appends (two points each: "allreduce" and "decentralized"; a
+    third, local SGD, when it ran)
     and a flat form for results from elsewhere, one object per line:
         {"method": "one-peer-exp", "predicted_mean_s": 0.051, "measured_mean_s": 0.049,
          "label": "16 GPUs", "source": "measured"}
@@ -257,11 +264,20 @@ def _points_from_record(rec: dict) -> list[ParityPoint]:
     if pair is not None:  # the flat form
         return [ParityPoint(label, str(rec.get("method") or rec.get("topology") or "run"), *pair, source)]
     out = []
-    for key, name in (("allreduce", "allreduce"), ("decentralized", rec.get("topology"))):
+    for key, name in _runs(rec):
         run = rec.get(key)
         if isinstance(run, dict) and (pair := _pair_ms(run)) is not None:
             out.append(ParityPoint(label, str(run.get("name") or name or key), *pair, source))
     return out
+
+
+def _runs(rec: dict, unnamed: str | None = None) -> list[tuple[str, str | None]]:
+    """(record key, run name) of each timed run a record holds: DDP, Decent-DP, local SGD when it ran."""
+    runs = [("allreduce", "allreduce"), ("decentralized", rec.get("topology", unnamed))]
+    local = rec.get("local_sgd")
+    if isinstance(local, dict):
+        runs.append(("local_sgd", str(local.get("name") or "local-sgd")))
+    return runs
 
 
 def _record_label(rec: dict) -> str:
@@ -275,7 +291,7 @@ def _record_label(rec: dict) -> str:
 
 def summarise_results(path: str | Path | None = None) -> ResultsSummary:
     """Mean / max |error| over all records of `path` (default: default_results_path()), overall and per
-    run (allreduce, each topology)."""
+    run (allreduce, each topology, each local-SGD configuration)."""
     path = default_results_path() if path is None else path
     records, skipped = read_records(path)
     if not records:
@@ -285,7 +301,7 @@ def summarise_results(path: str | Path | None = None) -> ResultsSummary:
     held = 0
     shapes = set()
     for rec in records:
-        for key, name in (("allreduce", "allreduce"), ("decentralized", rec.get("topology", "?"))):
+        for key, name in _runs(rec, "?"):
             err = (rec.get(key) or {}).get("error")
             if isinstance(err, int | float) and math.isfinite(err):
                 errors.append(float(err))

@@ -1,4 +1,5 @@
-"""One rank of a validation job: train with PyTorch DDP, then with Decent-DP, timing every iteration.
+"""One rank of a validation job: train with PyTorch DDP, then with Decent-DP (then, when the job asks,
+with local SGD), timing every iteration.
 
 Both runs build the workload afresh (same seed: same initial weights, same per-step batches and jitter,
 so both see identical compute) and use Adam. What one iteration is:
@@ -9,10 +10,14 @@ Batches are made before the clock starts. On GPU the clock is torch.cuda.synchro
 Warm-up iterations are not timed: Decent-DP builds its buckets in the forward of its 2nd iteration,
 DDP rebuilds its buckets after the 1st, and NCCL sets up a group's communicator in its first collective
 (plan.effective_warmup: one gossip period + 2). Rank 0 gathers every rank's times.
+Local SGD (rtmodel_harness.local_sgd) times every inner step the same way, the step that launches or
+waits for an outer all-reduce included; warm-up and timed steps are whole periods of H
+(validation.local_sgd.local_sgd_counts), so the mean holds each outer sync as often as the model's.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import sys
@@ -122,8 +127,41 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     return times, float(d2c)
 
 
+def run_local_sgd(job: RankJob, device: torch.device) -> list[float]:
+    """Per-inner-step times of local SGD with job.local_sgd (module doc of rtmodel_harness.local_sgd)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from rtmodel_harness.local_sgd import OuterSync, node_group
+    from rtmodel_harness.workloads import build_workload
+    from runtime_model.local_sgd import LocalSgd
+    from validation.local_sgd import local_sgd_counts
+
+    opts = LocalSgd(**job.local_sgd)
+    wl_job = job.workload
+    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
+    model = wl.model
+    if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
+        ids = [device.index] if device.type == "cuda" else None
+        model = DistributedDataParallel(wl.model, device_ids=ids, process_group=node_group(job.ranks_per_node),
+                                        bucket_cap_mb=_ddp_bucket_cap(wl_job.bucket_cap_mb))
+    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3)
+    outer = OuterSync(wl.model.parameters(), opts.inner_steps, opts.overlap_steps, opts.fragments, opts.bits)
+    steps = itertools.count()
+
+    def step(batch):
+        wl.loss(model, batch).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        outer.after_step(next(steps))
+
+    warmup, iterations = local_sgd_counts(job.iterations, job.warmup, opts.inner_steps)
+    times = timed_loop(step, wl, warmup, iterations, device)
+    outer.finish()
+    return times
+
+
 def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
-    """Run both trainings on this rank; rank 0 returns every rank's report, the others None.
+    """Run every training on this rank; rank 0 returns every rank's report, the others None.
 
     `on_phase(line)`, if given, is called as each phase starts (pass it on rank 0 only: progress)."""
     created = init_distributed(job.timeout_s)
@@ -138,6 +176,13 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         ar_times = run_allreduce(job, device)
         note(f"Decent-DP run ({job.decent_dp_topology}): {counts}")
         dd_times, d2c = run_decentdp(job, device)
+        ls_times = []
+        if job.local_sgd is not None:
+            from validation.local_sgd import local_sgd_counts
+
+            warm, timed = local_sgd_counts(job.iterations, job.warmup, job.local_sgd["inner_steps"])
+            note(f"local-SGD run: {warm} warm-up + {timed} timed inner steps on {world} ranks ({device.type})")
+            ls_times = run_local_sgd(job, device)
         report = RankReport(
             rank=rank,
             local_rank=int(os.environ.get("LOCAL_RANK", rank)),
@@ -147,6 +192,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
             allreduce_s=tuple(ar_times),
             decentralized_s=tuple(dd_times),
             distance_to_consensus=float(d2c),
+            local_sgd_s=tuple(ls_times),
         )
         gathered: list = [None] * world
         dist.all_gather_object(gathered, report)

@@ -42,6 +42,7 @@ from validation.results import ValidationResult, append_record
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
+    from runtime_model.local_sgd import LocalSgd
     from runtime_model.scenario import ClusterShape
 
 RANKS_NEEDED = ("torch", "decent_dp")  # what the ranks import: checked before any of them starts
@@ -95,6 +96,8 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
     dd_times = [list(r.decentralized_s) for r in reports]
     ar = compare("allreduce", plan.predicted.allreduce, measure(ar_times))
     dd = compare(plan.topology, plan.predicted.topology, measure(dd_times))
+    times = {"allreduce": ar_times, "decentralized": dd_times}
+    local = _local_sgd_result(plan, reports, times)
     d2c = [r.distance_to_consensus for r in reports]
     notes = list(plan.notes)
     hosts = [r.host for r in reports]
@@ -126,8 +129,26 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
         backend=reports[0].backend,
         advisor=plan.advisor,
         notes=notes,
-        times_s={"allreduce": ar_times, "decentralized": dd_times},
+        times_s=times,
+        **local,
     )
+
+
+def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dict:
+    """The result's local-SGD fields (none when the plan has no local-SGD run); adds its times to `times`."""
+    if plan.local_sgd is None:
+        return {}
+    from validation.local_sgd import compare_local_sgd, prediction_breakdown
+
+    ls_times = [list(r.local_sgd_s) for r in reports]
+    times["local_sgd"] = ls_times
+    run = {
+        "options": plan.local_sgd,
+        "warmup": plan.local_sgd_warmup,
+        "iterations": plan.local_sgd_iterations,
+        "predicted": prediction_breakdown(plan.predicted.local_sgd),
+    }
+    return {"local_sgd": compare_local_sgd(plan.predicted.local_sgd, measure(ls_times)), "local_sgd_run": run}
 
 
 def _now() -> str:
@@ -147,6 +168,7 @@ def run_validation(
     results_path: str | Path | None = None,
     timeout_s: float = 600.0,
     progress: bool = False,
+    local_sgd: LocalSgd | None = None,
 ) -> ValidationResult | None:
     """Train with DDP and with Decent-DP on `topology` (or the advisor's pick) and compare with the model.
 
@@ -154,7 +176,8 @@ def run_validation(
     written; `rtmodel validate` shows the result first and then appends it to its --results file,
     validation.results.default_results_path() unless given). Its directory must exist. Inside a
     torchrun job ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
-    `progress`: one line per phase on stderr (rank 0 under torchrun).
+    `progress`: one line per phase on stderr (rank 0 under torchrun). `local_sgd` (checked options,
+    validation.local_sgd.local_sgd_options): a third run, local SGD, timed and predicted the same way.
     """
     check_timeout_s(timeout_s, "--timeout-s", ValidationError)
     if nproc_per_node is not None:
@@ -167,17 +190,18 @@ def run_validation(
         check_output_path(results_path, "--results", inputs={"--profile": profile_path})  # before the run
     if in_launched_rank():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
-                                model_args, results_path, timeout_s, progress)
+                                model_args, results_path, timeout_s, progress, local_sgd)
     from calibration.profile_io import load_profile
 
     profile = load_profile(profile_path)  # once per run: the shape's defaults and the plan both use it
     shape = _local_shape(profile, nproc_per_node, ranks_per_node)
-    plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args)
+    plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args, local_sgd)
     require_modules(*RANKS_NEEDED, error=ValidationError)
     say = _printer(progress)
     if say:
         say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
-            f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each")
+            f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each"
+            + (f"; then {plan.predicted.local_sgd.name}" if local_sgd is not None else ""))
     timestamp = _now()
     return _compare_and_record(plan, _run_local(plan, shape.gpus, timeout_s, say), timestamp, results_path, say)
 
@@ -210,7 +234,7 @@ def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[RankReport
 
 
 def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model, model_args,
-                     results_path, timeout_s, progress=False) -> ValidationResult | None:
+                     results_path, timeout_s, progress=False, local_sgd=None) -> ValidationResult | None:
     env = check_launch_env()  # before the rendezvous: a RANK >= WORLD_SIZE would wait out the whole timeout
     require_modules(*RANKS_NEEDED, error=ValidationError)
     import torch.distributed as dist
@@ -227,7 +251,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
                 from calibration.profile_io import load_profile
 
                 box[0] = make_plan(load_profile(profile_path), topology, recommended, _torchrun_shape(ranks_per_node),
-                                   iterations, warmup, model, model_args)
+                                   iterations, warmup, model, model_args, local_sgd)
             except ValueError as exc:
                 box[0] = f"{exc}"
         dist.broadcast_object_list(box, src=0)
