@@ -34,6 +34,11 @@ from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
 
+LOCAL_SGD_PROVENANCE = (
+    "runtime_model/local_sgd.py on the same compute, links and all-reduce as the other rows (DiLoCo, "
+    "arXiv 2311.08105; Streaming DiLoCo, arXiv 2501.18512); its loss from Charles et al. 2025, arXiv "
+    "2503.09799 (runtime_model/local_sgd_convergence.py)"
+)
 SHOWN_FACTOR_S = 0.05e-3  # the verdict prints ms to one decimal: a smaller part would read "+0.0 ms"
 OBJECTIVES = (ITERATION, ACCURACY)
 RANKED_BY = {
@@ -262,7 +267,8 @@ def _with_local_sgd(advice: Advice, configs: list[LocalSgd]) -> Advice:
     rows = local_sgd_rows(advice.scenario, advice.allreduce.mean_s, configs)
     gossip = pick(advice.rows, advice.margin, advice.objective)
     best = family_candidates(advice.allreduce.mean_s, gossip, rows, advice.objective)
-    return replace(advice, local_sgd=rows, families=best)
+    provenance = {**advice.provenance, "local SGD": LOCAL_SGD_PROVENANCE}
+    return replace(advice, local_sgd=rows, families=best, provenance=provenance)
 
 
 def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) -> Advice:
