@@ -47,7 +47,10 @@ WIRE_BITS = (32, 16, 8, 4)  # bits per pseudo-gradient element on the wire
 LOCAL_SGD_SEED = 20241017  # fixed: predictions are deterministic
 DRAW_BUDGET = 1_000_000  # compute draws per prediction (n x H x periods): bounds the advisor's latency
 MIN_PERIODS, MAX_PERIODS = 8, 200
-SUBSET_REPLICAS = 1024  # above the budget: period sums of this many replicas stand for all of them
+# above the budget: the period sums of as many replicas as it allows (16 to 1,024) stand for all of them
+SUBSET_REPLICAS = (16, 1024)
+MAX_INNER_STEPS = 10_000  # 5x the longest cadence published (H = 2,000, arXiv 2311.08105 Fig. 4)
+INNER_STEPS = Interval(1, MAX_INNER_STEPS, integer=True)
 # the cadence of the published loss fits (arXiv 2503.09799) and the default of Douillard's simulator
 DEFAULT_INNER_STEPS = 30
 WIRE_NAMES = {None: "", 32: " fp32", 16: " fp16", 8: " int8", 4: " int4"}
@@ -67,7 +70,7 @@ class LocalSgd:
     backward_overlap: bool = False
 
     def __post_init__(self):  # each input named as the option that sets it (--local-sgd-h, ...)
-        AT_LEAST_ONE.check("local_sgd_h", self.inner_steps)
+        INNER_STEPS.check("local_sgd_h", self.inner_steps)
         NON_NEGATIVE_INT.check("local_sgd_overlap", self.overlap_steps)
         AT_LEAST_ONE.check("local_sgd_fragments", self.fragments)
         if self.bits is not None and self.bits not in WIRE_BITS:
@@ -155,12 +158,15 @@ def period_compute_s(scenario: Scenario, opts: LocalSgd, seed: int = LOCAL_SGD_S
 
     A replica's step is its GPU's draw ("gpu") or its node's slowest draw ("node", DDP waits for it).
     Within the draw budget every rank is simulated (the variation's structure as drawn for all n ranks);
-    above it, the period sums of SUBSET_REPLICAS replicas form an empirical distribution whose exact
+    above it, the period sums of a subset of replicas (SUBSET_REPLICAS) form an empirical distribution whose exact
     expected maximum over all replicas is taken (distributions.EmpiricalCompute)."""
     shape, comp, h = scenario.shape, scenario.compute, opts.inner_steps
     replicas = opts.replicas(shape)
     group = shape.gpus_per_node if opts.replica == "node" else 1
-    drawn = replicas if shape.gpus * h * MIN_PERIODS <= DRAW_BUDGET else min(replicas, SUBSET_REPLICAS)
+    drawn = replicas
+    if shape.gpus * h * MIN_PERIODS > DRAW_BUDGET:
+        allowed = DRAW_BUDGET // (group * h * MIN_PERIODS)
+        drawn = min(replicas, int(np.clip(allowed, *SUBSET_REPLICAS)))
     periods = int(np.clip(DRAW_BUDGET // max(drawn * group * h, 1), MIN_PERIODS, MAX_PERIODS))
     draw = comp.sampler(drawn * group, shape.gpus_per_node)
     rng = np.random.default_rng(seed)

@@ -123,6 +123,7 @@ def test_above_the_draw_budget_a_subset_of_replicas_stands_for_all():
     ("kw", "error", "name"),
     [
         ({"inner_steps": 0}, InvalidValue, "local_sgd_h"),
+        ({"inner_steps": 10_001}, InvalidValue, "local_sgd_h"),  # beyond what the model simulates
         ({"overlap_steps": -1}, InvalidValue, "local_sgd_overlap"),
         ({"fragments": 0}, InvalidValue, "local_sgd_fragments"),
         ({"bits": 12}, InvalidValue, "local_sgd_bits"),
@@ -186,6 +187,7 @@ def test_advise_shows_the_local_sgd_row_with_its_options():
     "args",
     [
         ("--local-sgd-h", "-1"),
+        ("--local-sgd-h", "20000"),
         ("--local-sgd-h", "x"),
         ("--local-sgd-bits", "7"),
         ("--local-sgd-replica", "rack"),
