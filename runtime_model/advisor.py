@@ -28,6 +28,7 @@ from runtime_model.families import (
     local_sgd_rows,
 )
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
+from runtime_model.link_bytes import gossip_nic_bytes
 from runtime_model.local_sgd import LocalSgd
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
@@ -61,6 +62,9 @@ class TopologyRow:
     runnable: bool = True  # can Decent-DP run it (the model can predict more than Decent-DP can run)
     convergence: ConsensusCost = EXACT_COST  # what its consensus costs in iterations (convergence.py)
     library: str = "Decent-DP"  # what runs it (exchange.py): Decent-DP, SGP, BlueFog
+    # bytes through the busiest NIC per iteration (link_bytes.py); None above symmetry.FULL_MAX_N, where
+    # the model answers on a reduced system and no full schedule is built
+    nic_bytes_per_iteration: float | None = None
 
 
 @dataclass(frozen=True)
@@ -296,11 +300,20 @@ def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) ->
                 runnable=model.decent_dp_runnable,
                 convergence=consensus_cost(scenario.shape.gpus, metrics),
                 library=model.exchange.library,
+                nic_bytes_per_iteration=_nic_bytes(scenario, model.schedule),
             )
         )
     rec = _recommend(scenario, ar, ar_sd, rows, margin, objective)
     rec = _with_equivalents(rec, ar, rows, margin)
     return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}), objective=objective)
+
+
+def _nic_bytes(scenario: Scenario, schedule) -> float | None:
+    """The busiest NIC's bytes per iteration of a schedule built rank by rank (None: reduced system)."""
+    if schedule is None:
+        return None
+    net = scenario.network
+    return gossip_nic_bytes(schedule, scenario.shape, net.nics_per_node, scenario.buckets.message_bytes)
 
 
 def _keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:

@@ -8,22 +8,19 @@ All-Reduce's loss where known), so its entry fills the shared keys and adds its 
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from runtime_model.families import FamilyBest, LocalSgdRow
-from runtime_model.link_bytes import gossip_nic_bytes
-from runtime_model.local_sgd import allreduce_nic_bytes
+from runtime_model.link_bytes import allreduce_nic_bytes
+from runtime_model.local_sgd import compute_utilization
 from runtime_model.local_sgd_convergence import MEASURED
-from runtime_model.scenario import Compute, Scenario
-from runtime_model.symmetry import FULL_MAX_N
-from runtime_model.topologies import build_schedule
+from runtime_model.scenario import Scenario
+
+if TYPE_CHECKING:
+    from runtime_model.advisor import TopologyRow
 
 ALLREDUCE, GOSSIP, LOCAL_SGD = "all-reduce", "gossip", "local-sgd"  # the entries' `family`
 LOCAL_SGD_LIBRARY = "local SGD"  # "runs on": rtmodel validate's torch.distributed loop, OpenDiLoCo, prime
-
-
-def compute_utilization(compute: Compute, mean_s: float) -> float:
-    """One GPU's forward + backward + optimizer over the iteration time (what DiLoCo's sources report)."""
-    return (compute.compute_s + compute.optimizer_s) / mean_s if mean_s > 0 else 0.0
 
 
 def allreduce_shared(scenario: Scenario, mean_s: float) -> dict:
@@ -38,18 +35,17 @@ def allreduce_shared(scenario: Scenario, mean_s: float) -> dict:
     }
 
 
-def gossip_shared(scenario: Scenario, topology: str, mean_s: float | None) -> dict:
-    """A gossip entry's shared keys; its NIC bytes where the schedule is built rank by rank (up to
-    symmetry.FULL_MAX_N GPUs; null above, where the model answers on a reduced system)."""
-    shape, net = scenario.shape, scenario.network
-    if mean_s is None:
+def gossip_shared(scenario: Scenario, row: TopologyRow) -> dict:
+    """A gossip entry's shared keys (null where the topology does not apply; NIC bytes null above
+    symmetry.FULL_MAX_N, where no full schedule is built)."""
+    if row.prediction is None:
         return {"family": GOSSIP, "compute_utilization": None, "nic_bytes_per_iteration": None}
-    nic_bytes = None
-    if shape.gpus <= FULL_MAX_N:
-        schedule = build_schedule(topology, shape)
-        nic_bytes = gossip_nic_bytes(schedule, shape, net.nics_per_node, scenario.buckets.message_bytes)
-    util = compute_utilization(scenario.decent_dp_compute, mean_s)
-    return {"family": GOSSIP, "compute_utilization": util, "nic_bytes_per_iteration": nic_bytes}
+    util = compute_utilization(scenario.decent_dp_compute, row.prediction.mean_s)
+    return {
+        "family": GOSSIP,
+        "compute_utilization": util,
+        "nic_bytes_per_iteration": row.nic_bytes_per_iteration,
+    }
 
 
 def local_sgd_entry(row: LocalSgdRow) -> dict:

@@ -1,16 +1,18 @@
-"""Bytes through the busiest NIC per iteration for a gossip schedule: the third column every family shares.
+"""Bytes through the busiest NIC per iteration: the column every family shares (All-Reduce, gossip, local SGD).
 
 Why bytes beside times: a time hides what a slower or shared network would make of it; the bytes a NIC
 must carry per iteration are what a team compares against its link (DiLoCo's sources compare families
 this way). Each group all-reduces the whole message in a ring over its ranks in rank order: a member
 sends 2(g-1)/g of the message to its successor, through its NIC when the successor is on another node
-(a pair: each sends its message). A static graph (BlueFog) sends the message to every peer.
+(a pair: each sends its message). A static graph (BlueFog) sends the message to every peer. All-Reduce
+(DDP, and local SGD's outer step) is one ring over every GPU.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from runtime_model.collectives import global_allreduce_shape
 from runtime_model.scenario import ClusterShape
 from runtime_model.schedule import Schedule, nic_of_ranks, nics_in_use
 
@@ -49,3 +51,12 @@ def ring_successors(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     size = np.empty_like(order)
     size[order] = np.repeat(sizes, sizes)
     return successor, size
+
+
+def allreduce_nic_bytes(shape: ClusterShape, nics_per_node: int, nbytes: float) -> float:
+    """Bytes the busiest NIC carries in one ring all-reduce over every GPU: each ring crosses every node
+    boundary once and carries 2(n-1)/n of the message; NCCL runs one ring per rail. 0 on one node."""
+    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, nics_per_node)
+    if group.nodes <= 1:
+        return 0.0
+    return 2 * (group.size - 1) / group.size * nbytes / group.rails

@@ -39,7 +39,8 @@ from runtime_model.constraints import AT_LEAST_ONE, Interval
 from runtime_model.distributions import EmpiricalCompute
 from runtime_model.errors import InvalidCombination, InvalidValue
 from runtime_model.iteration import allreduce_prediction
-from runtime_model.scenario import ClusterShape, Scenario
+from runtime_model.link_bytes import allreduce_nic_bytes
+from runtime_model.scenario import ClusterShape, Compute, Scenario
 
 NON_NEGATIVE_INT = Interval(0, None, integer=True)
 REPLICAS = ("node", "gpu")  # what one local-SGD replica is
@@ -135,13 +136,9 @@ def wire_bytes(scenario: Scenario, bits: int | None) -> float:
     return buckets.message_bytes / buckets.element_bytes * bits / 8
 
 
-def allreduce_nic_bytes(shape: ClusterShape, nics_per_node: int, nbytes: float) -> float:
-    """Bytes the busiest NIC carries in one ring all-reduce over every GPU: each ring crosses every node
-    boundary once and carries 2(n-1)/n of the message; NCCL runs one ring per rail. 0 on one node."""
-    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, nics_per_node)
-    if group.nodes <= 1:
-        return 0.0
-    return 2 * (group.size - 1) / group.size * nbytes / group.rails
+def compute_utilization(compute: Compute, iteration_s: float) -> float:
+    """One GPU's forward + backward + optimizer over the iteration time (what DiLoCo's sources report)."""
+    return (compute.compute_s + compute.optimizer_s) / iteration_s if iteration_s > 0 else 0.0
 
 
 def inner_tail_s(scenario: Scenario, opts: LocalSgd) -> float:
@@ -212,6 +209,6 @@ def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPredicti
         outer_comm_s=outer_comm_s,
         exposed_comm_s=period_s - outer_step_s - steps_s,
         outer_step_s=outer_step_s,
-        compute_utilization=(comp.compute_s + comp.optimizer_s) * h / period_s,
+        compute_utilization=compute_utilization(comp, period_s / h),
         nic_bytes_per_iteration=allreduce_nic_bytes(shape, net.nics_per_node, payload) / h,
     )

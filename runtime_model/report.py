@@ -71,9 +71,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     preds = [_allreduce_entry(advice, standing)]
     preds += [_topology_entry(r, standing) for r in advice.rows]
     for entry, row in zip(preds[1:], advice.rows, strict=True):
-        entry.update(
-            gossip_shared(advice.scenario, row.topology, row.prediction.mean_s if row.prediction else None)
-        )
+        entry.update(gossip_shared(advice.scenario, row))
     preds[0].update(allreduce_shared(advice.scenario, advice.allreduce.mean_s))
     preds += [local_sgd_entry(r) for r in advice.local_sgd]
     doc = {
