@@ -139,8 +139,8 @@ class OuterSync:
     def _launch(self, fragment: int, step: int) -> _InFlight:
         lo, hi = self.bounds[fragment]
         wire = (self.outer[fragment] - self.flat.read(lo, hi)).to(self.wire_dtype)
-        work = dist.all_reduce(wire, group=self.group, async_op=self.overlap > 0)
-        item = _InFlight(fragment, wire, work if self.overlap > 0 else None, step + self.overlap)
+        work = dist.all_reduce(wire, group=self.group, async_op=self.overlap > 0)  # None when synchronous
+        item = _InFlight(fragment, wire, work, step + self.overlap)
         self.in_flight.append(item)
         return item
 

@@ -6,7 +6,6 @@ import torch; the counts are shared by the plan (what the result says) and the r
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from validation.errors import ValidationError
@@ -73,10 +72,6 @@ def local_sgd_counts(iterations: int, warmup: int, inner_steps: int) -> tuple[in
     periods = -(-iterations // inner_steps)
     warm_periods = -(-max(warmup, inner_steps) // inner_steps)
     return warm_periods * inner_steps, periods * inner_steps
-
-
-def options_dict(opts: LocalSgd) -> dict:
-    return asdict(opts)
 
 
 def compare_local_sgd(predicted: LocalSgdPrediction, measured: Measured) -> Comparison:

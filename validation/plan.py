@@ -310,7 +310,9 @@ def _local_sgd_plan(opts: LocalSgd | None, iterations: int, warmup: int) -> dict
     """The plan's local-SGD fields: the options and whole periods of H (validation.local_sgd)."""
     if opts is None:
         return {}
-    from validation.local_sgd import local_sgd_counts, options_dict
+    from dataclasses import asdict
+
+    from validation.local_sgd import local_sgd_counts
 
     run_warmup, run_iterations = local_sgd_counts(iterations, warmup, opts.inner_steps)
-    return {"local_sgd": options_dict(opts), "local_sgd_warmup": run_warmup, "local_sgd_iterations": run_iterations}
+    return {"local_sgd": asdict(opts), "local_sgd_warmup": run_warmup, "local_sgd_iterations": run_iterations}

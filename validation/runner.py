@@ -127,14 +127,14 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     return times, float(d2c)
 
 
-def run_local_sgd(job: RankJob, device: torch.device) -> list[float]:
-    """Per-inner-step times of local SGD with job.local_sgd (module doc of rtmodel_harness.local_sgd)."""
+def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: int) -> list[float]:
+    """Per-inner-step times of local SGD with job.local_sgd (module doc of rtmodel_harness.local_sgd), after
+    `warmup` untimed inner steps (both whole periods: validation.local_sgd.local_sgd_counts)."""
     from torch.nn.parallel import DistributedDataParallel
 
     from rtmodel_harness.local_sgd import OuterSync, node_group
     from rtmodel_harness.workloads import build_workload
     from runtime_model.local_sgd import LocalSgd
-    from validation.local_sgd import local_sgd_counts
 
     opts = LocalSgd(**job.local_sgd)
     wl_job = job.workload
@@ -154,7 +154,6 @@ def run_local_sgd(job: RankJob, device: torch.device) -> list[float]:
         optimizer.zero_grad(set_to_none=True)
         outer.after_step(next(steps))
 
-    warmup, iterations = local_sgd_counts(job.iterations, job.warmup, opts.inner_steps)
     times = timed_loop(step, wl, warmup, iterations, device)
     outer.finish()
     return times
@@ -182,7 +181,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
 
             warm, timed = local_sgd_counts(job.iterations, job.warmup, job.local_sgd["inner_steps"])
             note(f"local-SGD run: {warm} warm-up + {timed} timed inner steps on {world} ranks ({device.type})")
-            ls_times = run_local_sgd(job, device)
+            ls_times = run_local_sgd(job, device, warm, timed)
         report = RankReport(
             rank=rank,
             local_rank=int(os.environ.get("LOCAL_RANK", rank)),
