@@ -172,6 +172,17 @@ CASES = [
     case("--objective", "advise", "--objective", "ACCURACY"),
     case("bad-objective.toml: 'objective' must be one of", "advise", "--scenario", "bad-objective.toml"),
     case("'objective' must be a string", "advise", "--scenario", "number-objective.toml"),
+    # advise, plot, validate: local SGD's row and run
+    case("--local-sgd-h must be an integer in [1, 10000]", "advise", "--local-sgd-h", "-1"),
+    case("--local-sgd-bits must be one of 32, 16, 8, 4", "advise", "--local-sgd-bits", "7"),
+    case("--local-sgd-replica must be one of node, gpu", "advise", "--local-sgd-replica", "rack"),
+    case("--local-sgd-fragments 40 needs", "advise", "--local-sgd-fragments", "40"),
+    case("--local-sgd-overlap 30", "advise", "--local-sgd-overlap", "30"),
+    case("--local-sgd-h 0 turns the local-SGD row off", "advise", "--local-sgd-h", "0", "--local-sgd-bits", "8"),
+    case("--local-sgd-replica", "plot", "speedup", "--out", "f.png", "--local-sgd-replica", "rack"),
+    case("--local-sgd-bits 8 cannot be validated", "validate", "--profile", "profile.json", "--local-sgd-h", "4",
+         "--local-sgd-bits", "8"),
+    case("needs --local-sgd-h", "validate", "--profile", "profile.json", "--local-sgd-overlap", "1"),
     # advise: your own model in a line
     case("--params", "advise", "--params", "0", "--compute-ms", "100"),
     case("--params", "advise", "--params", "-5", "--compute-ms", "100"),
