@@ -27,6 +27,7 @@ from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
 from profiler.options import ProfileOptions
 from rtmodel_harness.model_choice import check_model_choice
+from rtmodel_util.backend_choice import HOST_RANKS_ENV, pick_backend, visible_gpus
 from rtmodel_util.files import lock_env, output_lock
 from rtmodel_util.processes import (
     DEBUG_ENV,
@@ -89,15 +90,6 @@ def profile(opts: ProfileOptions) -> dict | None:
         return run_rank(opts) if in_launched_rank() else launch_local(opts)
 
 
-def gpu_count() -> int:
-    """Visible CUDA GPUs; torch is imported only when the machine has an NVIDIA driver at all."""
-    if not os.path.exists("/dev/nvidiactl"):
-        return 0
-    import torch
-
-    return torch.cuda.device_count()
-
-
 def default_nproc(gpus: int) -> int:
     """One rank per GPU, at least 2 (the smallest world with communication to measure)."""
     return max(2, gpus)
@@ -113,7 +105,7 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, out: str) -> di
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank % k), LOCAL_WORLD_SIZE=str(k),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **{ERROR_DIR_ENV: errdir,
-               RANKS_PER_NODE_ENV: str(k), DEVICE_INDEX_ENV: str(rank)})
+               RANKS_PER_NODE_ENV: str(k), DEVICE_INDEX_ENV: str(rank), HOST_RANKS_ENV: str(n)})
     if k != n and not os.environ.get(NODE_NAME_ENV):
         env[NODE_NAME_ENV] = f"{socket.gethostname()}-node{rank // k}"
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
@@ -126,7 +118,7 @@ def launch_local(opts: ProfileOptions) -> dict:
     from rtmodel_util.files import check_output_path
 
     check_output_path(opts.out, "--out")  # the shell checked it too; this is for run_profile's callers
-    gpus = gpu_count()
+    gpus = visible_gpus()
     n = opts.nproc_per_node or default_nproc(gpus)
     k = opts.ranks_per_node or n
     if n < 2:
@@ -134,10 +126,10 @@ def launch_local(opts: ProfileOptions) -> dict:
                            "use --nproc-per-node 2 or more")
     if n % k:
         raise ProfilingError(f"--ranks-per-node {k} does not divide the {n} local processes")
-    if opts.backend == "auto" and 0 < gpus < n:
-        opts = replace(opts, backend="gloo")  # NCCL refuses two ranks on one GPU; gloo shares it
-        if opts.progress:
-            print(f"[rtmodel profile] {n} ranks on {gpus} GPU(s): using gloo (NCCL needs one GPU per rank)")
+    backend, why = pick_backend(opts.backend, n, gpus, ProfilingError)
+    opts = replace(opts, backend=backend)  # the ranks take the launcher's choice as given
+    if why and opts.progress:
+        print(f"[rtmodel profile] {why}", flush=True)
     if opts.progress:
         print(f"[rtmodel profile] launching {n} local ranks ({n // k} pretend node(s) x {k})", flush=True)
     payload = opts.to_json()

@@ -6,9 +6,9 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 from profiler.errors import ProfilingError
+from rtmodel_util.backend_choice import BACKENDS
 from rtmodel_util.processes import check_local_ranks, check_timeout_s
 
-BACKENDS = ("auto", "gloo", "nccl")
 # (full, quick) defaults: quick trades resolution for a run of seconds
 DEFAULTS = {"iterations": (20, 5), "warmup": (3, 1), "reps": (10, 3), "size_factor": (2, 8)}
 

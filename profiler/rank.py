@@ -39,9 +39,12 @@ def run_rank(opts: ProfileOptions) -> dict | None:
     with tracker.phase("setup/init"):
         import torch.distributed as dist
 
-        from rtmodel_harness.distributed import init_distributed
+        from rtmodel_harness.distributed import backend_note, init_distributed
 
         backend, device = init_distributed(opts.backend, opts.timeout_s)
+        why = backend_note(opts.backend)  # under torchrun: ranks sharing a GPU fall back to gloo
+        if why and rank == 0 and opts.progress:
+            print(f"[rtmodel profile] {why}", flush=True)
     try:
         return _sections(opts, rank, backend, device, tracker)
     finally:

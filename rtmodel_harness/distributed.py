@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from rtmodel_harness.errors import BackendError
+from rtmodel_util.backend_choice import pick_backend, ranks_on_this_host
 from rtmodel_util.processes import DEVICE_INDEX_ENV
 
 
@@ -22,14 +23,19 @@ def device_index() -> int:
 
 
 def choose_backend(requested: str) -> tuple[str, torch.device]:
-    """nccl on CUDA GPUs, gloo on CPU (or what --backend asks for); the GPU is device_index()'s."""
-    cuda = torch.cuda.is_available()
-    backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
-    if backend == "nccl" and not cuda:
-        raise BackendError("--backend nccl needs CUDA GPUs, and torch sees none here")
-    if cuda:
+    """rtmodel_util.backend_choice's rule for this rank (nccl when every rank on this host has a GPU of
+    its own, else gloo; or what --backend asks for); the GPU is device_index()'s."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend, _ = pick_backend(requested, ranks_on_this_host(), gpus, BackendError)
+    if gpus:
         return backend, torch.device("cuda", device_index())
     return backend, torch.device("cpu")
+
+
+def backend_note(requested: str) -> str | None:
+    """Why `auto` chose gloo on a GPU host (ranks share a GPU), for the lead rank to say; else None."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return pick_backend(requested, ranks_on_this_host(), gpus, BackendError)[1]
 
 
 def init_distributed(requested: str, timeout_s: float) -> tuple[str, torch.device]:

@@ -99,6 +99,8 @@ def register(app: typer.Typer) -> None:
         timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up on the job after this long "
                                                  "(seconds, at most 7 days).")] = 600.0,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines on stderr.")] = False,
+        backend: Annotated[str, typer.Option("--backend", help="auto | nccl | gloo (auto: nccl when every rank "
+                                             "has a GPU of its own, else gloo).")] = "auto",
         local_sgd_h: Annotated[int | None, typer.Option("--local-sgd-h", help="Also train with local SGD "
                                                         "(DiLoCo): an outer all-reduce every H inner steps (off "
                                                         "when not given).")] = None,
@@ -141,7 +143,7 @@ def register(app: typer.Typer) -> None:
             profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
             model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s, progress=not quiet,
-            local_sgd=local_sgd,
+            local_sgd=local_sgd, backend=backend,
         )
         if result is not None:  # None: a rank other than 0 of a torchrun job
             show_and_record(result, fmt, path, is_default)

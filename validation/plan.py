@@ -72,7 +72,7 @@ class Plan:
     local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
 
-    def rank_job(self, timeout_s: float) -> RankJob:
+    def rank_job(self, timeout_s: float, backend: str = "auto") -> RankJob:
         """The part the ranks need."""
         return RankJob(
             world_size=self.shape.gpus,
@@ -85,6 +85,7 @@ class Plan:
             warmup=self.warmup,
             timeout_s=timeout_s,
             local_sgd=self.local_sgd,
+            backend=backend,
         )
 
     def to_dict(self) -> dict:

@@ -33,8 +33,9 @@ from validation.errors import ValidationError
 from validation.job import RankJob, RankReport
 
 
-def init_distributed(timeout_s: float) -> bool:
-    """Join the torchrun job (nccl on GPU, gloo on CPU); True when this call created the process group.
+def init_distributed(timeout_s: float, backend: str = "auto") -> bool:
+    """Join the torchrun job (rtmodel_util.backend_choice: nccl when each rank has a GPU of its own, else
+    gloo); True when this call created the process group.
 
     rtmodel_harness.distributed.init_distributed: the GPU (RTMODEL_DEVICE_INDEX, else LOCAL_RANK) is made
     current before the group exists, and NCCL is bound to it so communicators are created eagerly."""
@@ -42,7 +43,7 @@ def init_distributed(timeout_s: float) -> bool:
 
     if dist.is_initialized():
         return False
-    init_bound("auto", timeout_s)
+    init_bound(backend, timeout_s)
     return True
 
 
@@ -163,7 +164,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
     """Run every training on this rank; rank 0 returns every rank's report, the others None.
 
     `on_phase(line)`, if given, is called as each phase starts (pass it on rank 0 only: progress)."""
-    created = init_distributed(job.timeout_s)
+    created = init_distributed(job.timeout_s, job.backend)
     note = on_phase or (lambda line: None)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rtmodel_util.backend_choice import BACKENDS, pick_backend, visible_gpus
 from rtmodel_util.processes import (
     RANKS_PER_NODE_ENV,
     check_launch_env,
@@ -169,6 +170,7 @@ def run_validation(
     timeout_s: float = 600.0,
     progress: bool = False,
     local_sgd: LocalSgd | None = None,
+    backend: str = "auto",
 ) -> ValidationResult | None:
     """Train with DDP and with Decent-DP on `topology` (or the advisor's pick) and compare with the model.
 
@@ -178,8 +180,11 @@ def run_validation(
     torchrun job ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
     `progress`: one line per phase on stderr (rank 0 under torchrun). `local_sgd` (checked options,
     validation.local_sgd.local_sgd_options): a third run, local SGD, timed and predicted the same way.
+    `backend`: auto | nccl | gloo (rtmodel_util.backend_choice; auto is gloo where ranks share a GPU).
     """
     check_timeout_s(timeout_s, "--timeout-s", ValidationError)
+    if backend not in BACKENDS:
+        raise ValidationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if nproc_per_node is not None:
         _check_nproc(nproc_per_node)
     if ranks_per_node is not None:
@@ -190,7 +195,7 @@ def run_validation(
         check_output_path(results_path, "--results", inputs={"--profile": profile_path})  # before the run
     if in_launched_rank():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
-                                model_args, results_path, timeout_s, progress, local_sgd)
+                                model_args, results_path, timeout_s, progress, local_sgd, backend)
     from calibration.profile_io import load_profile
 
     profile = load_profile(profile_path)  # once per run: the shape's defaults and the plan both use it
@@ -202,8 +207,12 @@ def run_validation(
         say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
             f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each"
             + (f"; then {plan.predicted.local_sgd.name}" if local_sgd is not None else ""))
+    backend, why = pick_backend(backend, shape.gpus, visible_gpus(), ValidationError)  # before any rank starts
+    if say and why:
+        say(why)
     timestamp = _now()
-    return _compare_and_record(plan, _run_local(plan, shape.gpus, timeout_s, say), timestamp, results_path, say)
+    reports = _run_local(plan, shape.gpus, timeout_s, say, backend)
+    return _compare_and_record(plan, reports, timestamp, results_path, say)
 
 
 def _compare_and_record(plan: Plan, reports: list[RankReport], timestamp: str, results_path, say) -> ValidationResult:
@@ -216,7 +225,7 @@ def _compare_and_record(plan: Plan, reports: list[RankReport], timestamp: str, r
     return result
 
 
-def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[RankReport]:
+def _run_local(plan: Plan, nproc: int, timeout_s: float, say, backend: str = "auto") -> list[RankReport]:
     """Launch the job in a fresh work directory; remove it afterwards unless the error names its log."""
     from validation.launch import launch_local
 
@@ -226,7 +235,7 @@ def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[RankReport
         try:
             if say:
                 say(f"launching {nproc} ranks (torchrun; log: {workdir / 'job.log'})")
-            return launch_local(plan.rank_job(timeout_s), nproc, timeout_s, workdir, progress=say)
+            return launch_local(plan.rank_job(timeout_s, backend), nproc, timeout_s, workdir, progress=say)
         except RtmodelError as exc:
             if str(workdir) in str(exc):  # a rank's failure names the log: keep it for the user
                 run.keep()
@@ -234,7 +243,8 @@ def _run_local(plan: Plan, nproc: int, timeout_s: float, say) -> list[RankReport
 
 
 def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model, model_args,
-                     results_path, timeout_s, progress=False, local_sgd=None) -> ValidationResult | None:
+                     results_path, timeout_s, progress=False, local_sgd=None,
+                     backend="auto") -> ValidationResult | None:
     env = check_launch_env()  # before the rendezvous: a RANK >= WORLD_SIZE would wait out the whole timeout
     require_modules(*RANKS_NEEDED, error=ValidationError)
     import torch.distributed as dist
@@ -242,7 +252,13 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
     from validation.runner import init_distributed, run_rank
 
     say = _printer(progress and env.rank == 0)
-    created = init_distributed(timeout_s)
+    created = init_distributed(timeout_s, backend)
+    if say:
+        from rtmodel_harness.distributed import backend_note
+
+        why = backend_note(backend)
+        if why:
+            say(why)
     try:
         rank = dist.get_rank()
         box: list = [None]
@@ -259,7 +275,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
             raise ValidationError(box[0])
         plan: Plan = box[0]
         timestamp = _now()
-        reports = run_rank(plan.rank_job(timeout_s), on_phase=say)
+        reports = run_rank(plan.rank_job(timeout_s, backend), on_phase=say)
         if rank != 0:
             return None  # the barrier in _quiet_teardown holds this rank until rank 0 has its result
         return _compare_and_record(plan, reports, timestamp, results_path, say)
