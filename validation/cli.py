@@ -68,7 +68,9 @@ def record(result, path: Path, is_default: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `validate` command to `app`."""
+    """Add the `validate` command to `app`.
+
+    Long because typer reads every option from the one command signature inside it."""
 
     @app.command("validate")
     def validate_cmd(
