@@ -23,3 +23,24 @@ def emulated_cluster(request):
 
 
 # ---- END emulated_cluster fixture ----------------------------------------------------------------------
+
+
+# ---- BEGIN gpu marker (owner: the GPU path) -------------------------------------------------------------
+def pytest_collection_modifyitems(config, items):
+    """`gpu` tests run only where torch sees a CUDA GPU; elsewhere they are skipped with the reason."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none here)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+# ---- END gpu marker -------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from rtmodel_harness.model_choice import parse_model_args, resolve_model_args  #
 from rtmodel_harness.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
 from rtmodel_util.files import write_json_atomic  # noqa: E402
 from rtmodel_util.profile_patterns import message_sizes, patterns_for  # noqa: E402
+from tests.host_device import expected_device_and_backend  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 SYNTH = {"param_mb": 4, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.2}
@@ -228,7 +229,7 @@ def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
     assert doc["complete"] is True and doc["sections_done"] == ["shape", "compute", "communication"]
     shape = doc["shape"]
     assert (shape["world_size"], shape["ranks_per_node"], shape["nodes"]) == (2, 2, 1)
-    assert shape["backend"] == "gloo" and shape["device"] == "cpu" and len(shape["node_names"]) == 2
+    assert (shape["device"], shape["backend"]) == expected_device_and_backend(2) and len(shape["node_names"]) == 2
     wl = doc["workload"]
     assert wl["param_bytes"] == 4 * 2**20 and len(wl["gossip_buckets_bytes"]) == 4  # cap 1 MiB: one per layer
     assert sum(wl["ddp_buckets_bytes"]) == wl["param_bytes"]

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from rtmodel_cli.failing import guard_app
 from runtime_model.iteration import IterationPrediction
+from tests.host_device import expected_device_and_backend
 from validation.analysis import compare, measure, ordering, verdict
 from validation.cli import register
 from validation.results import read_records, summarise_results
@@ -330,7 +331,7 @@ def test_validate_two_ranks_base2(tmp_path, monkeypatch):
     results = tmp_path / "runs.jsonl"
     res = run_validation(profile, topology="base-2", iterations=6, warmup=3, results_path=results, timeout_s=180)
     _check_result(res, 2, 6, "base-2")
-    assert res.decent_dp_topology == "base-2" and res.device == "cpu" and res.backend == "gloo"
+    assert res.decent_dp_topology == "base-2" and (res.device, res.backend) == expected_device_and_backend(2)
     records, skipped = read_records(results)
     assert skipped == 0 and len(records) == 1
     rec = records[0]
