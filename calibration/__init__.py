@@ -4,9 +4,10 @@ Public API (re-exported lazily so `import calibration` costs nothing until a fun
     load_profile(path) -> Profile                   ProfileError on an unusable file
     profile_from_document(doc, origin="profile") -> Profile   (a parsed JSON document, checked the same way)
     Profile, Measurement                            typed, frozen profile data (calibration.profile)
-    calibrate(profile, fallback_network=None, distribution="empirical", origin=None) -> Calibration
+    calibrate(profile, fallback_network=None, distribution="empirical", origin=None,
+              as_measured=False) -> Calibration
     scenario_from_profile(profile, gpus, gpus_per_node=None, fallback_network=None,
-                          distribution="empirical") -> ProfiledScenario
+                          distribution="empirical", as_measured=False) -> ProfiledScenario
     extrapolation_notes(calibration, target, message_bytes=None, far=4.0) -> list[str]
     calibration_to_json(cal) -> dict, calibration_from_json(doc) -> Calibration
     save_calibration(cal, path), load_calibration(path) -> Calibration

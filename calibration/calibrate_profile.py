@@ -25,6 +25,7 @@ from calibration.profile import Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from calibration.units import fmt_bytes, fmt_per_byte
+from calibration.unmeasured import kept_as_measured, link_line_key, unused_pattern_note
 from runtime_model.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
 
 GLOO_WORKER_THREADS = 2  # torch's ProcessGroupGloo.Options default (threads=2)
@@ -35,6 +36,7 @@ def calibrate(
     fallback_network: Network | None = None,
     distribution: str = "empirical",
     origin: str | None = None,
+    as_measured: bool = False,
 ) -> Calibration:
     """Fit the runtime model's parameters to a checked, typed profile (calibration.profile_io builds it:
     load_profile from a file, profile_from_document from a parsed document).
@@ -45,11 +47,13 @@ def calibrate(
     and `rtmodel advise` always pass one: the presets named, else the preset library's defaults).
     distribution chooses which C distribution the returned Compute carries ("empirical" or "normal");
     origin names the profile in messages (default: the Profile's origin, its file when it was loaded
-    from one).
+    from one). A link the profile marks unmeasured (ranks sharing a GPU, pretend nodes) is filled like
+    one it has no pattern for, and its patterns are not used; as_measured keeps it as measured instead,
+    for a run on the profiled machine itself (`rtmodel validate`), whose ranks have that very link.
     """
     origin = origin or profile.origin
     measured: ClusterShape = profile.shape
-    lines = _PatternLines()
+    lines = _PatternLines(unmeasured={} if as_measured else dict(profile.unmeasured_links))
     for key, (group, names, nbytes, times) in _pooled_patterns(profile).items():
         lines.add(key, group, f"{'+'.join(names)} {key}", nbytes, times)
     fits, notes, provenance = lines.fits, lines.notes, lines.provenance
@@ -61,7 +65,11 @@ def calibrate(
         if cls == "inter" and profile.nccl_algo == "auto":
             cls_lines = ring_regime_lines(cls_lines, links["intra"], notes)
         estimates = [invert_line(line, algo, links.get("intra")) for line in cls_lines]
-        links[cls] = _link_for_class(cls, estimates, fallback_network, measured, fits, notes, provenance)
+        links[cls] = _link_for_class(
+            cls, estimates, fallback_network, measured, fits, notes, provenance, lines.unmeasured.get(cls)
+        )
+    if as_measured:
+        notes.extend(kept_as_measured(profile.unmeasured_links))
     notes.extend(_algorithm_notes(profile, algo, provenance))
 
     cf = fit_compute(profile, distribution)
@@ -91,9 +99,15 @@ class _PatternLines:
     provenance: dict[str, str] = field(default_factory=dict)
     group_costs: dict[str, AffineCost] = field(default_factory=dict)
     lines: dict[str, list[MeasuredLine]] = field(default_factory=lambda: {"intra": [], "inter": []})
+    unmeasured: dict[str, str] = field(default_factory=dict)  # link class -> why its patterns measure no real link
 
     def add(self, key: str, group: GroupShape, label: str, nbytes: np.ndarray, times: np.ndarray) -> None:
-        """Fit one group shape's pooled samples (skipped, said in a note, with fewer than 2 sizes)."""
+        """Fit one group shape's pooled samples (skipped, said in a note, with fewer than 2 sizes or on a
+        link the profile marks unmeasured)."""
+        skipped = unused_pattern_note(label, group, self.unmeasured)
+        if skipped:
+            self.notes.append(skipped)
+            return
         n_sizes = np.unique(nbytes).size
         if n_sizes < 2:
             self.notes.append(
@@ -266,11 +280,12 @@ def _link_for_class(
     fits: list[FitReport],
     notes: list[str],
     provenance: dict[str, str],
+    why_unmeasured: str | None = None,
 ) -> Link:
     """Combined measured link, or the fallback preset's (said in provenance), or a clear error."""
     comb: CombinedLink | None = None
-    if not ests:
-        why_missing = (
+    if why_unmeasured or not ests:
+        why_missing = why_unmeasured or (
             f"the profile is single-node ({measured.gpus_per_node} ranks on 1 node): no inter-node pattern"
             if cls == "inter"
             else f"the profile has 1 rank per node ({measured.nodes} nodes): no intra-node pattern"
@@ -293,6 +308,8 @@ def _link_for_class(
         source = link.source if link.source.startswith("preset ") else f"preset {fallback.name}"
         for param in ("latency_s", "bandwidth_Bps"):
             provenance[f"{cls}.{param}"] = source
+        if why_unmeasured:  # the one line a user reads: the profile's own link was not a real one
+            provenance[link_line_key(cls)] = f"not measured ({why_unmeasured}); using {source}"
         notes.append(
             f"{cls}-node link NOT measured ({why_missing}): taken from {source} "
             f"({link.latency_s * 1e6:.3g} us, {link.bandwidth_Bps / 1e9:.3g} GB/s)"

@@ -92,6 +92,7 @@ def run_calibrate(
     from calibration.extrapolate import extrapolation_notes
     from calibration.profile_io import CalibrationError, load_profile
     from calibration.serialize import calibration_to_json, save_calibration
+    from calibration.unmeasured import say_link_choice
     from rtmodel_util.files import check_output_path
     from runtime_model.scenario import ClusterShape
 
@@ -105,6 +106,7 @@ def run_calibrate(
     doc = load_profile(profile)
     cal = calibrate(doc, fallback_network=fallback, distribution=distribution, origin=str(profile))
     explain_fallback(cal, {"inter": network, "intra": intra})
+    say_link_choice(cal.provenance, {"inter": network, "intra": intra}, "the default, as in `rtmodel advise`")
     target = None
     if gpus is not None:
         target = ClusterShape(

@@ -28,6 +28,8 @@ class Workload:
     bucket_cap_mb: float | None
     ddp_buckets_bytes: tuple[int, ...]
     gossip_buckets_bytes: tuple[int, ...]
+    precision: str | None = None  # rtmodel_harness.recipe's; None in profiles from before it was recorded (fp32)
+    optimizer: str | None = None  # adam | accum-adam; None: before it was recorded (adam)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,9 @@ class Profile:
     allreduce: tuple[AllReduceMeasurement, ...]  # every pattern x size, in the document's order
     document: dict = field(repr=False, compare=False, default_factory=dict)
     nccl_algo_env: str | None = None  # NCCL_ALGO as the profiled ranks saw it (None: unset or not recorded)
+    # link class -> why the profile measured no real link of it (ranks sharing a GPU, pretend nodes);
+    # empty for profiles from before it was recorded
+    unmeasured_links: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def nccl_algo(self) -> str | None:

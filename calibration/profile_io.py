@@ -18,7 +18,14 @@ from calibration.measurement import Measurement
 from calibration.profile import AllReduceMeasurement, ComputeProfile, Profile, Workload
 from calibration.units import fmt_bytes
 from rtmodel_util.profile_patterns import PATTERN_NAMES
-from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, REQUIRED_SECTIONS, SCHEMA_VERSION, TOOL
+from rtmodel_util.profile_schema import (
+    CHECKPOINT_SECTIONS,
+    LINK_CLASSES,
+    REQUIRED_SECTIONS,
+    SCHEMA_VERSION,
+    TOOL,
+    UNMEASURED_LINKS,
+)
 from runtime_model.errors import UserError
 from runtime_model.scenario import ClusterShape, GroupShape
 
@@ -164,6 +171,14 @@ def _check_shape(shape: dict, origin: str) -> None:
     algo = shape.get("nccl_algo_env")  # optional: profiles before it lack it (NCCL's own choice assumed)
     if algo is not None and not isinstance(algo, str):
         raise ProfileError(f"{_where(origin, 'shape.nccl_algo_env')} must be NCCL_ALGO's text or null, got {algo!r}")
+    marks = shape.get(UNMEASURED_LINKS, {})  # optional: profiles before it lack it (every link measured)
+    if not isinstance(marks, dict) or any(
+        cls not in LINK_CLASSES or not isinstance(why, str) or not why.strip() for cls, why in marks.items()
+    ):
+        raise ProfileError(
+            f"{_where(origin, 'shape.' + UNMEASURED_LINKS)} must map link classes ({', '.join(LINK_CLASSES)}) to "
+            f"why each was not measured, got {marks!r}"
+        )
 
 
 def _check_workload(workload: dict, origin: str) -> None:
@@ -309,6 +324,8 @@ def _build_profile(doc: dict, origin: str) -> Profile:
             bucket_cap_mb=float(wl["bucket_cap_mb"]) if wl.get("bucket_cap_mb") else None,
             ddp_buckets_bytes=tuple(int(b) for b in wl["ddp_buckets_bytes"]),
             gossip_buckets_bytes=tuple(int(b) for b in wl["gossip_buckets_bytes"]),
+            precision=None if wl.get("precision") is None else str(wl["precision"]),
+            optimizer=None if wl.get("optimizer") is None else str(wl["optimizer"]),
         ),
         compute=_build_compute(doc["compute"]),
         allreduce=tuple(
@@ -324,6 +341,7 @@ def _build_profile(doc: dict, origin: str) -> Profile:
         ),
         document=doc,
         nccl_algo_env=shape.get("nccl_algo_env"),
+        unmeasured_links=dict(shape.get(UNMEASURED_LINKS) or {}),
     )
 
 

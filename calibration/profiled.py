@@ -59,16 +59,18 @@ def scenario_from_profile(
     gpus_per_node: int | None = None,
     fallback_network: Network | None = None,
     distribution: str = "empirical",
+    as_measured: bool = False,
 ) -> ProfiledScenario:
     """Calibrate `profile` (a file or a loaded Profile) and place it on `gpus` GPUs.
 
     gpus_per_node defaults to the profile's ranks per node; fallback_network supplies a link class
     the profile cannot measure (CalibrationError without it); distribution is the compute
-    distribution ("empirical" or "normal"). Raises ProfileError / CalibrationError / ScenarioError,
+    distribution ("empirical" or "normal"); as_measured keeps links the profile marks unmeasured (for a
+    run on the profiled machine itself, see calibrate). Raises ProfileError / CalibrationError / ScenarioError,
     all UserErrors with one-line messages.
     """
     loaded = profile if isinstance(profile, Profile) else load_profile(profile)
-    cal = calibrate(loaded, fallback_network=fallback_network, distribution=distribution)
+    cal = calibrate(loaded, fallback_network=fallback_network, distribution=distribution, as_measured=as_measured)
     k = cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node  # 0 is refused, not 'not given'
     shape = ClusterShape(gpus, k)
     name = profile if not isinstance(profile, Profile) else profile.origin

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from profiler.options import DEFAULT_MODEL
+
 
 def register(app: typer.Typer) -> None:
     """Add the `profile` command to `app`."""
@@ -20,11 +22,22 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option(
             help="Profile JSON to write (checkpointed after each section); its directory must exist.",
         )] = None,
-        model: Annotated[str, typer.Option(
-            help="synthetic | mlp | transformer-tiny | package.module:factory")] = "synthetic",
+        model: Annotated[str | None, typer.Option(
+            help="transformer-base | transformer-big | gpt2-small | resnet50 | transformer-xl-base (the presets' "
+                 "models; --model-arg width_div=N for a small copy) | synthetic (a sleeping stand-in) | mlp | "
+                 "transformer-tiny | package.module:factory (default: transformer-base with fp16 on a GPU host, "
+                 "mlp on a CPU-only host).")] = DEFAULT_MODEL,
         model_arg: Annotated[list[str] | None, typer.Option(
             metavar="KEY=VALUE", help="Model argument, repeatable (e.g. --model-arg param_mb=100).")] = None,
-        batch_per_rank: Annotated[int, typer.Option(help="Samples per rank per iteration.")] = 8,
+        batch_per_rank: Annotated[int | None, typer.Option(
+            help="Per rank per iteration, in the model's units: tokens for the transformers and GPT-2 (whole "
+                 "32-token sentences / 192-token segments; default 1024 / 192), images for resnet50, samples "
+                 "otherwise (default 8).")] = None,
+        precision: Annotated[str | None, typer.Option(
+            help="fp32 | tf32 | fp16 (autocast + GradScaler, GPU only) | bf16 (autocast); default fp32, or "
+                 "fp16 with the default model on a GPU.")] = None,
+        optimizer: Annotated[str, typer.Option(
+            help="adam (torch.optim.Adam) | accum-adam (Decent-DP's AccumAdam, accum_iter 4).")] = "adam",
         quick: Annotated[bool, typer.Option(help="Few iterations, sizes and repetitions (seconds).")] = False,
         nproc_per_node: Annotated[int | None, typer.Option(
             help="Local launch: processes to start (default: GPUs, else 2).")] = None,
@@ -55,7 +68,7 @@ def register(app: typer.Typer) -> None:
         run_profile(path, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
                     ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s,
                     iterations=iterations, warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,
-                    backend=backend, progress=not quiet)
+                    backend=backend, progress=not quiet, precision=precision, optimizer=optimizer)
 
 
 def output_file(out: Path | None, resume: Path | None) -> Path:

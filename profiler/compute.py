@@ -5,6 +5,9 @@ measured alone; all ranks still run at the same time so shared resources (cores,
 PCIe) are contended as in training. Bucket ready time = when the gradient that completes the
 bucket (its last parameter in backward order) is accumulated, measured from backward start with
 post-accumulate-grad hooks. CPU: time.perf_counter; GPU: CUDA events recorded on the current stream.
+The step is the recipe's (rtmodel_harness.recipe: --precision, --optimizer): forward + loss under autocast
+for fp16/bf16, backward through the GradScaler for fp16 (its scale() counts in backward, its step() and
+update() in the optimizer phase), as validation trains it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from rtmodel_harness.buckets import BucketLayout, trainable_params
+from rtmodel_harness.recipe import Recipe, backward, optimizer_step
 
 
 class Clock:
@@ -41,9 +45,18 @@ class Clock:
 
 
 def measure_compute(
-    workload, layout: BucketLayout, warmup: int, iterations: int, progress: Callable[[str], None] | None = None
+    workload,
+    layout: BucketLayout,
+    warmup: int,
+    iterations: int,
+    progress: Callable[[str], None] | None = None,
+    recipe: Recipe | None = None,
 ) -> dict:
-    """This rank's compute samples (lists over measured iterations)."""
+    """This rank's compute samples (lists over measured iterations) under `recipe` (default: fp32, Adam)."""
+    recipe = recipe or Recipe()
+    if recipe.needs_decent_dp:
+        import rtmodel_decentdp  # noqa: F401  (AccumAdam's compat shim)
+    scaler = recipe.prepare(workload.device)
     model = workload.model
     params = trainable_params(model)
     clock = Clock(workload.device)
@@ -53,7 +66,7 @@ def measure_compute(
         params[pid].register_post_accumulate_grad_hook(lambda _p, pid=pid: marks.__setitem__(pid, clock.now()))
         for pid in sorted(set(ddp_closers) | set(gossip_closers))
     ]
-    optimizer = workload.make_optimizer(params, lr=1e-4)
+    optimizer = workload.make_optimizer(params, lr=1e-4, recipe=recipe)
     out = {k: [] for k in ("forward_s", "backward_s", "optimizer_s", "ddp_bucket_ready_s", "gossip_bucket_ready_s")}
     total = warmup + iterations
     try:
@@ -62,12 +75,12 @@ def measure_compute(
             marks.clear()
             clock.sync()
             t0 = clock.now()
-            loss = workload.loss(model, batch)
+            with recipe.autocast(workload.device):
+                loss = workload.loss(model, batch)
             t1 = clock.now()
-            loss.backward()
+            backward(loss, scaler)
             t2 = clock.now()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer_step(optimizer, scaler)
             t3 = clock.now()
             clock.sync()
             if it < warmup:

@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rtmodel_util.profile_schema import SCHEMA_VERSION, SHAPE_KEYS, TOOL, WORKLOAD_KEYS, new_document
+from rtmodel_util.profile_schema import (
+    SCHEMA_VERSION,
+    SHAPE_KEYS,
+    TOOL,
+    UNMEASURED_LINKS,
+    WORKLOAD_KEYS,
+    new_document,
+)
 
 
 def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> list[str]:
@@ -62,7 +69,10 @@ def resume_plan(path: str | Path, shape: dict, workload: dict, sizes: list[int])
         return None, f"resume: no profile at {path} yet; starting a new one"
     check_resumable(path)
     old = json.loads(path.read_text(encoding="utf-8"))
-    diffs = _differences(old.get("shape") or {}, shape, SHAPE_KEYS, "shape")
+    old_shape = old.get("shape") or {}
+    # which links were real: a profile from before it was recorded says nothing, so nothing to compare
+    marks = (UNMEASURED_LINKS,) if isinstance(old_shape, dict) and UNMEASURED_LINKS in old_shape else ()
+    diffs = _differences(old_shape, shape, SHAPE_KEYS + marks, "shape")
     diffs += _differences(old.get("workload") or {}, workload, WORKLOAD_KEYS, "workload")
     if diffs:
         return None, f"resume: {path} was taken on a different setup ({'; '.join(diffs[:3])}); starting over"

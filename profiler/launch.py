@@ -25,7 +25,7 @@ from pathlib import Path
 
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
-from profiler.options import ProfileOptions
+from profiler.options import DEFAULT_MODEL, ProfileOptions
 from rtmodel_harness.model_choice import check_model_choice
 from rtmodel_util.backend_choice import HOST_RANKS_ENV, pick_backend, visible_gpus
 from rtmodel_util.files import lock_env, output_lock
@@ -43,6 +43,7 @@ from rtmodel_util.processes import (
     sigterm_exits,
     stop_processes,
 )
+from rtmodel_util.profile_schema import PRETEND_NODES_ENV
 
 GRACE_S = 10.0  # after the first rank fails, how long the others get to fail on their own
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a rank gets before SIGKILL
@@ -50,9 +51,9 @@ STOP_GRACE_S = 5.0  # after SIGTERM, how long a rank gets before SIGKILL
 
 def run_profile(
     out_path: str | Path,
-    model: str = "synthetic",
+    model: str | None = DEFAULT_MODEL,
     model_args: dict | None = None,
-    batch_per_rank: int = 8,
+    batch_per_rank: int | None = None,
     quick: bool = False,
     nproc_per_node: int | None = None,
     *,
@@ -65,15 +66,19 @@ def run_profile(
     bucket_cap_mb: float | None = None,
     backend: str = "auto",
     progress: bool = True,
+    precision: str | None = None,
+    optimizer: str = "adam",
 ) -> dict | None:
     """Take a profile and write it to out_path; returns the document (None on ranks other than 0).
+
+    model / precision None: profiler.options.default_recipe (the paper's recipe on a GPU host).
 
     Raises ProfilingError (a ValueError) with one line on bad options or a failed rank."""
     opts = ProfileOptions(
         out=str(out_path), model=model, model_args=dict(model_args or {}), batch_per_rank=batch_per_rank,
         quick=quick, nproc_per_node=nproc_per_node, ranks_per_node=ranks_per_node, resume=resume,
         timeout_s=float(timeout_s), iterations=iterations, warmup=warmup, reps=reps,
-        bucket_cap_mb=bucket_cap_mb, backend=backend, progress=progress,
+        bucket_cap_mb=bucket_cap_mb, backend=backend, progress=progress, precision=precision, optimizer=optimizer,
     ).resolved()
     return profile(opts)
 
@@ -106,6 +111,7 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, out: str) -> di
     env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank % k), LOCAL_WORLD_SIZE=str(k),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **{ERROR_DIR_ENV: errdir,
                RANKS_PER_NODE_ENV: str(k), DEVICE_INDEX_ENV: str(rank), HOST_RANKS_ENV: str(n)})
+    env[PRETEND_NODES_ENV] = "1" if k != n else ""  # its nodes share this machine: no inter-node link to measure
     if k != n and not os.environ.get(NODE_NAME_ENV):
         env[NODE_NAME_ENV] = f"{socket.gethostname()}-node{rank // k}"
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
@@ -126,6 +132,10 @@ def launch_local(opts: ProfileOptions) -> dict:
                            "use --nproc-per-node 2 or more")
     if n % k:
         raise ProfilingError(f"--ranks-per-node {k} does not divide the {n} local processes")
+    if gpus == 0:  # fp16 is refused before any rank starts (ranks on GPUs check it themselves)
+        from rtmodel_harness.recipe import Recipe
+
+        Recipe(opts.precision, opts.optimizer).device_note("cpu")
     backend, why = pick_backend(opts.backend, n, gpus, ProfilingError)
     opts = replace(opts, backend=backend)  # the ranks take the launcher's choice as given
     if why and opts.progress:

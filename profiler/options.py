@@ -6,9 +6,26 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 from profiler.errors import ProfilingError
+from rtmodel_harness.errors import WorkloadError
+from rtmodel_harness.model_choice import check_batch, default_batch
+from rtmodel_harness.recipe import check_optimizer, check_precision
 from rtmodel_util.backend_choice import BACKENDS
 from rtmodel_util.processes import check_local_ranks, check_timeout_s
 
+# Without --model: the paper's recipe on a GPU host; on a CPU-only host a real model that profiles in
+# seconds (a quick CPU profile of full-width transformer-base took 3 minutes on 2 cores). The sleeping
+# stand-in `synthetic` is the emulated cluster's, by name.
+GPU_DEFAULT_RECIPE = ("transformer-base", "fp16")
+CPU_DEFAULT_RECIPE = ("mlp", "fp32")
+DEFAULT_MODEL = None  # resolved by default_recipe() on the host that runs the rank
+DEFAULT_PRECISION = "fp32"  # with an explicit --model
+
+
+def default_recipe() -> tuple[str, str]:
+    """(model, precision) when --model is not given: GPU_DEFAULT_RECIPE where CUDA GPUs are visible."""
+    from rtmodel_util.backend_choice import visible_gpus
+
+    return GPU_DEFAULT_RECIPE if visible_gpus() else CPU_DEFAULT_RECIPE
 # (full, quick) defaults: quick trades resolution for a run of seconds
 DEFAULTS = {"iterations": (20, 5), "warmup": (3, 1), "reps": (10, 3), "size_factor": (2, 8)}
 
@@ -16,9 +33,11 @@ DEFAULTS = {"iterations": (20, 5), "warmup": (3, 1), "reps": (10, 3), "size_fact
 @dataclass(frozen=True)
 class ProfileOptions:
     out: str
-    model: str = "synthetic"
+    model: str | None = DEFAULT_MODEL  # None: default_recipe()
     model_args: dict = field(default_factory=dict)
-    batch_per_rank: int = 8
+    batch_per_rank: int | None = None  # in the model's units (model_choice.BATCH_UNITS); None: its default
+    precision: str | None = None  # fp32 | tf32 | fp16 | bf16 (rtmodel_harness.recipe); None: the default
+    optimizer: str = "adam"  # adam | accum-adam
     quick: bool = False
     nproc_per_node: int | None = None  # local launch only; default: number of GPUs, else 2
     ranks_per_node: int | None = None  # pretend k ranks per node (default: LOCAL_WORLD_SIZE)
@@ -35,12 +54,21 @@ class ProfileOptions:
     def resolved(self) -> ProfileOptions:
         """A copy with quick/full defaults filled in; raises ProfilingError on impossible values."""
         fill = {k: (v[1] if self.quick else v[0]) for k, v in DEFAULTS.items() if getattr(self, k) is None}
+        model, precision = default_recipe() if self.model is None else (self.model, DEFAULT_PRECISION)
+        fill["model"], fill["precision"] = model, self.precision or precision
+        if self.batch_per_rank is None:
+            fill["batch_per_rank"] = default_batch(model)
         o = replace(self, **fill)
+        check_precision(o.precision, error=ProfilingError)
+        check_optimizer(o.optimizer, error=ProfilingError)
         _check_int(o.iterations, "--iterations", 1)
         _check_int(o.warmup, "--warmup", 0)
         _check_int(o.reps, "--reps", 1)
         _check_int(o.size_factor, "--size-factor", 2)
-        _check_int(o.batch_per_rank, "--batch-per-rank", 1)
+        try:
+            check_batch(o.model, o.batch_per_rank)
+        except WorkloadError as exc:
+            raise ProfilingError(str(exc)) from None
         if o.nproc_per_node is not None:  # bounded: 10^12 ranks were once spawned one by one
             check_local_ranks(o.nproc_per_node, "--nproc-per-node", 1, ProfilingError)
         if o.ranks_per_node is not None:

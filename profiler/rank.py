@@ -87,6 +87,10 @@ class _Run:
 
         o = self.opts
         with self.tracker.phase("setup/workload"):
+            from rtmodel_harness.recipe import Recipe
+
+            self.recipe = Recipe(o.precision, o.optimizer)
+            self.recipe_note = self.recipe.device_note(self.device.type)  # fp16 without CUDA: refused here
             self.work = build_workload(o.model, o.model_args, o.batch_per_rank, self.device, rank=self.rank)
             cap = o.bucket_cap_mb if o.bucket_cap_mb is not None else BUCKET_CAP_MIB
             first = ddp_first_bucket_mb(o.bucket_cap_mb)
@@ -97,6 +101,7 @@ class _Run:
                 raise RuntimeError(f"rank {bad[0]} forms different gradient buckets than rank 0 (another model?)")
             self.workload_doc = {
                 "model": o.model, "model_args": self.work.model_args, "batch_per_rank": o.batch_per_rank,
+                "precision": o.precision, "optimizer": o.optimizer,
                 "param_bytes": self.work.param_bytes, "bucket_cap_mb": cap, "ddp_first_bucket_mb": first,
                 "ddp_buckets_bytes": lay.ddp_buckets_bytes, "gossip_buckets_bytes": lay.gossip_buckets_bytes,
             }
@@ -121,6 +126,7 @@ class _Run:
                              f"device {self.device.type}; model {self.opts.model} "
                              f"({self.work.param_bytes / 2**20:.1f} MiB, {len(lay.ddp_buckets_bytes)} DDP / "
                              f"{len(lay.gossip_buckets_bytes)} gossip buckets)")
+                    self.say(f"recipe: {self.recipe.describe()}" + (f" ({self.recipe_note})" if self.recipe_note else ""))
                     for w in warnings:
                         self.say(f"warning: {w}")
                 kept, message = None, None
@@ -147,7 +153,7 @@ class _Run:
             with self.tracker.phase("compute"):
                 barrier(self.device)
                 o = self.opts
-                mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say)
+                mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say, self.recipe)
                 per_rank = self.gather(mine)
                 if self.lead:
                     self.doc["compute"] = {"warmup": o.warmup, "iterations": o.iterations,

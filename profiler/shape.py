@@ -4,6 +4,11 @@
 Node names: socket.gethostname() per rank, unless RTMODEL_NODE_NAME is set. On the emulated cluster
 every network namespace shares one hostname, so each node's launcher sets RTMODEL_NODE_NAME; local
 launches that pretend several nodes (--ranks-per-node) set it to "<host>-node<i>".
+
+Links it could not measure (shape.unmeasured_links, see unmeasured_links): GPU ranks of one node on one
+GPU exchange through a host copy, not a GPU link; pretend nodes (the local launcher's
+RTMODEL_PRETEND_NODES) share one machine, not a network. CPU ranks share no device: a CPU profile's
+links are what its ranks really have (the emulated cluster's too), so they stay measured.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ import torch.distributed as dist
 
 from profiler.errors import ProfilingError
 from rtmodel_util.processes import NODE_NAME_ENV, RANKS_PER_NODE_ENV
+from rtmodel_util.profile_schema import PRETEND_NODES_ENV, UNMEASURED_LINKS
+
+# What each rank reports for the link marks: (its host's real name, its GPU index or None off CUDA)
+RankPlace = tuple[str, int | None]
 
 
 def node_name() -> str:
@@ -50,8 +59,11 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
     n = dist.get_world_size()
     if n < 2:
         raise ProfilingError("a profile needs at least 2 ranks (an all-reduce needs a partner); this job has 1")
-    names: list = [None] * n
-    dist.all_gather_object(names, node_name())
+    gathered: list = [None] * n
+    index = None if device.type != "cuda" else device.index if device.index is not None else torch.cuda.current_device()
+    dist.all_gather_object(gathered, (node_name(), socket.gethostname(), index))
+    names = [name for name, _, _ in gathered]
+    places = [(host, gpu) for _, host, gpu in gathered]
     shape = {
         "world_size": n,
         "ranks_per_node": k,
@@ -62,10 +74,13 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
         "torch_version": torch.__version__,
         "nccl_version": _nccl_version(),
+        UNMEASURED_LINKS: unmeasured_links(places, k, device.type, bool(os.environ.get(PRETEND_NODES_ENV))),
     }
     if backend == "nccl":  # which algorithms NCCL could pick: calibration inverts the one that ran
         shape["nccl_algo_env"] = os.environ.get("NCCL_ALGO")
-    warnings = []
+    flags = {"intra": "--intra", "inter": "--network"}
+    warnings = [f"the {cls}-node link is not measured: {why}; `rtmodel advise` takes it from {flags[cls]} or a "
+                "preset" for cls, why in shape[UNMEASURED_LINKS].items()]
     blocks = [names[i * k:(i + 1) * k] for i in range(n // k)]
     distinct = sorted(set(names))
     if any(len(set(b)) != 1 for b in blocks) or (len(distinct) > 1 and len(distinct) != n // k):
@@ -77,3 +92,29 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
         warnings.append(f"all {n} ranks report node name {distinct[0]!r} but the shape has {n // k} nodes of {k} "
                         f"(fine for namespaces/containers; set {NODE_NAME_ENV} per node to record real names)")
     return shape, warnings
+
+
+def unmeasured_links(places: list[RankPlace], k: int, device_type: str, pretend_nodes: bool) -> dict[str, str]:
+    """Link class -> why this profile measures no real link of it (empty: every link it has is real).
+
+    places: each rank's (host, GPU index), rank order; ranks sit node-major, k per node. Intra: two
+    ranks of one node on the same host and GPU (the ranks of a GPU-less run share nothing: their links
+    are real). Inter: the local launcher pretended the nodes (pretend_nodes)."""
+    out: dict[str, str] = {}
+    n = len(places)
+    if device_type == "cuda" and k > 1:
+        on_gpu: dict[tuple, list[int]] = {}
+        for rank, (host, index) in enumerate(places):
+            if index is not None:
+                on_gpu.setdefault((rank // k, host, index), []).append(rank)
+        shared = {key: ranks for key, ranks in on_gpu.items() if len(ranks) > 1}
+        if shared:
+            ranks = sum(len(r) for r in shared.values())
+            gpus = {(host, index) for _, host, index in shared}  # pretend nodes on one host share its GPUs
+            hosts = len({host for host, _ in gpus})
+            where = ", ".join(sorted({f"cuda:{index}" for _, index in gpus})) + (f" on {hosts} hosts" if hosts > 1 else "")
+            out["intra"] = (f"{ranks} ranks share {len(gpus)} GPU{'s' if len(gpus) > 1 else ''} ({where}): "
+                            "their exchange is a copy through the host, not a GPU link")
+    if pretend_nodes and n // k > 1:
+        out["inter"] = f"the {n // k} pretend nodes of --ranks-per-node are one machine"
+    return out

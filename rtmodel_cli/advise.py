@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
 # What a profile measured on the user's cluster (compute time, its variance and each rank's speed, the
 # gradient buckets):
 # the preset options that would set these have no effect with --profile, so giving one is refused
-# rather than silently ignored. --gpus, --gpus-per-node (the target shape) and --network/--intra
+# rather than silently ignored. --compute-ms is the exception: it replaces the profile's compute
+# (with_compute_ms), e.g. to ask about a bigger batch or another precision on the profiled cluster. --gpus, --gpus-per-node (the target shape) and --network/--intra
 # (links the profile could not measure) still apply.
 PROFILE_REPLACES = (
     "gpu",
@@ -67,7 +68,6 @@ PROFILE_REPLACES = (
     "node_cv",
     "bucket_cap_mb",
     "cluster",
-    "compute_ms",
     "optimizer_ms",
     "message_dtype",
     "params",
@@ -171,6 +171,7 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
             prov["compute"], inputs["your_model"] = yours
         return sc, prov, [], inputs
     from calibration import scenario_from_profile
+    from calibration.unmeasured import say_link_choice
 
     refuse_options_a_profile_replaces(preset_request)
     network, intra = presets.link_names(
@@ -181,6 +182,8 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
     )
     refuse_options_a_profile_measured(preset_request, profiled.provenance)
+    provenance = dict(profiled.provenance)  # a link the profile marks unmeasured: whose preset stands in
+    say_link_choice(provenance, {cls: preset_request.get(name) for name, cls in LINK_OPTIONS.items()}, "the default")
     measured = profiled.measured_shape
     margin, why = profiled.margin()
     inputs = {
@@ -188,7 +191,40 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
         "profile_margin": margin,
     }
-    return profiled.scenario, {**profiled.provenance, "margin": why}, list(profiled.notes), inputs
+    scenario, notes = profiled.scenario, list(profiled.notes)
+    if preset_request.get("compute_ms") is not None:
+        scenario, line = with_compute_ms(scenario, preset_request["compute_ms"])
+        provenance["compute"] = scenario.compute.source
+        notes.append(line)
+        print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
+    return scenario, {**provenance, "margin": why}, notes, inputs
+
+
+def with_compute_ms(scenario, compute_ms: float):
+    """(scenario with forward + backward = compute_ms per iteration, the line that says so).
+
+    Only the compute changes: forward/backward keep the profile's split, the spread across iterations
+    and ranks scales with it, and the optimizer time and gradient buckets stay as measured."""
+    from dataclasses import replace
+
+    def scaled(compute):
+        factor = compute_ms * 1e-3 / compute.compute_s if compute.compute_s > 0 else 1.0
+        return replace(
+            compute,
+            forward_s=compute.forward_s * factor,
+            backward_s=compute.backward_s * factor,
+            distribution=compute.distribution.scaled(factor),
+            source=f"your --compute-ms {compute_ms:g} ms (profile's forward/backward split and spread; "
+            f"optimizer {compute.optimizer_s * 1e3:.3g} ms and buckets as profiled)",
+        )
+
+    measured_ms = scenario.compute.compute_s * 1e3
+    gossip = None if scenario.gossip_compute is None else scaled(scenario.gossip_compute)
+    line = (
+        f"--compute-ms {compute_ms:g}: replaces the profile's compute ({measured_ms:,.1f} ms forward + backward "
+        "per iteration); its communication, optimizer time and buckets are kept"
+    )
+    return replace(scenario, compute=scaled(scenario.compute), gossip_compute=gossip), line
 
 
 @takes_model_inputs()

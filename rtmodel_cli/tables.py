@@ -85,7 +85,8 @@ LEGEND = (
     (
         "AccumAdam",
         "AccumAdam = Decent-DP's Adam with gradient accumulation: `from decent_dp.optim import "
-        "AccumAdam` (and `from decent_dp.ddp import DecentralizedDataParallel`).",
+        "AccumAdam` (and `from decent_dp.ddp import DecentralizedDataParallel`); `import rtmodel_decentdp` "
+        "too: without it decent_dp 0.2.3's AccumAdam fails its first step on torch 2.11.",
     ),
 )
 FACTORS_LEGEND = (

@@ -13,14 +13,18 @@ n not a power of 2) raise DecentDPTopologyError when instantiated for that shape
 0.2.3 divides by |group| - 1.
 
 Usage: `import rtmodel_decentdp` (registers on import; importing again is harmless), then
-`DecentralizedDataParallel(model, optim_fn, topology="base-2")`. A top-level package of its own, named
-for rtmodel: the line goes into the user's training script, whose folder may well hold a `validation/`.
+`DecentralizedDataParallel(model, optim_fn, topology="base-2")`. The import also makes decent_dp's
+AccumAdam/AccumAdamW step on every torch in rtmodel's range (rtmodel_decentdp.compat), which is why the
+advisor's AccumAdam line wants it even with a Decent-DP built-in topology. A top-level package of its
+own, named for rtmodel: the line goes into the user's training script, whose folder may well hold a
+`validation/`.
 """
 
 from __future__ import annotations
 
 from decent_dp.topo import Edge, Topology, TopologyReg
 
+from rtmodel_decentdp.compat import ensure_optimizers_work
 from runtime_model.errors import UserError
 from runtime_model.exchange import DECENT_DP
 from runtime_model.scenario import ClusterShape
@@ -99,3 +103,4 @@ def register_all() -> list[str]:
 
 
 REGISTERED = register_all()
+ensure_optimizers_work()  # decent_dp 0.2.3's AccumAdam calls a torch check torch 2.11 lacks

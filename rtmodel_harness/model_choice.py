@@ -42,9 +42,26 @@ BUILTIN_DEFAULTS: dict[str, dict] = {
         "seed": 0,
     },
 }
+# The preset models (rtmodel_harness.reference_workloads): full width by default; width_div > 1 makes a
+# small copy (every width divided, depth and heads kept) for tests and CPU runs.
+REFERENCE_MODELS = ("transformer-base", "transformer-big", "gpt2-small", "resnet50", "transformer-xl-base")
+for _name in REFERENCE_MODELS:
+    BUILTIN_DEFAULTS[_name] = {"width_div": 1, "seed": 0}
 BUILTIN_MODELS = tuple(BUILTIN_DEFAULTS)
+# What --batch-per-rank counts per model (reference_models.UNITS), its smallest value (one whole sample:
+# a 32-token sentence, a 192-token Transformer-XL segment) and its default.
+BATCH_UNITS = {"transformer-base": "token", "transformer-big": "token", "gpt2-small": "token",
+               "resnet50": "image", "transformer-xl-base": "token"}
+MIN_BATCH = {"transformer-base": 32, "transformer-big": 32, "transformer-xl-base": 192}
+DEFAULT_BATCH = {"transformer-base": 1024, "transformer-big": 1024, "gpt2-small": 1024,
+                 "transformer-xl-base": 192}
+DEFAULT_BATCH_PER_RANK = 8  # samples: synthetic, mlp, transformer-tiny, resnet50 (images), your own model
+_WIDTH_DIVS = (1, 2, 4, 8, 16, 32, 64)  # every width stays divisible by the head count
+_SAMPLE = {"transformer-base": "32-token sentence", "transformer-big": "32-token sentence",
+           "transformer-xl-base": "192-token segment"}
 
-_POSITIVE_INT = {"layers", "d_in", "hidden", "depth", "classes", "vocab", "d_model", "heads", "ff", "seq_len"}
+_POSITIVE_INT = {"layers", "d_in", "hidden", "depth", "classes", "vocab", "d_model", "heads", "ff", "seq_len",
+                 "width_div"}
 _NONNEG_FLOAT = {"forward_ms", "backward_ms", "jitter_cv", "optimizer_ms"}
 OPTIMIZERS = ("adam", "sleep")
 
@@ -104,9 +121,29 @@ def resolve_model_args(name: str, model_args: dict | None) -> dict:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise WorkloadError(f"model argument {key} must be a number >= 0, got {value!r}")
             args[key] = float(value)
+    if name in REFERENCE_MODELS and args["width_div"] not in _WIDTH_DIVS:
+        raise WorkloadError(f"{name}: width_div must be a power of 2 up to 64 (1 = full width), got {args['width_div']}")
     if name == "transformer-tiny" and args["d_model"] % args["heads"]:
         raise WorkloadError(f"transformer-tiny: d_model {args['d_model']} is not divisible by heads {args['heads']}")
     return args
+
+
+def default_batch(name: str) -> int:
+    """--batch-per-rank when not given: in the model's units (BATCH_UNITS)."""
+    return DEFAULT_BATCH.get(name, DEFAULT_BATCH_PER_RANK)
+
+
+def check_batch(name: str, batch, flag: str = "--batch-per-rank") -> int:
+    """An integer >= 1 that holds at least one whole sample of the model; WorkloadError (one line) else."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise WorkloadError(f"{flag} must be an integer >= 1, got {batch!r}")
+    least = MIN_BATCH.get(name, 1)
+    if batch < least:
+        raise WorkloadError(
+            f"{flag} {batch} is too small for {name}: it counts {BATCH_UNITS[name]}s per rank, at least {least} "
+            f"(one whole {_SAMPLE[name]})"
+        )
+    return batch
 
 
 def parse_rank_list(value) -> list[int]:

@@ -3,10 +3,11 @@
 Public API (stable; validation/ imports it too):
 
     build_workload(name, model_args, batch_per_rank, device, *, rank=None) -> Workload
-        name: "synthetic" | "mlp" | "transformer-tiny" | "package.module:factory"
+        name: "synthetic" | "mlp" | "transformer-tiny" | a preset model (below) | "package.module:factory"
     Workload.model                         nn.Module on `device`
     Workload.make_batch(step) -> (inputs, targets)   deterministic in (seed, rank, step)
     Workload.loss(model, batch) -> scalar tensor     `model` may be the DDP / Decent-DP wrapper
+    Workload.make_optimizer(params, lr, recipe=None) -> Optimizer   (recipe.Recipe's --optimizer)
     Workload.param_bytes -> int
     Workload.bucket_layout(cap_mb=25.0, first_bucket_mb=1.0) -> BucketLayout   (traces one backward)
     bucket_layout(model, cap_mb=25.0, first_bucket_mb=1.0, run_backward=None) -> BucketLayout
@@ -37,6 +38,9 @@ Built-in models (defaults in model_choice.BUILTIN_DEFAULTS):
 - mlp: Linear/ReLU stack (d_in -> hidden x depth -> classes), random Gaussian inputs, cross-entropy.
 - transformer-tiny: token + learned position embedding, nn.TransformerEncoder (causal), LM head (not
   tied: Decent-DP needs every parameter used once), next-token cross-entropy on random tokens.
+- transformer-base, transformer-big, gpt2-small, resnet50, transformer-xl-base: the presets' models
+  (rtmodel_harness.reference_models), full width unless width_div > 1; --batch-per-rank counts their units
+  (tokens; images for resnet50): see rtmodel_harness.reference_workloads.
 Your own model: --model package.module:factory, where factory(**model_args) returns
   (model, make_batch, loss_fn) with make_batch(step, batch_per_rank, device) -> (inputs, targets) and
   loss_fn(outputs, targets) -> scalar loss; inputs may be a tensor, a tuple (model(*inputs)) or a dict
@@ -61,11 +65,15 @@ from rtmodel_harness.errors import WorkloadError
 from rtmodel_harness.model_choice import (
     BUILTIN_DEFAULTS,
     BUILTIN_MODELS,
+    REFERENCE_MODELS,
+    check_batch,
     check_model_choice,
     load_factory,
     parse_model_args,
     resolve_model_args,
 )
+from rtmodel_harness.recipe import Recipe
+from rtmodel_harness.reference_workloads import build_reference, step_seed
 from runtime_model.defaults import MIB
 
 __all__ = [
@@ -97,15 +105,16 @@ class Workload:
     def make_batch(self, step: int) -> tuple:
         return self.batch_fn(step)
 
-    def make_optimizer(self, params, lr: float = 1e-3) -> torch.optim.Optimizer:
-        """The optimizer to time and train with: torch Adam, or for `synthetic` with optimizer=sleep a
-        stand-in that sleeps like a GPU's Adam would (so CPU ranks do not contend for cores the way
-        GPUs never do). Decent-DP builds one per bucket; each sleeps its share of optimizer_ms."""
+    def make_optimizer(self, params, lr: float = 1e-3, recipe: Recipe | None = None) -> torch.optim.Optimizer:
+        """The optimizer to time and train with: the recipe's (torch Adam, or Decent-DP's AccumAdam), or for
+        `synthetic` with optimizer=sleep a stand-in that sleeps like a GPU's optimizer would (so CPU ranks
+        do not contend for cores the way GPUs never do; it wins over the recipe's). Decent-DP builds one
+        per bucket; each sleeps its share of optimizer_ms."""
         params = [p for p in params if p.requires_grad]
         if self.name == "synthetic" and self.model_args.get("optimizer") == "sleep":
             total = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
             return SleepOptimizer(params, self.model_args["optimizer_ms"] / 1000.0, total, lr)
-        return torch.optim.Adam(params, lr=lr)
+        return (recipe or Recipe()).make_optimizer(params, lr)
 
     def loss(self, model, batch) -> torch.Tensor:
         inputs, targets = batch
@@ -134,10 +143,6 @@ def _default_rank() -> int:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
     return int(os.environ.get("RANK", "0"))
-
-
-def _step_seed(seed: int, rank: int, step: int) -> int:
-    return int(np.random.SeedSequence([seed & 0xFFFFFFFF, rank, max(step, 0)]).generate_state(1)[0])
 
 
 def jitter_multiplier(kind: str, cv: float, seed: int, rank: int, step: int) -> float:
@@ -242,7 +247,7 @@ def _synthetic(args: dict, batch: int, device: torch.device, rank: int):
 
 
 def _cpu_generator(args: dict, rank: int, step: int) -> torch.Generator:
-    return torch.Generator().manual_seed(_step_seed(args["seed"], rank, step))
+    return torch.Generator().manual_seed(step_seed(args["seed"], rank, step))
 
 
 def _mlp(args: dict, batch: int, device: torch.device, rank: int):
@@ -318,11 +323,13 @@ def build_workload(
     name: str, model_args: dict | None, batch_per_rank: int, device, *, rank: int | None = None
 ) -> Workload:
     """Build a workload on `device`; `rank` seeds data and jitter (default: this process's rank)."""
-    if not isinstance(batch_per_rank, int) or batch_per_rank < 1:
-        raise WorkloadError(f"--batch-per-rank must be an integer >= 1, got {batch_per_rank!r}")
+    check_batch(name, batch_per_rank)
     device = torch.device(device)
     rank = _default_rank() if rank is None else rank
-    if name in _BUILDERS:
+    if name in REFERENCE_MODELS:
+        args = resolve_model_args(name, model_args)
+        model, make_batch, loss_fn = build_reference(name, args, batch_per_rank, device, rank)
+    elif name in _BUILDERS:
         args = resolve_model_args(name, model_args)
         model, make_batch, loss_fn = _BUILDERS[name](args, batch_per_rank, device, rank)
     else:

@@ -19,7 +19,18 @@ CHECKPOINT_SECTIONS = ("shape", "compute", "communication")
 # A resume reuses measurements only when these are the same as the earlier run's.
 # (nccl_algo_env: measurements NCCL took with another NCCL_ALGO ran other algorithms)
 SHAPE_KEYS = ("world_size", "ranks_per_node", "nodes", "node_names", "backend", "device", "nccl_algo_env")
-WORKLOAD_KEYS = ("model", "model_args", "batch_per_rank", "bucket_cap_mb", "ddp_first_bucket_mb")
+WORKLOAD_KEYS = (
+    "model", "model_args", "batch_per_rank", "bucket_cap_mb", "ddp_first_bucket_mb", "precision", "optimizer"
+)
+# shape.unmeasured_links: link class -> why the profile's patterns on it measured no real link of that
+# class (ranks sharing one GPU, pretend nodes on one machine); calibration then fills it like a link the
+# profile has no pattern for. Profiles from before it was recorded lack it: every link measured.
+UNMEASURED_LINKS = "unmeasured_links"
+LINK_CLASSES = ("intra", "inter")
+# Set (to "1") by the local launcher for ranks of the nodes it pretends on one machine (--ranks-per-node):
+# their "inter-node" exchange is no network. The emulated cluster's nodes (network namespaces joined by
+# shaped veth links) do not set it: that link is real.
+PRETEND_NODES_ENV = "RTMODEL_PRETEND_NODES"
 
 
 def utc_now() -> str:

@@ -41,6 +41,9 @@ SKIPPED = {
     "rtmodel profile --out profile.json --model mypkg.models:build --model-arg width=1024": TORCH_RANKS
     + "; mypkg is the reader's own package",
     "rtmodel profile --out profile.json --nproc-per-node 4 --ranks-per-node 2": TORCH_RANKS,
+    "rtmodel profile --out profile.json --model transformer-base --precision fp16": TORCH_RANKS + "; fp16 needs a GPU",
+    "rtmodel profile --out profile.json --model transformer-base --precision bf16 --optimizer accum-adam": TORCH_RANKS,
+    "rtmodel profile --out profile.json --model resnet50 --batch-per-rank 64 --model-arg width_div=4": TORCH_RANKS,
     "rtmodel profile --out prof.json --nproc-per-node 4 --ranks-per-node 2 --quick": TORCH_RANKS,
     "rtmodel validate --profile profile.json --recommended": TORCH_RANKS,
     "rtmodel validate --profile prof.json --topology alternating-exp-ring": TORCH_RANKS,

@@ -30,14 +30,15 @@ def _profile(tmp_path, nproc: int):
     return out, doc
 
 
-def test_profile_on_the_visible_gpus_records_cuda_and_its_backend(tmp_path):
+def test_profile_without_options_measures_the_papers_recipe_on_the_visible_gpus(tmp_path):
+    from profiler.launch import run_profile
     from rtmodel_util.backend_choice import pick_backend
 
-    nproc = max(2, _gpus())
-    _, doc = _profile(tmp_path, nproc)
-    shape = doc["shape"]
+    doc = run_profile(tmp_path / "default.json", quick=True, progress=False, timeout_s=300)
+    shape, workload = doc["shape"], doc["workload"]
     assert doc["complete"] and shape["device"] == "cuda"
-    assert shape["backend"] == pick_backend("auto", nproc, _gpus())[0]
+    assert shape["backend"] == pick_backend("auto", shape["world_size"], _gpus())[0]
+    assert (workload["model"], workload["precision"], workload["batch_per_rank"]) == ("transformer-base", "fp16", 1024)
     assert all(min(rank) > 0 for rank in doc["compute"]["forward_s"])
 
 

@@ -368,6 +368,9 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
 
     monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", fake_ddp)
     monkeypatch.setattr(ddp_mod, "DecentralizedDataParallel", FakeDecentDP)
+    import validation.preflight  # steps real tensors on the GPU: recorded here, tested in test_decentdp_preflight
+
+    monkeypatch.setattr(validation.preflight, "preflight_job", lambda job, device, recipe=None: gpu.add("preflight", device=device))
     warmup, iterations = 4, 3
     from validation.job import RankJob
 
@@ -381,6 +384,8 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
     check_barriers_name_device(gpu)
     check_torn_down(gpu)
     assert gpu.calls("DistributedDataParallel") == [{"device_ids": [GPU]}]
+    assert [_cuda(a["device"]) for a in gpu.calls("preflight")] == [_cuda(GPU)]  # before any training
+    assert gpu.names().index("preflight") < gpu.names().index("DistributedDataParallel")
     assert [_cuda(a["device"]) for a in gpu.calls("build_workload")] == [_cuda(GPU)] * 2
     names = gpu.names()
     clocks = gpu.where("perf_counter")

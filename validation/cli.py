@@ -89,6 +89,8 @@ def register(app: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option("--model", help="Train this model instead of the profiled one.")] = None,
         model_arg: Annotated[list[str] | None, typer.Option("--model-arg", help="KEY=VALUE model argument "
                                                             "(repeatable).")] = None,
+        precision: Annotated[str | None, typer.Option(help="fp32|tf32|fp16|bf16 (default: the profile's).")] = None,
+        optimizer: Annotated[str | None, typer.Option(help="adam|accum-adam (default: the profile's).")] = None,
         fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
         results: Annotated[Path | None, typer.Option(
             "--results", show_default=str(default_results_path()),
@@ -145,7 +147,7 @@ def register(app: typer.Typer) -> None:
             profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
             ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
             model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s, progress=not quiet,
-            local_sgd=local_sgd, backend=backend,
+            local_sgd=local_sgd, backend=backend, precision=precision, optimizer=optimizer,
         )
         if result is not None:  # None: a rank other than 0 of a torchrun job
             show_and_record(result, fmt, path, is_default)

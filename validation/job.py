@@ -31,12 +31,15 @@ def _fields_of(cls, doc: Any, what: str) -> dict:
 
 @dataclass(frozen=True)
 class RunWorkload:
-    """What both trainings train: the model, its arguments, the batch per rank and the bucket cap."""
+    """What both trainings train: the model, its arguments, the batch per rank, the bucket cap and the recipe
+    (rtmodel_harness.recipe: precision and optimizer; jobs and reports from before them load as fp32, Adam)."""
 
     model: str
     model_args: dict
     batch_per_rank: int
     bucket_cap_mb: float
+    precision: str = "fp32"
+    optimizer: str = "adam"
 
     def to_json(self) -> dict:
         return asdict(self)

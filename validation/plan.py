@@ -124,9 +124,13 @@ def check_shape(profile: Profile, shape: ClusterShape, origin: str) -> None:
         )
 
 
-def resolve_workload(profile: Profile, model: str | None, model_args: dict | None) -> tuple[RunWorkload, list[str]]:
-    """The run's workload: the profiled one, or --model/--model-arg overrides (said in a note)."""
-    from rtmodel_harness.model_choice import check_model_choice
+def resolve_workload(
+    profile: Profile, model: str | None, model_args: dict | None, precision: str | None = None,
+    optimizer: str | None = None,
+) -> tuple[RunWorkload, list[str]]:
+    """The run's workload: the profiled one (its recipe too), or --model/--model-arg/--precision/--optimizer
+    overrides (said in a note)."""
+    from rtmodel_harness.model_choice import check_batch, check_model_choice
 
     wl = profile.workload
     prof_model = str(wl.model)
@@ -142,8 +146,11 @@ def resolve_workload(profile: Profile, model: str | None, model_args: dict | Non
         run_model, run_args = model, dict(model_args or {})
     try:
         resolved = check_model_choice(run_model, run_args)
+        check_batch(run_model, batch, "the profile's batch_per_rank")
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+    recipe, recipe_notes = _resolve_recipe(wl, precision, optimizer)
+    notes.extend(recipe_notes)
     if model is not None or model_args:
         try:
             prof_resolved = check_model_choice(prof_model, prof_args)
@@ -154,7 +161,25 @@ def resolve_workload(profile: Profile, model: str | None, model_args: dict | Non
                 f"the run trains {run_model} {resolved} but the profile measured {prof_model} {prof_resolved}: "
                 "the predictions use the profile's compute times, so part of any error is that difference"
             )
-    return RunWorkload(run_model, resolved, batch, cap), notes
+    return RunWorkload(run_model, resolved, batch, cap, recipe.precision, recipe.optimizer), notes
+
+
+def _resolve_recipe(wl, precision: str | None, optimizer: str | None):
+    """(Recipe, notes): the profile's precision and optimizer (fp32 and Adam in profiles from before they
+    were recorded), each replaced by --precision / --optimizer when given, with a note when it differs."""
+    from rtmodel_harness.recipe import Recipe, check_optimizer, check_precision
+
+    prof_precision, prof_optimizer = wl.precision or "fp32", wl.optimizer or "adam"
+    run_precision = prof_precision if precision is None else check_precision(precision, error=ValidationError)
+    run_optimizer = prof_optimizer if optimizer is None else check_optimizer(optimizer, error=ValidationError)
+    notes = [
+        f"the run trains with {flag} {mine} but the profile measured {theirs}: the predictions use the "
+        "profile's compute times, so part of any error is that difference"
+        for flag, mine, theirs in (("--precision", run_precision, prof_precision),
+                                   ("--optimizer", run_optimizer, prof_optimizer))
+        if mine != theirs
+    ]
+    return Recipe(run_precision, run_optimizer), notes
 
 
 def _placeholder_network():
@@ -245,6 +270,8 @@ def make_plan(
     model: str | None = None,
     model_args: dict | None = None,
     local_sgd: LocalSgd | None = None,
+    precision: str | None = None,
+    optimizer: str | None = None,
 ) -> Plan:
     """Check everything, calibrate the profile (loaded once by the caller), and predict every run for the
     run's exact shape (local SGD too when `local_sgd` is given)."""
@@ -256,8 +283,10 @@ def make_plan(
     check_topology_choice(topology, recommended)
     origin = profile.origin
     check_shape(profile, shape, origin)
-    workload, notes = resolve_workload(profile, model, model_args)
-    profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network())
+    workload, notes = resolve_workload(profile, model, model_args, precision, optimizer)
+    # as_measured: the run has the profile's shape on the profiled machine, so even a link the profile marks
+    # unmeasured (ranks sharing a GPU, pretend nodes) is the very link the run's ranks use
+    profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network(), as_measured=True)
     scenario = replace(profiled.scenario, description=f"validation of {origin}")
     name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario)
     notes.extend(topo_notes)

@@ -2,7 +2,11 @@
 with local SGD), timing every iteration.
 
 Both runs build the workload afresh (same seed: same initial weights, same per-step batches and jitter,
-so both see identical compute) and use Adam. What one iteration is:
+so both see identical compute) and train with the job's recipe (rtmodel_harness.recipe: precision and
+optimizer, the profile's unless --precision / --optimizer replace them; every run the same optimizer).
+fp16's GradScaler: DDP and local SGD scale the loss and step through it; Decent-DP is handed it
+(DecentralizedDataParallel(scaler=...)) and steps each bucket's optimizer through it in its hooks.
+What one iteration is:
 - DDP:       forward + backward (bucketed all-reduce overlapped with it) + optimizer.step() + zero_grad
 - Decent-DP: forward + backward; its hooks wait for the previous gossip, mix, step Adam per bucket and
              launch the next gossip, all inside backward.
@@ -78,21 +82,31 @@ def _ddp_bucket_cap(cap_mb: float):
     return None if cap_mb == BUCKET_CAP_MIB else cap_mb
 
 
+def job_recipe(job: RankJob):
+    """The job's Recipe; AccumAdam's compat shim (rtmodel_decentdp) imported first when it needs it."""
+    from rtmodel_harness.recipe import Recipe
+
+    recipe = Recipe(job.workload.precision, job.workload.optimizer)
+    if recipe.needs_decent_dp:
+        import rtmodel_decentdp  # noqa: F401
+    return recipe
+
+
 def run_allreduce(job: RankJob, device: torch.device) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel
 
+    from rtmodel_harness.recipe import train_step
     from rtmodel_harness.workloads import build_workload
 
-    wl_job = job.workload
+    wl_job, recipe = job.workload, job_recipe(job)
+    scaler = recipe.prepare(device)
     wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     ids = [device.index] if device.type == "cuda" else None
     model = DistributedDataParallel(wl.model, device_ids=ids, bucket_cap_mb=_ddp_bucket_cap(wl_job.bucket_cap_mb))
-    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3)
+    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
 
     def step(batch):
-        wl.loss(model, batch).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(recipe, wl, model, batch, optimizer, scaler)
 
     return timed_loop(step, wl, job.warmup, job.iterations, device)
 
@@ -102,6 +116,7 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     from decent_dp.ddp import DecentralizedDataParallel
     from decent_dp.topo import TopologyReg
 
+    from rtmodel_harness.recipe import backward_only_step
     from rtmodel_harness.workloads import build_workload
 
     if job.registered_by_rtmodel:
@@ -109,19 +124,21 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     name = job.decent_dp_topology
     if name not in TopologyReg.registry:
         raise ValidationError(f"Decent-DP has no topology {name!r} (known: {', '.join(TopologyReg.registry)})")
-    wl_job = job.workload
+    wl_job, recipe = job.workload, job_recipe(job)
+    scaler = recipe.prepare(device)
     wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     model = DecentralizedDataParallel(
         wl.model,
-        optim_fn=lambda named: wl.make_optimizer([p for _, p in named], lr=1e-3),
+        optim_fn=lambda named: wl.make_optimizer([p for _, p in named], lr=1e-3, recipe=recipe),
         topology=name,
+        **({"scaler": scaler} if scaler is not None else {}),  # fp16: Decent-DP steps through it
         bucket_size_in_mb=wl_job.bucket_cap_mb,
         _local_world_size=job.ranks_per_node,
     )
     model.train()
 
     def step(batch):
-        wl.loss(model, batch).backward()
+        backward_only_step(recipe, wl, model, batch, scaler)
 
     times = timed_loop(step, wl, job.warmup, job.iterations, device)
     d2c = model.global_avg(will_revert=False, return_d2c=True)
@@ -134,25 +151,25 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     from torch.nn.parallel import DistributedDataParallel
 
     from rtmodel_harness.local_sgd import OuterSync, node_group
+    from rtmodel_harness.recipe import train_step
     from rtmodel_harness.workloads import build_workload
     from runtime_model.local_sgd import LocalSgd
 
     opts = LocalSgd(**job.local_sgd)
-    wl_job = job.workload
+    wl_job, recipe = job.workload, job_recipe(job)
+    scaler = recipe.prepare(device)
     wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     model = wl.model
     if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
         ids = [device.index] if device.type == "cuda" else None
         model = DistributedDataParallel(wl.model, device_ids=ids, process_group=node_group(job.ranks_per_node),
                                         bucket_cap_mb=_ddp_bucket_cap(wl_job.bucket_cap_mb))
-    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3)
+    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
     outer = OuterSync(wl.model.parameters(), opts.inner_steps, opts.overlap_steps, opts.fragments, opts.bits)
     steps = itertools.count()
 
     def step(batch):
-        wl.loss(model, batch).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(recipe, wl, model, batch, optimizer, scaler)
         outer.after_step(next(steps))
 
     times = timed_loop(step, wl, warmup, iterations, device)
@@ -171,6 +188,12 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         if world != job.world_size:
             raise ValidationError(f"the job has {world} ranks but the plan was made for {job.world_size}")
         device = run_device()
+        recipe_note = job_recipe(job).device_note(device.type)  # fp16 without CUDA: one line, before training
+        if recipe_note:
+            note(recipe_note)
+        from validation.preflight import preflight_job
+
+        preflight_job(job, device, job_recipe(job))  # before any training: Decent-DP and both optimizers step
         counts = f"{job.warmup} warm-up + {job.iterations} timed iterations on {world} ranks ({device.type})"
         note(f"DDP run (All-Reduce): {counts}")
         ar_times = run_allreduce(job, device)

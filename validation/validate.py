@@ -171,6 +171,8 @@ def run_validation(
     progress: bool = False,
     local_sgd: LocalSgd | None = None,
     backend: str = "auto",
+    precision: str | None = None,
+    optimizer: str | None = None,
 ) -> ValidationResult | None:
     """Train with DDP and with Decent-DP on `topology` (or the advisor's pick) and compare with the model.
 
@@ -181,7 +183,9 @@ def run_validation(
     `progress`: one line per phase on stderr (rank 0 under torchrun). `local_sgd` (checked options,
     validation.local_sgd.local_sgd_options): a third run, local SGD, timed and predicted the same way.
     `backend`: auto | nccl | gloo (rtmodel_util.backend_choice; auto is gloo where ranks share a GPU).
+    `precision` / `optimizer`: train with these instead of the profile's recipe (rtmodel_harness.recipe).
     """
+    recipe = {"precision": precision, "optimizer": optimizer}
     check_timeout_s(timeout_s, "--timeout-s", ValidationError)
     if backend not in BACKENDS:
         raise ValidationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -195,13 +199,17 @@ def run_validation(
         check_output_path(results_path, "--results", inputs={"--profile": profile_path})  # before the run
     if in_launched_rank():
         return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
-                                model_args, results_path, timeout_s, progress, local_sgd, backend)
+                                model_args, results_path, timeout_s, progress, local_sgd, backend, recipe)
     from calibration.profile_io import load_profile
 
     profile = load_profile(profile_path)  # once per run: the shape's defaults and the plan both use it
     shape = _local_shape(profile, nproc_per_node, ranks_per_node)
-    plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args, local_sgd)
+    plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args, local_sgd, **recipe)
     require_modules(*RANKS_NEEDED, error=ValidationError)
+    if not visible_gpus():  # fp16 needs CUDA: one line before any rank starts
+        from rtmodel_harness.recipe import Recipe
+
+        Recipe(plan.workload.precision, plan.workload.optimizer).device_note("cpu")
     say = _printer(progress)
     if say:
         say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
@@ -244,7 +252,7 @@ def _run_local(plan: Plan, nproc: int, timeout_s: float, say, backend: str = "au
 
 def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model, model_args,
                      results_path, timeout_s, progress=False, local_sgd=None,
-                     backend="auto") -> ValidationResult | None:
+                     backend="auto", recipe=None) -> ValidationResult | None:
     env = check_launch_env()  # before the rendezvous: a RANK >= WORLD_SIZE would wait out the whole timeout
     require_modules(*RANKS_NEEDED, error=ValidationError)
     import torch.distributed as dist
@@ -267,7 +275,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
                 from calibration.profile_io import load_profile
 
                 box[0] = make_plan(load_profile(profile_path), topology, recommended, _torchrun_shape(ranks_per_node),
-                                   iterations, warmup, model, model_args, local_sgd)
+                                   iterations, warmup, model, model_args, local_sgd, **(recipe or {}))
             except ValueError as exc:
                 box[0] = f"{exc}"
         dist.broadcast_object_list(box, src=0)
