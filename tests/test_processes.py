@@ -409,6 +409,8 @@ def test_a_signalled_profile_leaves_no_rank_and_no_temp_dir(sig, tmp_path):
         "2",
         "--timeout-s",
         "300",
+        "--model",
+        "synthetic",
         *[a for k, v in SMALL_MODEL.items() for a in ("--model-arg", f"{k}={v}")],
     ]
     proc = _rtmodel(args, tmp_path)
