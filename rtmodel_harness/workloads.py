@@ -316,7 +316,22 @@ def _custom(name: str, args: dict, batch: int, device: torch.device):
     model, make_batch, loss_fn = built
     if not isinstance(model, nn.Module) or not callable(make_batch) or not callable(loss_fn):
         raise WorkloadError(f"--model {name}: factory must return (nn.Module, callable, callable)")
-    return model, lambda step: make_batch(step, batch, device), loss_fn
+    return model, lambda step: on_device(make_batch(step, batch, device), device), loss_fn
+
+
+def on_device(batch, device: torch.device):
+    """A user's batch with every tensor on the model's device (nested tuples, lists and dicts too).
+
+    Why: a make_batch that ignores its `device` argument returns CPU tensors, which a model on a GPU
+    refuses ("Expected all tensors to be on the same device"); moving them costs nothing when they are
+    already there."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, tuple | list):
+        return type(batch)(on_device(x, device) for x in batch)
+    if isinstance(batch, dict):
+        return {k: on_device(v, device) for k, v in batch.items()}
+    return batch
 
 
 def build_workload(

@@ -341,7 +341,8 @@ def _descendants(pid: int) -> list[int]:
 
 def _rtmodel(args, tmp_path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
-    env.update(TMPDIR=str(tmp_path / "tmp"), XDG_DATA_HOME=str(tmp_path / "xdg"), PYTHONPATH=str(ROOT))
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # keep where torch is
+    env.update(TMPDIR=str(tmp_path / "tmp"), XDG_DATA_HOME=str(tmp_path / "xdg"), PYTHONPATH=path)
     (tmp_path / "tmp").mkdir()
     return subprocess.Popen(
         [sys.executable, "-m", "rtmodel_cli", *args],

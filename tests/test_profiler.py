@@ -186,7 +186,8 @@ def test_slow_ranks_multiply_their_compute_every_iteration():
 
 @pytest.mark.slow
 def test_bucket_layout_matches_ddp_and_decent_dp():
-    """Our layout against the libraries' own buckets (world of one gloo rank)."""
+    """Our layout against the libraries' own buckets (world of one gloo rank), on the device Decent-DP
+    puts the model on (the current GPU on a CUDA host)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -196,10 +197,11 @@ def test_bucket_layout_matches_ddp_and_decent_dp():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     try:
         for name, args, cap in [("transformer-tiny", {}, None), ("mlp", {}, 5.0),
                                 ("synthetic", {"param_mb": 30, "layers": 7}, None)]:
-            w = build_workload(name, args, 2, "cpu", rank=0)
+            w = build_workload(name, args, 2, device, rank=0)
             lay = w.bucket_layout(cap or 25.0, ddp_first_bucket_mb(cap))
             ddp = DDP(w.model, bucket_cap_mb=cap)
             for step in range(2):  # DDP rebuilds its buckets in gradient-ready order after iteration 1
@@ -207,7 +209,7 @@ def test_bucket_layout_matches_ddp_and_decent_dp():
             got = [b.buffer().numel() * 4 for b in ddp.reducer._get_zeros_like_grad_buckets()]
             assert got == lay.ddp_buckets_bytes, name
             decent_dp = pytest.importorskip("decent_dp.ddp")
-            w = build_workload(name, args, 2, "cpu", rank=0)
+            w = build_workload(name, args, 2, device, rank=0)
             ddd = decent_dp.DecentralizedDataParallel(
                 w.model, lambda ps: torch.optim.Adam([p for _, p in ps]), topology="complete",
                 bucket_size_in_mb=cap or 25)
@@ -344,3 +346,14 @@ def test_options_are_checked_before_anything_starts():
         run_profile("x.json", nproc_per_node=4, ranks_per_node=3)
     with pytest.raises(ProfilingError, match="--iterations must be"):
         run_profile("x.json", iterations=0)
+
+
+def test_a_users_batches_are_moved_to_the_models_device():
+    """A make_batch that ignores `device` still feeds a GPU model ("meta" stands in for cuda here)."""
+    from rtmodel_harness.workloads import on_device
+
+    meta = torch.device("meta")
+    batch = ({"tokens": torch.ones(2, 3)}, [torch.zeros(2)], "label", 3)
+    moved = on_device(batch, meta)
+    assert moved[0]["tokens"].device == meta and moved[1][0].device == meta
+    assert isinstance(moved[1], list) and moved[2:] == ("label", 3)
