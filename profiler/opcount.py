@@ -163,8 +163,9 @@ def full_width(name: str, amp: bool, width_div: int = 1, fake: bool = True) -> d
 
 
 def dispatch_us_per_op(name: str, amp: bool, repeats: int = 30) -> tuple[float, int]:
-    """Median wall time of a tiny-width forward+backward on this CPU / the kernel ops it ran: an upper
-    bound of the per-op host cost (it includes the tiny kernels' own CPU execution)."""
+    """Median wall time of a tiny-width forward+backward on this CPU / the kernel ops it ran: the host's
+    figure a user can take on any node without a GPU. Not a bound on a GPU host's issue cost per op: an
+    H100 host's CUDA issue measured 24-68 us/op where this gave 30.2 (benchmarks/results/gpu-compute)."""
     fwd, bwd = count_ops(name, amp, cuda_like=False)  # the ops the timed plain-CPU run really issues
     torch.manual_seed(0)
     model, make_batch = reference_models.build(name, TINY_WIDTH_DIV)

@@ -69,6 +69,7 @@ PROFILE_REPLACES = (
     "bucket_cap_mb",
     "cluster",
     "optimizer_ms",
+    "dispatch_us",
     "message_dtype",
     "params",
     "param_mb",
@@ -156,10 +157,10 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         choice = presets.resolve(**request, library=library)
         sc = presets.scenario_from_choice(choice, library)
         unit = library.model(choice.model).unit
-        prov = {
-            "compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s",
-            "network": f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)",
-        }
+        prov = {"compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s"}
+        if (dispatch := host_dispatch_provenance(choice, library)) is not None:
+            prov["host dispatch"] = dispatch
+        prov["network"] = f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)"
         machine_keys = ("gpu", "network", "intra", "gpus_per_node", "cluster")
         if all(preset_request.get(k) is None for k in machine_keys):
             prov["machine"] = (
@@ -198,6 +199,20 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         notes.append(line)
         print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
     return scenario, {**provenance, "margin": why}, notes, inputs
+
+
+def host_dispatch_provenance(choice, library) -> str | None:
+    """Where the host's dispatch cost per op came from: your --dispatch-us, else the GPU preset's figure
+    and its source (a host that is not yours); None when your measured times leave nothing for it to price."""
+    if choice.dispatch_us is not None:
+        return f"{choice.dispatch_us:g} us/op (--dispatch-us, this host's opcount --dispatch)"
+    if choice.compute_ms is not None and choice.optimizer_ms is not None:
+        return None
+    g = library.gpu(choice.gpu)
+    return (  # where the preset's figure was measured: gpus.toml's dispatch_source (`rtmodel presets`)
+        f"{g.dispatch_us:g} us/op from the {g.name} preset, measured on another host: give --dispatch-us from "
+        "`python -m profiler.opcount --model transformer-base --dispatch` on yours"
+    )
 
 
 def with_compute_ms(scenario, compute_ms: float):
@@ -265,7 +280,7 @@ def scenario_request(opts: dict) -> dict:
     and objective): the presets' choices, your own numbers and the variation, checked; --gpus defaults."""
     from rtmodel_cli import your_model
 
-    own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"])
+    own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"], opts["dispatch_us"])
     own.update(your_model.given(opts))
     request = {name: opts[name] for name in REQUEST_KEYS}
     request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))

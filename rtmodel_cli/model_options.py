@@ -20,6 +20,7 @@ from rtmodel_cli.options import (
     ClusterOpt,
     ComputeCvOpt,
     ComputeMsOpt,
+    DispatchUsOpt,
     GlobalBatchOpt,
     GpuOpt,
     GpusPerNodeOpt,
@@ -68,6 +69,7 @@ class ModelInputs:
     presets: PresetsOpt = None
     compute_ms: ComputeMsOpt = None
     optimizer_ms: OptimizerMsOpt = None
+    dispatch_us: DispatchUsOpt = None
     message_dtype: MessageDtypeOpt = None
     nics_per_node: NicsPerNodeOpt = None
     nccl_algo: NcclAlgoOpt = None

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from runtime_model import defaults
-from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, MFU, OPTIMIZER_MS
+from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, DISPATCH_US, MFU, OPTIMIZER_MS
 from runtime_model.errors import InvalidValue
 from runtime_model.preset_loading import builtin_library
 
@@ -163,6 +163,15 @@ OptimizerMsOpt = Annotated[
         f"{OPTIMIZER_MS.describe()}; replaces the estimate from the presets."
     ),
 ]
+DispatchUsOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="US",
+        help="Your host's dispatch cost per kernel-launching op in us: dispatch_us_per_op as `python -m "
+        "profiler.opcount --model transformer-base --dispatch` prints it on that host, "
+        f"{DISPATCH_US.describe()}; replaces the GPU preset's (a host-bound iteration is ops x this).",
+    ),
+]
 MessageDtypeOpt = Annotated[
     MessageDtype | None,
     typer.Option(
@@ -179,10 +188,17 @@ ScenarioOpt = Annotated[
 ]
 
 
-def own_numbers(compute_ms: float | None, optimizer_ms: float | None, message_dtype: str | None) -> dict:
+def own_numbers(
+    compute_ms: float | None,
+    optimizer_ms: float | None,
+    message_dtype: str | None,
+    dispatch_us: float | None = None,
+) -> dict:
     """The keyword arguments of `presets.resolve` for the user's own numbers: checked, and only those
     given (so a model without them still answers when none is)."""
     kw = {}
+    if dispatch_us is not None:
+        kw["dispatch_us"] = DISPATCH_US.check("dispatch_us", dispatch_us)
     if compute_ms is not None:
         kw["compute_ms"] = COMPUTE_MS.check("compute_ms", compute_ms)
     if optimizer_ms is not None:

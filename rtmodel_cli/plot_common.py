@@ -92,7 +92,7 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
         "bucket_cap_mb": o.bucket_cap_mb,
         "library": library,
         **{name: given[name] for name in scenario_file.PLOT_FROM_FILE_ONLY if given[name] is not None},
-        **own_numbers(o.compute_ms, o.optimizer_ms, o.message_dtype),
+        **own_numbers(o.compute_ms, o.optimizer_ms, o.message_dtype, o.dispatch_us),
         **network_kw(o.nics_per_node, o.nccl_algo),
         **variation_kw(o.straggler, o.rank_cv, o.node_cv, min_gpus),
     }

@@ -44,6 +44,7 @@ KEYS = {
     "cluster": TEXT,
     "compute_ms": FLOAT,
     "optimizer_ms": FLOAT,
+    "dispatch_us": FLOAT,  # your host's profiler.opcount --dispatch figure, us per op
     "message_dtype": TEXT,
     "nics_per_node": INT,
     "nccl_algo": TEXT,

@@ -87,6 +87,10 @@ COMPUTE_CV = FRACTION
 # 1e300 ms step ended in NaN verdicts). The optimizer step may be 0 (folded into backward).
 COMPUTE_MS = Interval(1e-3, 8.64e7, closed="both")
 OPTIMIZER_MS = Interval(0.0, 8.64e7, closed="both")
+# A host's dispatch cost per kernel-launching op of eager PyTorch in us (profiler.opcount --dispatch):
+# a fast host measures a few us, a slow or loaded VM tens; under 0.1 us no host issues an op, and over
+# 10 ms per op is a unit mix-up (ms or s for us), not a host.
+DISPATCH_US = Interval(0.1, 1e4, closed="both")
 # Global batch in units (tokens, images): the largest published ones are ~1.6e7 tokens (Llama 3 405B,
 # 16M tokens per step); 1e10 leaves three orders of magnitude above them, and past it a time is an
 # artefact of the input (1e300 tokens printed 300-digit times and overflowed the variance).

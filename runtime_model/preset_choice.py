@@ -14,6 +14,7 @@ from runtime_model.constraints import (
     AT_LEAST_ONE,
     COMPUTE_CV,
     COMPUTE_MS,
+    DISPATCH_US,
     GLOBAL_BATCH,
     MFU,
     OPTIMIZER_MS,
@@ -60,6 +61,7 @@ class PresetChoice:
     node_cv: float = 0.0  # node-correlated per-iteration variation
     nics_per_node: int = 1  # inter-node NICs per node, rail-optimised (local rank i -> NIC i mod nics)
     nccl_algo: str = DEFAULT_NCCL_ALGO  # auto (NCCL's choice), ring or tree
+    dispatch_us: float | None = None  # your host's dispatch cost per op (opcount --dispatch); None: the GPU's
 
 
 def resolve(
@@ -83,6 +85,7 @@ def resolve(
     node_cv: float | None = None,
     nics_per_node: int | None = None,
     nccl_algo: str | None = None,
+    dispatch_us: float | None = None,
     *,
     library: PresetLibrary | None = None,
 ) -> PresetChoice:
@@ -91,10 +94,11 @@ def resolve(
     checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
     InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
     bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv,
-    nics_per_node, nccl_algo). `mfu`
+    nics_per_node, nccl_algo, dispatch_us). `mfu`
     is the large-batch efficiency of the chosen precision (default: the GPU's figure for it).
     `straggler` = (factor, count): the first `count` ranks run `factor` times slower. A params-only
-    model (own_model) needs compute_ms (NeedsComputeMs)."""
+    model (own_model) needs compute_ms (NeedsComputeMs). `dispatch_us` (your host's opcount --dispatch
+    figure) replaces the GPU preset's; refused with both compute_ms and optimizer_ms (nothing left to price)."""
     lib = library or builtin_library()
     _check_counts(gpus, gpus_per_node, nics_per_node, nccl_algo)
     if cluster is not None:
@@ -136,6 +140,7 @@ def resolve(
         node_cv=0.0 if node_cv is None else node_cv,
         nics_per_node=1 if nics_per_node is None else nics_per_node,
         nccl_algo=DEFAULT_NCCL_ALGO if nccl_algo is None else nccl_algo,
+        dispatch_us=dispatch_us,
     )
     _check_numbers(choice, m, global_batch, compute_ms, optimizer_ms)
     return choice
@@ -169,6 +174,7 @@ def _check_numbers(
         COMPUTE_MS.check("compute_ms", compute_ms)
     if optimizer_ms is not None:
         OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
+    check_dispatch(choice.dispatch_us, compute_ms, optimizer_ms)
     MFU.check("mfu", choice.mfu)
     COMPUTE_CV.check("compute_cv", choice.compute_cv)
     GLOBAL_BATCH.check("global_batch", choice.global_batch)
@@ -191,6 +197,22 @@ def _check_numbers(
         )
     if choice.bucket_cap_mb is not None:
         BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)
+
+
+def check_dispatch(dispatch_us: float | None, compute_ms: float | None, optimizer_ms: float | None):
+    """A host dispatch figure in range, and one that something still prices: with both measured times
+    given, the host's ops price only estimates they replace, so it would be silently ignored."""
+    if dispatch_us is None:
+        return
+    DISPATCH_US.check("dispatch_us", dispatch_us)
+    if compute_ms is not None and optimizer_ms is not None:
+        raise InvalidCombination(
+            "{dispatch_us} would not be used: {compute_ms} and {optimizer_ms} give the compute itself "
+            "(the host's dispatch prices only the estimates they replace); drop the host's figure",
+            dispatch_us=dispatch_us,
+            compute_ms=compute_ms,
+            optimizer_ms=optimizer_ms,
+        )
 
 
 def check_variation(straggler_factor: float, straggler_count: int, rank_cv: float, node_cv: float, gpus: int):

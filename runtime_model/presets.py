@@ -37,6 +37,7 @@ __all__ = [
     "UnknownPreset",
     "builtin_library",
     "computes_from_preset",
+    "host_gpu",
     "iteration_work",
     "link_from_preset",
     "link_names",
@@ -90,9 +91,9 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     bandwidth x streaming efficiency; host: kernel-launching ops x the host's dispatch cost. The
     optimizer, GradScaler, DDP's bucket copies and Decent-DP's mixing are passes over the parameters
     (traffic.toml). A params-only model's forward and backward are the measured compute_ms, split as
-    its FLOPs (own_model), on the device."""
+    its FLOPs (own_model), on the device. The host's dispatch cost is the user's dispatch_us where given."""
     lib = library or builtin_library()
-    g, m = lib.gpu(choice.gpu), lib.model(choice.model)
+    g, m = host_gpu(choice, lib), lib.model(choice.model)
     mode = "amp" if choice.precision in AMP_PRECISIONS else "full"
     units = choice.global_batch / choice.gpus
     flops_per_s = g.tflops[choice.precision] * 1e12 * choice.mfu
@@ -133,6 +134,15 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
         amp=mode == "amp",
         step_syncs=m.optimizer == "accum-adam",
     )
+
+
+def host_gpu(choice: PresetChoice, library: PresetLibrary | None = None):
+    """The chosen GPU preset, with the user's host dispatch figure (dispatch_us) in place of its own:
+    dispatch is a fact about the host's CPU and torch build, not the GPU, so a user measures their own."""
+    g = (library or builtin_library()).gpu(choice.gpu)
+    if choice.dispatch_us is None:
+        return g
+    return replace(g, dispatch_us=choice.dispatch_us, dispatch_source="yours: profiler.opcount --dispatch")
 
 
 def computes_from_preset(

@@ -24,7 +24,10 @@ sgp-exp, osgp-exp, each entry's `library`); static-exp, now run by BlueFog with 
 the resnet scenario (eth-25g) moved with TCP Ethernet's published efficiency (0.544, was 0.949); no
 other prediction moved. Re-recorded for local SGD (issue 30): a local-SGD entry after the topologies,
 every entry's family, compute_utilization and nic_bytes_per_iteration, the document's `families`, and the
-CSV's last three columns added; every old key kept its value (no prediction moved).)
+CSV's last three columns added; every old key kept its value (no prediction moved). Re-recorded for
+--dispatch-us (issue 24): each preset scenario's provenance gained `host dispatch` (the GPU preset's
+figure and its dispatch_source) and inputs.preset `dispatch_us` (null); every old key kept its value, the
+profile scenarios and the CSV are unchanged.)
 """
 
 import json
