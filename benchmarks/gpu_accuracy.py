@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -182,24 +183,19 @@ def environment() -> dict:
     """Device, host CPU and versions, as every committed GPU result carries them."""
     import torch
 
-    cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor(),
-    )
+    from benchmarks.gpu_compute import host_cpu_model
+    from rtmodel_harness.distributed import nccl_version
+
     cuda = torch.cuda.is_available()
     return {
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "gpus": torch.cuda.device_count(),
-        "host_cpu": cpu,
-        "cpu_cores": __import__("os").cpu_count(),
+        "host_cpu": host_cpu_model() or platform.processor(),
+        "cpu_cores": os.cpu_count(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+        "nccl": nccl_version(),
         "python": platform.python_version(),
         "command": " ".join(sys.argv),
     }

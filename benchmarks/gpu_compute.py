@@ -155,7 +155,8 @@ def derive(point: dict, prediction: dict | None) -> None:
     point["error_pct"] = (pred - wall) / wall * 100 if pred is not None and wall else None
 
 
-def _cpu_model() -> str | None:
+def host_cpu_model() -> str | None:
+    """The host CPU's model name (/proc/cpuinfo), as every committed GPU result names it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -168,26 +169,23 @@ def _cpu_model() -> str | None:
 def header(device, argv: list[str], tiny: bool, budget_s: float) -> dict:
     import torch
 
+    from rtmodel_harness.distributed import nccl_version
+
     cuda = device.type == "cuda"
     props = torch.cuda.get_device_properties(device) if cuda else None
-    try:
-        v = torch.cuda.nccl.version() if cuda else None
-        nccl = ".".join(map(str, v)) if isinstance(v, tuple) else (None if v is None else str(v))
-    except Exception:  # noqa: BLE001 - a build without NCCL
-        nccl = None
     return {
         "gpu": props.name if props else None,
         "gpu_memory_gib": props.total_memory / 2**30 if props else None,
         "gpu_preset": gpu_preset_for(
             props.name if props else None, props.total_memory / 2**30 if props else 0
         ),
-        "host_cpu": _cpu_model(),
+        "host_cpu": host_cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "nccl": nccl,
+        "nccl": nccl_version() if cuda else None,
         "python": sys.version.split()[0],
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": " ".join(["python -m benchmarks.gpu_compute", *argv]),

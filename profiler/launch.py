@@ -26,8 +26,10 @@ from pathlib import Path
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
 from profiler.options import DEFAULT_MODEL, ProfileOptions
+from rtmodel_harness.local_launch import check_local_launch
 from rtmodel_harness.model_choice import check_model_choice
-from rtmodel_util.backend_choice import HOST_RANKS_ENV, pick_backend, visible_gpus
+from rtmodel_harness.recipe import Recipe
+from rtmodel_util.backend_choice import HOST_RANKS_ENV, visible_gpus
 from rtmodel_util.files import lock_env, output_lock
 from rtmodel_util.processes import (
     DEBUG_ENV,
@@ -132,11 +134,8 @@ def launch_local(opts: ProfileOptions) -> dict:
                            "use --nproc-per-node 2 or more")
     if n % k:
         raise ProfilingError(f"--ranks-per-node {k} does not divide the {n} local processes")
-    if gpus == 0:  # fp16 is refused before any rank starts (ranks on GPUs check it themselves)
-        from rtmodel_harness.recipe import Recipe
-
-        Recipe(opts.precision, opts.optimizer).device_note("cpu")
-    backend, why = pick_backend(opts.backend, n, gpus, ProfilingError)
+    recipe = Recipe(opts.precision, opts.optimizer)  # fp16 without a GPU is refused before any rank starts
+    backend, why = check_local_launch(recipe, opts.backend, n, gpus, ProfilingError)
     opts = replace(opts, backend=backend)  # the ranks take the launcher's choice as given
     if why and opts.progress:
         print(f"[rtmodel profile] {why}", flush=True)

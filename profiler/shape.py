@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from profiler.errors import ProfilingError
+from rtmodel_harness.distributed import nccl_version
 from rtmodel_util.processes import NODE_NAME_ENV, RANKS_PER_NODE_ENV
 from rtmodel_util.profile_schema import PRETEND_NODES_ENV, UNMEASURED_LINKS
 
@@ -44,16 +45,6 @@ def ranks_per_node(option: int | None, world_size: int) -> int:
     return world_size
 
 
-def _nccl_version() -> str | None:
-    if not torch.cuda.is_available():
-        return None
-    try:
-        v = torch.cuda.nccl.version()
-    except Exception:  # some builds have no NCCL
-        return None
-    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-
-
 def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, list[str]]:
     """The shape section (identical on every rank) plus warnings worth printing."""
     n = dist.get_world_size()
@@ -73,7 +64,7 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
         "device": device.type,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
         "torch_version": torch.__version__,
-        "nccl_version": _nccl_version(),
+        "nccl_version": nccl_version(),
         UNMEASURED_LINKS: unmeasured_links(places, k, device.type, bool(os.environ.get(PRETEND_NODES_ENV))),
     }
     if backend == "nccl":  # which algorithms NCCL could pick: calibration inverts the one that ran

@@ -22,20 +22,34 @@ def device_index() -> int:
     return idx % max(1, torch.cuda.device_count())
 
 
+def _gpus() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def choose_backend(requested: str) -> tuple[str, torch.device]:
     """rtmodel_util.backend_choice's rule for this rank (nccl when every rank on this host has a GPU of
     its own, else gloo; or what --backend asks for); the GPU is device_index()'s."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    backend, _ = pick_backend(requested, ranks_on_this_host(), gpus, BackendError)
-    if gpus:
+    backend, _ = pick_backend(requested, ranks_on_this_host(), _gpus(), BackendError)
+    if _gpus():
         return backend, torch.device("cuda", device_index())
     return backend, torch.device("cpu")
 
 
 def backend_note(requested: str) -> str | None:
     """Why `auto` chose gloo on a GPU host (ranks share a GPU), for the lead rank to say; else None."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return pick_backend(requested, ranks_on_this_host(), gpus, BackendError)[1]
+    return pick_backend(requested, ranks_on_this_host(), _gpus(), BackendError)[1]
+
+
+def nccl_version() -> str | None:
+    """NCCL's version as "2.28.9", or None without CUDA or in a build without NCCL: what every profile
+    and GPU result records."""
+    if not torch.cuda.is_available():
+        return None
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:  # noqa: BLE001 - some builds have no NCCL
+        return None
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
 def init_distributed(requested: str, timeout_s: float) -> tuple[str, torch.device]:

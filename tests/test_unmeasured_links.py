@@ -57,7 +57,7 @@ def gathered(monkeypatch):
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 4)
     monkeypatch.setattr(dist, "all_gather_object", all_gather_object)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "fake GPU")
-    monkeypatch.setattr(shape_mod, "_nccl_version", lambda: None)
+    monkeypatch.setattr(shape_mod, "nccl_version", lambda: None)
 
     def collect(ranks, k, device, pretend=False):
         gathered.ranks = ranks

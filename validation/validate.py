@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtmodel_util.backend_choice import BACKENDS, pick_backend, visible_gpus
+from rtmodel_util.backend_choice import BACKENDS, visible_gpus
 from rtmodel_util.processes import (
     RANKS_PER_NODE_ENV,
     check_launch_env,
@@ -206,16 +206,16 @@ def run_validation(
     shape = _local_shape(profile, nproc_per_node, ranks_per_node)
     plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args, local_sgd, **recipe)
     require_modules(*RANKS_NEEDED, error=ValidationError)
-    if not visible_gpus():  # fp16 needs CUDA: one line before any rank starts
-        from rtmodel_harness.recipe import Recipe
+    from rtmodel_harness.local_launch import check_local_launch
+    from rtmodel_harness.recipe import Recipe
 
-        Recipe(plan.workload.precision, plan.workload.optimizer).device_note("cpu")
+    recipe = Recipe(plan.workload.precision, plan.workload.optimizer)  # fp16 needs CUDA: refused before any rank
+    backend, why = check_local_launch(recipe, backend, shape.gpus, visible_gpus(), ValidationError)
     say = _printer(progress)
     if say:
         say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
             f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each"
             + (f"; then {plan.predicted.local_sgd.name}" if local_sgd is not None else ""))
-    backend, why = pick_backend(backend, shape.gpus, visible_gpus(), ValidationError)  # before any rank starts
     if say and why:
         say(why)
     timestamp = _now()
