@@ -305,6 +305,8 @@ CASES = [
     # validate: every check before the job runs
     case("yaml", "validate", "--format", "yaml", "--report"),
     case("--profile", "validate"),
+    case("--backend must be one of auto, gloo, nccl, got 'mpi'", "validate", "--profile", "profile.json",
+         "--recommended", "--backend", "mpi"),
     case("nosuch-dir", "validate", "--profile", "profile.json", "--results", "nosuch-dir/v.jsonl"),
     case("--warmup", "validate", "--profile", "profile.json", "--warmup", "1"),
     case("nosuch", "validate", "--profile", "profile.json", "--topology", "nosuch"),
