@@ -124,15 +124,12 @@ def predict(model: str, units: int, precision: str, gpu: str, dispatch_us: float
     bare_s = fwd_bwd.time_s + work.optimizer.time_s if work.amp else (fwd_bwd + work.optimizer).time_s
 
     def phase(w) -> dict:
-        return {
-            "host_ms": w.host_s * 1e3,
-            "device_ms": w.device_s * 1e3,
-            "ops": w.host_s / (dispatch_us * 1e-6),
-        }
+        return {"host_ms": w.host_s * 1e3, "device_ms": w.device_s * 1e3}
 
     return {
         "gpu_preset": gpu,
         "dispatch_us": dispatch_us,
+        "launch_us": lib.gpus[gpu].launch_us,
         "mfu": choice.mfu,
         "bare_ms": bare_s * 1e3,
         "ddp_ms": (ddp.compute_s + ddp.optimizer_s) * 1e3,

@@ -50,7 +50,9 @@ def render_readme(doc: dict) -> str:
         "phase's host time / its kernel-launching aten ops (profiler.op_tally); an upper bound where the",
         "device is busy most of the iteration (device_busy_share in the JSON). predicted ms: the preset",
         "GPU's compute (runtime_model.presets.iteration_work) bare, or DDP's (ddp_compute); error =",
-        "(predicted - measured) / measured. Method: benchmarks/gpu_compute.py.",
+        "(predicted - measured) / measured, by the model at the time of the run: `python -m",
+        "benchmarks.gpu_compute_rescore` re-predicts it with today's (rescore.md). Method:",
+        "benchmarks/gpu_compute.py.",
         "",
         render_table(doc),
     ]

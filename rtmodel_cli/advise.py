@@ -67,6 +67,7 @@ PROFILE_REPLACES = (
     "rank_cv",
     "node_cv",
     "bucket_cap_mb",
+    "ddp_bucket_view",
     "cluster",
     "optimizer_ms",
     "dispatch_us",
@@ -92,6 +93,7 @@ REQUEST_KEYS = (
     "mfu",
     "compute_cv",
     "bucket_cap_mb",
+    "ddp_bucket_view",
     "cluster",
     "nics_per_node",
     "nccl_algo",
@@ -160,6 +162,8 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         prov = {"compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s"}
         if (dispatch := host_dispatch_provenance(choice, library)) is not None:
             prov["host dispatch"] = dispatch
+        if (floor := presets.host_floor_line(choice, library)) is not None:
+            prov["host floor"] = floor
         prov["network"] = f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)"
         machine_keys = ("gpu", "network", "intra", "gpus_per_node", "cluster")
         if all(preset_request.get(k) is None for k in machine_keys):
@@ -202,16 +206,18 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
 
 
 def host_dispatch_provenance(choice, library) -> str | None:
-    """Where the host's dispatch cost per op came from: your --dispatch-us, else the GPU preset's figure
-    and its source (a host that is not yours); None when your measured times leave nothing for it to price."""
-    if choice.dispatch_us is not None:
-        return f"{choice.dispatch_us:g} us/op (--dispatch-us, this host's opcount --dispatch)"
-    if choice.compute_ms is not None and choice.optimizer_ms is not None:
+    """Where the host's cost per op came from: your --dispatch-us, else the GPU preset's figure and its
+    source (a host that is not yours), each plus the CUDA launch cost measured on a GPU host; None when
+    your measured times leave nothing for it to price."""
+    if choice.compute_ms is not None and choice.optimizer_ms is not None and choice.dispatch_us is None:
         return None
     g = library.gpu(choice.gpu)
+    launch = f" + {g.launch_us:g} us/op CUDA launch (measured on an H100 host: gpus.toml launch_source)"
+    if choice.dispatch_us is not None:
+        return f"{choice.dispatch_us:g} us/op (--dispatch-us, this host's opcount --dispatch){launch}"
     return (  # where the preset's figure was measured: gpus.toml's dispatch_source (`rtmodel presets`)
-        f"{g.dispatch_us:g} us/op from the {g.name} preset, measured on another host: give --dispatch-us from "
-        "`python -m profiler.opcount --model transformer-base --dispatch` on yours"
+        f"{g.dispatch_us:g} us/op from the {g.name} preset, measured on another host{launch}: give "
+        "--dispatch-us from `python -m profiler.opcount --model transformer-base --dispatch` on yours"
     )
 
 

@@ -20,6 +20,7 @@ from rtmodel_cli.options import (
     ClusterOpt,
     ComputeCvOpt,
     ComputeMsOpt,
+    DdpBucketViewOpt,
     DispatchUsOpt,
     GlobalBatchOpt,
     GpuOpt,
@@ -66,6 +67,7 @@ class ModelInputs:
     mfu: MfuOpt = None
     compute_cv: ComputeCvOpt = None
     bucket_cap_mb: BucketMibOpt = None
+    ddp_bucket_view: DdpBucketViewOpt = None
     presets: PresetsOpt = None
     compute_ms: ComputeMsOpt = None
     optimizer_ms: OptimizerMsOpt = None

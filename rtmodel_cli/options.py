@@ -163,6 +163,15 @@ OptimizerMsOpt = Annotated[
         f"{OPTIMIZER_MS.describe()}; replaces the estimate from the presets."
     ),
 ]
+DdpBucketViewOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--ddp-bucket-view/--ddp-bucket-copy",
+        help="How your DDP holds gradients: --ddp-bucket-view for DistributedDataParallel("
+        "gradient_as_bucket_view=True) (one in-place divide per gradient), --ddp-bucket-copy for torch's "
+        "default (each gradient copied into its bucket and back; the default here too).",
+    ),
+]
 DispatchUsOpt = Annotated[
     float | None,
     typer.Option(

@@ -90,6 +90,7 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
         "gpus_per_node": o.gpus_per_node,
         "intra": o.intra,
         "bucket_cap_mb": o.bucket_cap_mb,
+        "ddp_bucket_view": o.ddp_bucket_view,
         "library": library,
         **{name: given[name] for name in scenario_file.PLOT_FROM_FILE_ONLY if given[name] is not None},
         **own_numbers(o.compute_ms, o.optimizer_ms, o.message_dtype, o.dispatch_us),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 
-INT, FLOAT, TEXT, TEXTS = "an integer", "a number", "a string", "a list of strings"
+INT, FLOAT, TEXT, TEXTS, BOOL = "an integer", "a number", "a string", "a list of strings", "true or false"
 NUMBER_TEXT = 'a number or a string (such as "1.5:4")'
 # Every key a scenario file may hold and the type of its value (the option's type).
 KEYS = {
@@ -41,6 +41,7 @@ KEYS = {
     "rank_cv": FLOAT,
     "node_cv": FLOAT,
     "bucket_cap_mb": FLOAT,
+    "ddp_bucket_view": BOOL,  # DDP(gradient_as_bucket_view=True): no bucket copies
     "cluster": TEXT,
     "compute_ms": FLOAT,
     "optimizer_ms": FLOAT,
@@ -125,6 +126,7 @@ def _checked(path: Path, key: str, value):
         INT: isinstance(value, int) and not isinstance(value, bool),
         FLOAT: isinstance(value, int | float) and not isinstance(value, bool),
         TEXT: isinstance(value, str),
+        BOOL: isinstance(value, bool),
         TEXTS: isinstance(value, list) and all(isinstance(v, str) for v in value),
         NUMBER_TEXT: isinstance(value, int | float | str) and not isinstance(value, bool),
     }[kind]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from runtime_model.preset_types import GpuPreset
+from runtime_model.preset_types import GpuPreset, PresetLibrary
 
 AMP = "amp"
 # gpus.toml precision keys each reference precision stands for.
@@ -86,14 +86,23 @@ def sources() -> dict[tuple[str, str], str]:
     return {(r["gpu"], r["precision"]): r["source"] for r in [*data["training"], *data.get("scaled", [])]}
 
 
+def stand_in_chain(gpu: str) -> list[str]:
+    """`gpu`, then the GPUs standing in for it in turn ([stand_in]: H200 -> H100 -> A100)."""
+    chain, stand_in = [gpu], _data()["stand_in"]
+    while chain[-1] in stand_in and stand_in[chain[-1]] not in chain:
+        chain.append(stand_in[chain[-1]])
+    return chain
+
+
 def preset_mfu(gpu: str, gpus: dict[str, GpuPreset]) -> dict[str, float]:
     """gpus.toml's `mfu` table for `gpu`, per precision key, rounded as stored: its own derived figure,
-    else its stand-in's (efficiency.toml [stand_in]); a GPU without TF32 (tf32 peak = fp32 peak, T4)
-    runs "tf32" as fp32. Only the precisions the GPU lists in `tflops` (V100: fp32 and fp16)."""
+    else the first of its stand-ins' (efficiency.toml [stand_in], followed as a chain), else the
+    precision's stand-in; a GPU without TF32 (tf32 peak = fp32 peak, T4) runs "tf32" as fp32. Only the
+    precisions the GPU lists in `tflops` (V100: fp32 and fp16)."""
     derived, stand_in = derived_mfu(gpus), _data()["stand_in"]
     table = {}
     for precision, keys in PRECISION_KEYS.items():
-        for name in (gpu, stand_in.get(gpu), stand_in.get(precision)):
+        for name in (*stand_in_chain(gpu), stand_in.get(precision)):
             if (name, precision) in derived:
                 table.update(dict.fromkeys(keys, round(derived[(name, precision)], 3)))
                 break
@@ -101,3 +110,48 @@ def preset_mfu(gpu: str, gpus: dict[str, GpuPreset]) -> dict[str, float]:
     if "tf32" in peaks and peaks["tf32"] == peaks.get("fp32") and "fp32" in table:
         table["tf32"] = table["fp32"]
     return {key: value for key, value in table.items() if key in peaks}
+
+
+AMP_TWINS = {"fp16": "bf16", "bf16": "fp16"}  # the same tensor-core peak: each stands in for the other
+
+
+def model_mfu_from_busy(row: dict, library: PresetLibrary) -> float:
+    """The efficiency at which a preset model's FLOPs fill its measured device-busy time once the memory
+    time iteration_work charges (its kernels' bytes, its optimizer's and, under AMP, GradScaler's
+    passes) is out."""
+    m, g, units = library.model(row["model"]), library.gpu(row["gpu"]), row["units"]
+    mode = "amp" if row["precision"] in AMP_TWINS else "full"
+    passes = (m.optimizer, "grad-scaler-unscale") if mode == "amp" else (m.optimizer,)
+    pass_bytes = sum(
+        (library.optimizers[n] if n in library.optimizers else library.memory_pass(n)).bytes_per_param
+        for n in passes
+    )
+    nbytes = (
+        (m.forward_bytes_per_unit[mode] + m.backward_bytes_per_unit[mode]) * units
+        + m.forward_fixed_bytes[mode] + m.backward_fixed_bytes[mode] + pass_bytes * m.params
+    )  # fmt: skip
+    memory_s = nbytes / (g.memory_bandwidth_GBps * 1e9 * g.memory_efficiency)
+    busy_s = row["device_busy_ms"] * 1e-3
+    if memory_s >= busy_s:
+        raise ValueError(
+            f"{row['model']} on {row['gpu']}: memory time {memory_s:.3f} s exceeds device-busy {busy_s:.3f} s"
+        )
+    return m.train_flops_per_unit * units / (g.tflops[row["precision"]] * 1e12 * (busy_s - memory_s))
+
+
+@cache
+def model_mfu(gpu: str, model: str, precision: str, library: PresetLibrary) -> tuple[float, str] | None:
+    """(efficiency, where from) of `model` on `gpu` at `precision` from a measured device-busy row: the
+    GPU's own or its [model_stand_in]'s, the precision's or its AMP twin's; None where none is measured
+    (the GPU's own figure then applies)."""
+    rows = {(r["gpu"], r["model"], r["precision"]): r for r in _data().get("device_busy", [])}
+    stand_in = _data().get("model_stand_in", {})
+    for name in (gpu, stand_in.get(gpu)):
+        for prec in (precision, AMP_TWINS.get(precision)):
+            row = rows.get((name, model, prec))
+            if row is not None and model in library.models and name in library.gpus:
+                where = (
+                    f"{model}'s device-busy time measured on {name} {prec} (efficiency.toml [[device_busy]])"
+                )
+                return round(model_mfu_from_busy(row, library), 3), where
+    return None

@@ -14,7 +14,8 @@ traffic they add:
   (the forward rides in the first). Without AMP the iteration is one segment.
 
 Device time = matmul FLOPs / (peak x large-batch efficiency) + bytes of memory-bound kernels /
-(bandwidth x streaming efficiency). Host time = kernel-launching ops x dispatch cost. The work of
+(bandwidth x streaming efficiency). Host time = kernel-launching ops x (CPU dispatch + CUDA launch cost)
++ the optimizer's and GradScaler's per-tensor host work. The work of
 backward is spread over buckets by their ready fractions (see bucketing.ready_fractions).
 """
 
@@ -53,7 +54,9 @@ class IterationWork:
     optimizer: the whole model's step (and GradScaler unscale); ddp_copies: DDP's bucket copy-in/out
     during backward; mixing: Decent-DP's per-bucket mixing copies. `amp` says whether a GradScaler
     syncs once per optimizer step (per bucket in Decent-DP); `step_syncs` whether the optimizer itself
-    reads a value to the host every step (AccumAdam's `state_steps[0].item()`).
+    reads a value to the host every step (AccumAdam's `state_steps[0].item()`). `step_call_host_s`: the
+    host time of optimizer + mixing that every call pays whatever its tensors (their kernel-launching
+    ops); the rest of their host time is per parameter tensor, so Decent-DP's per-bucket calls share it.
     """
 
     forward: Work
@@ -63,6 +66,7 @@ class IterationWork:
     mixing: Work
     amp: bool
     step_syncs: bool = False
+    step_call_host_s: float = 0.0
 
 
 def ddp_compute(work: IterationWork, compute_cv: float, source: str) -> Compute:
@@ -84,8 +88,10 @@ def decent_dp_compute(
     is what follows the last wait (iteration.last_bucket_optimizer_s)."""
     total_bytes = sum(b.nbytes for b in buckets)
     per_step = work.optimizer + work.mixing
+    call_s = min(work.step_call_host_s, per_step.host_s)
+    per_tensor_s = per_step.host_s - call_s  # spread over the buckets as their bytes
     if not (work.amp or work.step_syncs):
-        all_steps = Work(per_step.host_s * len(buckets), per_step.device_s)
+        all_steps = Work(call_s * len(buckets) + per_tensor_s, per_step.device_s)
         whole = work.forward + work.backward + all_steps
         fwd_bwd = work.forward + work.backward
         step_s = whole.time_s * _share(all_steps, whole)
@@ -96,7 +102,7 @@ def decent_dp_compute(
         share = bucket.nbytes / total_bytes
         backward_part = work.backward.scaled(max(0.0, bucket.ready_fraction - before))
         before = max(before, bucket.ready_fraction)
-        step = Work(per_step.host_s, per_step.device_s * share)  # each bucket's call issues all its ops
+        step = Work(call_s + per_tensor_s * share, per_step.device_s * share)  # each call issues all its ops
         segment = backward_part + step + (work.forward if i == 0 else Work())
         segments_s += segment.time_s
         steps_s += step.time_s

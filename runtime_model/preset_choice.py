@@ -62,6 +62,7 @@ class PresetChoice:
     nics_per_node: int = 1  # inter-node NICs per node, rail-optimised (local rank i -> NIC i mod nics)
     nccl_algo: str = DEFAULT_NCCL_ALGO  # auto (NCCL's choice), ring or tree
     dispatch_us: float | None = None  # your host's dispatch cost per op (opcount --dispatch); None: the GPU's
+    ddp_bucket_view: bool = False  # DDP(gradient_as_bucket_view=True): gradients live in the buckets
 
 
 def resolve(
@@ -86,6 +87,7 @@ def resolve(
     nics_per_node: int | None = None,
     nccl_algo: str | None = None,
     dispatch_us: float | None = None,
+    ddp_bucket_view: bool | None = None,
     *,
     library: PresetLibrary | None = None,
 ) -> PresetChoice:
@@ -94,21 +96,17 @@ def resolve(
     checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
     InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
     bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv,
-    nics_per_node, nccl_algo, dispatch_us). `mfu`
-    is the large-batch efficiency of the chosen precision (default: the GPU's figure for it).
+    nics_per_node, nccl_algo, dispatch_us). `mfu`: the large-batch efficiency (default_mfu).
     `straggler` = (factor, count): the first `count` ranks run `factor` times slower. A params-only
     model (own_model) needs compute_ms (NeedsComputeMs). `dispatch_us` (your host's opcount --dispatch
-    figure) replaces the GPU preset's; refused with both compute_ms and optimizer_ms (nothing left to price)."""
+    figure) replaces the GPU preset's; refused with both compute_ms and optimizer_ms (nothing left to price).
+    `ddp_bucket_view`: DDP(gradient_as_bucket_view=True), no bucket copies (default: torch's, False)."""
     lib = library or builtin_library()
     _check_counts(gpus, gpus_per_node, nics_per_node, nccl_algo)
     if cluster is not None:
-        c = lib.cluster(cluster)
-        gpu = c.gpu if gpu is None else gpu
-        gpus_per_node = c.gpus_per_node if gpus_per_node is None else gpus_per_node
-        intra = c.intra if intra is None else intra
-        network = c.network if network is None else network
-        precision = c.precision if precision is None else precision
-        nics_per_node = c.nics_per_node if nics_per_node is None else nics_per_node
+        gpu, gpus_per_node, intra, network, precision, nics_per_node = _from_cluster(
+            lib.cluster(cluster), gpu, gpus_per_node, intra, network, precision, nics_per_node
+        )
     gpu = lib.defaults.gpu if gpu is None else gpu
     g = lib.gpu(gpu)
     model = lib.defaults.model if model is None else model
@@ -128,7 +126,7 @@ def resolve(
         model=model,
         global_batch=float(global_batch if global_batch is not None else m.default_global_batch),
         precision=precision,
-        mfu=float(mfu if mfu is not None else g.mfu[precision]),
+        mfu=float(mfu if mfu is not None else default_mfu(gpu, model, precision, lib)[0]),
         compute_cv=float(compute_cv if compute_cv is not None else m.compute_cv),
         bucket_cap_mb=bucket_cap_mb,
         message_dtype="fp32" if message_dtype is None else message_dtype,
@@ -141,9 +139,28 @@ def resolve(
         nics_per_node=1 if nics_per_node is None else nics_per_node,
         nccl_algo=DEFAULT_NCCL_ALGO if nccl_algo is None else nccl_algo,
         dispatch_us=dispatch_us,
+        ddp_bucket_view=bool(ddp_bucket_view),
     )
     _check_numbers(choice, m, global_batch, compute_ms, optimizer_ms)
     return choice
+
+
+def _from_cluster(c, *given):
+    """(gpu, gpus_per_node, intra, network, precision, nics_per_node): the given ones, else the cluster's."""
+    names = ("gpu", "gpus_per_node", "intra", "network", "precision", "nics_per_node")
+    return tuple(getattr(c, n) if v is None else v for n, v in zip(names, given, strict=True))
+
+
+def default_mfu(gpu: str, model: str, precision: str, library: PresetLibrary) -> tuple[float, str]:
+    """(efficiency, where from) when none is given: the model's own measured on this GPU, else the GPU's."""
+    from runtime_model.efficiency import model_mfu
+
+    own = model_mfu(gpu, model, precision, library)
+    return (
+        own
+        if own is not None
+        else (library.gpu(gpu).mfu[precision], f"{gpu}'s large-batch figure (gpus.toml)")
+    )
 
 
 def _check_counts(gpus: int, gpus_per_node: int | None, nics_per_node: int | None, nccl_algo: str | None):

@@ -68,12 +68,20 @@ class GpuPreset:
     default_precision: str = _toml(TEXT)
     mfu: Mapping[str, float] = _toml(NUMBER_TABLE, MFU)  # per precision: fraction of peak at large batch
     memory_efficiency: float = _toml(NUMBER, POSITIVE_FRACTION)  # fraction of memory bandwidth streamed
-    dispatch_us: float = _toml(NUMBER, POSITIVE)  # host time per kernel-launching op of eager PyTorch
+    dispatch_us: float = _toml(NUMBER, POSITIVE)  # host CPU time per kernel-launching op of eager PyTorch
+    # what a CUDA launch adds on the host per kernel-launching op, above the CPU's dispatch
+    launch_us: float = _toml(NUMBER, NON_NEGATIVE, default=0.0)
     default_intra: str | None = _toml(TEXT, ref=INTRA, default=None)  # None: the library's default
     source: str = _toml(TEXT)
     mfu_source: str = _toml(TEXT, default="")
     memory_efficiency_source: str = _toml(TEXT, default="")
     dispatch_source: str = _toml(TEXT, default="")
+    launch_source: str = _toml(TEXT, default="")
+
+    @property
+    def host_op_us(self) -> float:
+        """Host time per kernel-launching op on this GPU's host: the CPU's dispatch + the CUDA launch."""
+        return self.dispatch_us + self.launch_us
 
     def __post_init__(self):
         if self.default_precision not in self.tflops:
@@ -175,6 +183,10 @@ class MemoryPass:
     name: str
     bytes_per_param: float = _toml(NUMBER, NON_NEGATIVE)
     host_ops: float = _toml(NUMBER, NON_NEGATIVE)  # kernel-launching ops per call (foreach: per tensor list)
+    # host work per parameter tensor per call (Python bookkeeping, foreach list handling), in units of the
+    # host's dispatch cost: it runs on the CPU and scales with it
+    host_dispatches_per_tensor: float = _toml(NUMBER, NON_NEGATIVE, default=0.0)
+    host_source: str = _toml(TEXT, default="")
     source: str = _toml(TEXT)
 
 

@@ -88,8 +88,10 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     """One GPU's host and device work per iteration from the GPU's and the model's presets.
 
     Device: matmul FLOPs at peak x large-batch efficiency (mfu), memory-bound kernels' bytes at
-    bandwidth x streaming efficiency; host: kernel-launching ops x the host's dispatch cost. The
-    optimizer, GradScaler, DDP's bucket copies and Decent-DP's mixing are passes over the parameters
+    bandwidth x streaming efficiency; host: kernel-launching ops x (the host CPU's dispatch cost + the
+    CUDA launch cost, gpus.toml), plus the per-tensor host work of the optimizer and GradScaler (their
+    Python and foreach bookkeeping: traffic.toml host_dispatches_per_tensor x dispatch). The optimizer,
+    GradScaler, DDP's bucket copies and Decent-DP's mixing are passes over the parameters
     (traffic.toml). A params-only model's forward and backward are the measured compute_ms, split as
     its FLOPs (own_model), on the device. The host's dispatch cost is the user's dispatch_us where given."""
     lib = library or builtin_library()
@@ -98,17 +100,23 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     units = choice.global_batch / choice.gpus
     flops_per_s = g.tflops[choice.precision] * 1e12 * choice.mfu
     stream_Bps = g.memory_bandwidth_GBps * 1e9 * g.memory_efficiency
-    dispatch_s = g.dispatch_us * 1e-6
+    op_s, dispatch_s = g.host_op_us * 1e-6, g.dispatch_us * 1e-6
+    tensors = len(m.backward_numels)
     backward_flops = m.train_flops_per_unit - m.forward_flops_per_unit
 
     def kernels(ops: float, flops: float, nbytes: float) -> Work:
-        return Work(ops * dispatch_s, flops / flops_per_s + nbytes / stream_Bps)
+        return Work(ops * op_s, flops / flops_per_s + nbytes / stream_Bps)
+
+    def found(names: tuple[str, ...]):
+        return [lib.optimizers[n] if n in lib.optimizers else lib.memory_pass(n) for n in names]
 
     def passes(*names: str, calls: float = 1.0) -> Work:
-        found = [lib.optimizers[n] if n in lib.optimizers else lib.memory_pass(n) for n in names]
         return Work(
-            sum(p.host_ops for p in found) * calls * dispatch_s,
-            sum(p.bytes_per_param for p in found) * m.params / stream_Bps,
+            sum(
+                p.host_ops * calls * op_s + p.host_dispatches_per_tensor * tensors * dispatch_s
+                for p in found(names)
+            ),
+            sum(p.bytes_per_param for p in found(names)) * m.params / stream_Bps,
         )
 
     forward = kernels(
@@ -129,11 +137,36 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
         forward=forward,
         backward=backward,
         optimizer=passes(*step),
-        ddp_copies=passes("ddp-bucket-copy", calls=len(m.backward_numels)),
+        ddp_copies=passes("ddp-bucket-view" if choice.ddp_bucket_view else "ddp-bucket-copy", calls=tensors),
         mixing=passes("decent-dp-mixing"),
         amp=mode == "amp",
         step_syncs=m.optimizer == "accum-adam",
+        step_call_host_s=sum(p.host_ops for p in found((*step, "decent-dp-mixing"))) * op_s,
     )
+
+
+def host_floor_line(choice: PresetChoice, library: PresetLibrary | None = None) -> str | None:
+    """One line on what binds a DDP iteration of the preset compute: the host's issue time per part
+    against the device's work (None where measured times replace the presets' compute)."""
+    lib = library or builtin_library()
+    if choice.compute_ms is not None or lib.model(choice.model).params_only:
+        return None
+    w = iteration_work(choice, lib)
+    parts = {
+        "forward": w.forward,
+        "backward": w.backward,
+        "DDP's bucket copies": w.ddp_copies,
+        "step": w.optimizer,
+    }
+    host_ms = sum(p.host_s for p in parts.values()) * 1e3
+    device_ms = sum(p.device_s for p in parts.values()) * 1e3
+    each = ", ".join(f"{name} {p.host_s * 1e3:.1f}" for name, p in parts.items())
+    binds = (
+        "host-bound: the GPU waits for Python"
+        if host_ms > device_ms
+        else "device-bound: the GPU is the limit"
+    )
+    return f"{host_ms:.1f} ms of host issue per DDP iteration ({each}) against {device_ms:.1f} ms of device work: {binds}"
 
 
 def host_gpu(choice: PresetChoice, library: PresetLibrary | None = None):
@@ -153,7 +186,11 @@ def computes_from_preset(
     work = iteration_work(choice, library)
     m = (library or builtin_library()).model(choice.model)
     prec = f"{choice.gpu} {choice.precision}"
-    src = f"preset {choice.model} on {prec}: host {choice.model} ops x dispatch, device FLOPs at {choice.mfu:g} of peak + memory traffic"
+    view = ", DDP gradient_as_bucket_view" if choice.ddp_bucket_view else ""
+    src = (
+        f"preset {choice.model} on {prec}: host {choice.model} ops x (dispatch + CUDA launch) and per-tensor "
+        f"optimizer work, device FLOPs at {choice.mfu:g} of peak + memory traffic{view}"
+    )
     if m.params_only:
         src = f"{m.name} ({m.params:,} parameters) on {prec}: optimizer and mixing as memory traffic"
     variation = variation_of(choice)

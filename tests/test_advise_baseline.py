@@ -27,7 +27,11 @@ every entry's family, compute_utilization and nic_bytes_per_iteration, the docum
 CSV's last three columns added; every old key kept its value (no prediction moved). Re-recorded for
 --dispatch-us (issue 24): each preset scenario's provenance gained `host dispatch` (the GPU preset's
 figure and its dispatch_source) and inputs.preset `dispatch_us` (null); every old key kept its value, the
-profile scenarios and the CSV are unchanged.)
+profile scenarios and the CSV are unchanged. Re-recorded for host cost and efficiency measured on a GPU
+(issue 24): host time per op = dispatch + the CUDA launch cost, the optimizer's and GradScaler's
+per-tensor host work, per-model H100 efficiencies, inputs.preset `ddp_bucket_view` (false) and provenance `host floor` added:
+preset predictions moved as intended (host-bound ones slower), picks moved with them; the profile
+scenarios moved only in their margin (the presets' measured error on the paper's rows changed).)
 """
 
 import json

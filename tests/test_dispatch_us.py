@@ -88,10 +88,11 @@ def test_advise_uses_it_and_says_where_the_host_figure_came_from():
     want = presets.scenario_from_choice(presets.resolve(64, library=lib), lib).compute
     assert doc["inputs"]["compute"]["forward_s"] == pytest.approx(want.forward_s, rel=1e-12)
     assert doc["inputs"]["preset"]["dispatch_us"] == 30.2
-    assert doc["provenance"]["host dispatch"] == "30.2 us/op (--dispatch-us, this host's opcount --dispatch)"
+    launch = " + 10.7 us/op CUDA launch (measured on an H100 host: gpus.toml launch_source)"
+    assert doc["provenance"]["host dispatch"] == "30.2 us/op (--dispatch-us, this host's opcount --dispatch)" + launch
     default = advise_json("--gpus", 64)
     assert default["provenance"]["host dispatch"] == (
-        "16.6 us/op from the A100 preset, measured on another host: give --dispatch-us from "
+        f"16.6 us/op from the A100 preset, measured on another host{launch}: give --dispatch-us from "
         "`python -m profiler.opcount --model transformer-base --dispatch` on yours"
     )
     assert doc["predictions"][0]["iteration_s"]["mean"] > default["predictions"][0]["iteration_s"]["mean"]
@@ -135,3 +136,18 @@ def test_the_sweep_with_it_is_slower_where_the_host_binds():
     base = sweep([64], **kw).set_index("topology")
     slow = sweep([64], dispatch_us=30.2, **kw).set_index("topology")
     assert slow.loc["ring", "allreduce_ms"] > base.loc["ring", "allreduce_ms"]
+
+
+def test_the_host_floor_line_says_what_binds_and_moves_with_the_host():
+    """advise on defaults states the host's issue time per DDP iteration against the device's work."""
+    small = advise_json("--gpus", 64)["provenance"]["host floor"]
+    assert small.endswith("host-bound: the GPU waits for Python")
+    big = advise_json("--gpus", 8, "--global-batch", 400_000)["provenance"]["host floor"]
+    assert big.endswith("device-bound: the GPU is the limit")
+    choice = presets.resolve(64)
+    w = presets.iteration_work(choice)
+    host_ms = (w.forward.host_s + w.backward.host_s + w.ddp_copies.host_s + w.optimizer.host_s) * 1e3
+    assert small.startswith(f"{host_ms:.1f} ms of host issue per DDP iteration")
+    slower = advise_json("--gpus", 64, "--dispatch-us", 30.2)["provenance"]["host floor"]
+    assert float(slower.split(" ms")[0]) > host_ms
+    assert "host floor" not in advise_json("--compute-ms", 100)["provenance"]

@@ -17,7 +17,8 @@ from runtime_model.scenario import Bucket
 MS = 1e-3
 
 
-def _work(fh=4.0, fd=2.0, bh=6.0, bd=8.0, oh=0.5, od=1.0, copies=(0.0, 0.0), mix=(0.1, 0.3), amp=True):
+def _work(fh=4.0, fd=2.0, bh=6.0, bd=8.0, oh=0.5, od=1.0, copies=(0.0, 0.0), mix=(0.1, 0.3), amp=True, call=None):
+    """call: the per-call host part of optimizer + mixing (default all of it: every call issues all)."""
     return IterationWork(
         forward=Work(fh * MS, fd * MS),
         backward=Work(bh * MS, bd * MS),
@@ -25,6 +26,7 @@ def _work(fh=4.0, fd=2.0, bh=6.0, bd=8.0, oh=0.5, od=1.0, copies=(0.0, 0.0), mix
         ddp_copies=Work(copies[0] * MS, copies[1] * MS),
         mixing=Work(mix[0] * MS, mix[1] * MS),
         amp=amp,
+        step_call_host_s=(oh + mix[0] if call is None else call) * MS,
     )
 
 
@@ -54,6 +56,27 @@ def test_decent_dp_one_segment_per_bucket_with_a_scaler():
     c = decent_dp_compute(_work(), buckets, 0.0, "t")
     assert c.compute_s + c.optimizer_s == pytest.approx(12.25 * MS)
     assert c.optimizer_s == pytest.approx(1.3 * MS)
+
+
+def test_decent_dp_buckets_share_the_per_tensor_host_work():
+    # Per call 0.2 ms of ops; the other 0.4 ms of the step's host time is per tensor, split by bytes
+    # (buckets of 100 and 300 B): steps host 0.2 + 0.1 and 0.2 + 0.3, device 1.3/4 and 1.3x3/4.
+    # bucket 0 (ready 0.25): forward (4, 2) + backward/4 (1.5, 2) + step (0.3, 0.325) -> 5.8 vs 4.325
+    # bucket 1 (ready 1.0): backward x3/4 (4.5, 6) + step (0.5, 0.975) -> 5.0 vs 6.975
+    # iteration 5.8 + 6.975 = 12.775 ms; the steps' own time 0.325 + 0.975 = 1.3 ms.
+    buckets = [Bucket(100, 0.25), Bucket(300, 1.0)]
+    c = decent_dp_compute(_work(call=0.2), buckets, 0.0, "t")
+    assert c.compute_s + c.optimizer_s == pytest.approx(12.775 * MS)
+    assert c.optimizer_s == pytest.approx(1.3 * MS)
+
+
+def test_per_tensor_host_work_is_paid_once_however_many_buckets():
+    # Without syncs one segment: host = 4 + 6 + calls x 0.2 + 0.4 once; 2 or 8 buckets differ by 6 calls.
+    few = decent_dp_compute(_work(amp=False, bd=1.0, call=0.2), [Bucket(100, 0.5), Bucket(100, 1.0)], 0.0, "t")
+    many = [Bucket(100, (i + 1) / 8) for i in range(8)]
+    more = decent_dp_compute(_work(amp=False, bd=1.0, call=0.2), many, 0.0, "t")
+    assert few.compute_s + few.optimizer_s == pytest.approx((10 + 2 * 0.2 + 0.4) * MS)
+    assert more.compute_s + more.optimizer_s == pytest.approx((10 + 8 * 0.2 + 0.4) * MS)
 
 
 def test_decent_dp_without_syncs_is_one_segment():

@@ -62,8 +62,10 @@ def test_without_variance_the_reduced_system_is_the_per_rank_recurrence(n, k, ta
         red = reduce(name, sc.shape, build_schedule, target)
         assert red.n <= max(n // 2, 8 * k) or red.n == n, (name, red.n)
         a, b = gossip_prediction(sc, full, ar), reduced_prediction(sc, red, ar).prediction
+        # exposed_comm_s is a difference of iteration-sized terms: its rounding is the iteration's
+        tiny = 1e-12 * a.mean_s
         for field in ("mean_s", "p50_s", "p99_s", "compute_wait_s", "comm_s", "exposed_comm_s"):
-            assert getattr(b, field) == pytest.approx(getattr(a, field), rel=1e-12, abs=1e-15), (name, field)
+            assert getattr(b, field) == pytest.approx(getattr(a, field), rel=1e-12, abs=tiny), (name, field)
         assert b.per_round_comm_s == pytest.approx(a.per_round_comm_s, rel=1e-12)
 
 

@@ -98,16 +98,20 @@ def test_advise_at_80_shows_the_mean_and_says_what_it_left_out():
 
 
 def test_equivalent_topologies_are_marked_and_named_in_the_verdict():
-    """ring is fastest, alternating-exp-ring within 15 % of it: inside the 20 % margin the better
-    consensus (AER: tau/p 6 against the ring's 208 at 64 GPUs) is picked, the ring named equivalent."""
+    """ring is fastest; complete and alternating-exp-ring lie within the 20 % margin of it: inside the
+    margin the best consensus (complete: an exact average, tau/p 1) is picked, the others named
+    equivalent (the host-bound compute at 64 GPUs x 390 tokens makes the exchanges nearly free)."""
     adv = _advice(64, 8, margin=0.2)
     doc = advice_to_dict(adv)
     vs = {e["topology"]: e["vs_best"] for e in doc["predictions"]}
     means = {e["topology"]: e["iteration_s"]["mean"] for e in doc["predictions"] if e["iteration_s"]}
-    assert means["ring"] < means["alternating-exp-ring"] <= 1.2 * means["ring"]
-    assert vs["alternating-exp-ring"] == "best" and vs["ring"] == "equivalent"
-    assert doc["recommendation"]["topology"] == "alternating-exp-ring"
-    assert doc["recommendation"]["equivalent"] == ["ring"]
+    runnable = {t: m for t, m in means.items() if t != "allreduce" and vs[t] in ("best", "equivalent")}
+    assert means["ring"] == min(means[t] for t in runnable)
+    assert all(m <= 1.2 * means["ring"] for m in runnable.values())
+    assert {"complete", "alternating-exp-ring", "ring"} <= set(runnable)
+    assert vs["complete"] == "best" and vs["ring"] == vs["alternating-exp-ring"] == "equivalent"
+    assert doc["recommendation"]["topology"] == "complete"
+    assert set(doc["recommendation"]["equivalent"]) == set(runnable) - {"complete"}
     assert f"fastest, ring at {means['ring'] * 1e3:.1f} ms): ring" in adv.recommendation.verdict
     assert "20.0% margin" in adv.recommendation.verdict
     console = _console(100)
