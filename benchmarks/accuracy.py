@@ -189,7 +189,7 @@ def _analyse(cfg: ClusterConfig, cal, results: Path) -> list[Row]:
     from runtime_model.topologies import build_schedule
 
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)
-    scenario = Scenario(shape, cal.network, cal.compute, cal.buckets)
+    scenario = Scenario(shape, cal.network, cal.compute, cal.buckets, gossip_compute=cal.gossip_compute)
     adv = advise(scenario, topologies=list(cfg.topologies))
     by_topology = {}
     for line in results.read_text().splitlines():

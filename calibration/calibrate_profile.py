@@ -86,7 +86,7 @@ def calibrate(
         "nccl_version": profile.nccl_version,
         "model": str(profile.workload.model),
     }
-    return Calibration(network, cf.compute, cf.buckets, measured, fits, provenance, notes, info)
+    return Calibration(network, cf.compute, cf.buckets, measured, fits, provenance, notes, info, cf.gossip)
 
 
 @dataclass

@@ -45,6 +45,9 @@ class ComputeProfile:
     optimizer: tuple[Measurement, ...]
     ddp_bucket_ready_s: BucketReadyTimes
     gossip_bucket_ready_s: BucketReadyTimes
+    # Decent-DP's per-bucket work after its exchanges, per wrapped iteration (profiler/wrapped.py);
+    # None in a profile made before it was measured, or where Decent-DP could not run
+    gossip_step: tuple[Measurement, ...] | None = None
 
     @property
     def ranks(self) -> int:

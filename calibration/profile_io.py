@@ -225,6 +225,12 @@ def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, or
                 f"{_where(origin, f'compute.forward_s[{r}]')}: rank {r}'s forward and backward took 0 s in every "
                 "iteration; a training step takes time (re-profile)"
             )
+    step = compute.get("gossip_step_s")  # optional: Decent-DP's per-bucket work in wrapped iterations
+    if step is not None:
+        if not isinstance(step, list) or len(step) != world_size:
+            raise ProfileError(f"{_where(origin, 'compute.gossip_step_s')} must hold one list per rank ({world_size})")
+        for r, times in enumerate(step):
+            _check_times(times, f"compute.gossip_step_s[{r}]", origin)
     iterations = [len(t) for t in compute["backward_s"]]
     for key, n_buckets in (("ddp_bucket_ready_s", n_ddp), ("gossip_bucket_ready_s", n_gossip)):
         per_rank = compute.get(key)
@@ -367,4 +373,5 @@ def _build_compute(compute: dict) -> ComputeProfile:
         optimizer=per_rank("optimizer_s"),
         ddp_bucket_ready_s=ready("ddp_bucket_ready_s"),
         gossip_bucket_ready_s=ready("gossip_bucket_ready_s"),
+        gossip_step=per_rank("gossip_step_s") if compute.get("gossip_step_s") else None,
     )

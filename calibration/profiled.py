@@ -70,12 +70,21 @@ def scenario_from_profile(
     all UserErrors with one-line messages.
     """
     loaded = profile if isinstance(profile, Profile) else load_profile(profile)
-    cal = calibrate(loaded, fallback_network=fallback_network, distribution=distribution, as_measured=as_measured)
-    k = cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node  # 0 is refused, not 'not given'
+    cal = calibrate(
+        loaded, fallback_network=fallback_network, distribution=distribution, as_measured=as_measured
+    )
+    k = (
+        cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node
+    )  # 0 is refused, not 'not given'
     shape = ClusterShape(gpus, k)
     name = profile if not isinstance(profile, Profile) else profile.origin
     scenario = Scenario(
-        shape=shape, network=cal.network, compute=cal.compute, buckets=cal.buckets, description=f"profile {name}"
+        shape=shape,
+        network=cal.network,
+        compute=cal.compute,
+        buckets=cal.buckets,
+        description=f"profile {name}",
+        gossip_compute=cal.gossip_compute,
     )
     return ProfiledScenario(
         scenario=scenario,

@@ -47,6 +47,7 @@ class Calibration:
     provenance: dict[str, str]
     notes: list[str]
     profile_info: dict[str, str | None] = field(default_factory=dict)
+    gossip_compute: Compute | None = None  # Decent-DP's own, where its per-bucket work was measured
 
     def fit(self, name: str) -> FitReport:
         """The report named `name` (KeyError lists the available names)."""

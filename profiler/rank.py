@@ -115,7 +115,7 @@ class _Run:
         from rtmodel_util.profile_schema import new_document
 
         with self.tracker.phase("shape"):
-            k = ranks_per_node(self.opts.ranks_per_node, self.world)
+            k = self.ranks_per_node = ranks_per_node(self.opts.ranks_per_node, self.world)
             shape, warnings = collect_shape(k, self.backend, self.device)
             self.patterns = patterns_for(self.world, k)
             plan = [None]
@@ -144,6 +144,7 @@ class _Run:
 
     def compute(self, skip: bool) -> None:
         from profiler.compute import measure_compute
+        from profiler.wrapped import measure_gossip_step
         from rtmodel_harness.distributed import barrier
 
         if skip:
@@ -154,10 +155,15 @@ class _Run:
                 barrier(self.device)
                 o = self.opts
                 mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say, self.recipe)
+                cap = self.workload_doc["bucket_cap_mb"]
+                wrapped = measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, self.say)
+                mine.update({k: v for k, v in wrapped.items() if k != "skipped"})
                 per_rank = self.gather(mine)
                 if self.lead:
                     self.doc["compute"] = {"warmup": o.warmup, "iterations": o.iterations,
                                            **{key: [r[key] for r in per_rank] for key in mine}}
+                    if "skipped" in wrapped and self.say:
+                        self.say(f"compute: Decent-DP's per-bucket work not measured: {wrapped['skipped']}")
         if self.lead:
             self.checkpoint("compute")
         del self.work  # free the model before large communication buffers

@@ -31,7 +31,10 @@ profile scenarios and the CSV are unchanged. Re-recorded for host cost and effic
 (issue 24): host time per op = dispatch + the CUDA launch cost, the optimizer's and GradScaler's
 per-tensor host work, per-model H100 efficiencies, inputs.preset `ddp_bucket_view` (false) and provenance `host floor` added:
 preset predictions moved as intended (host-bound ones slower), picks moved with them; the profile
-scenarios moved only in their margin (the presets' measured error on the paper's rows changed).)
+scenarios moved only in their margin (the presets' measured error on the paper's rows changed). Re-recorded
+again for the emulated benchmark's re-run with Decent-DP's per-bucket work measured in the profile:
+only the margins moved (the profiles' measured error); the recorded profiles hold no wrapped
+measurement, so their predictions are unchanged.)
 """
 
 import json

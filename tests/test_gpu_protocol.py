@@ -265,10 +265,36 @@ def check_torn_down(log: Log) -> None:
 # ----------------------------------------------------------------------------- the profiler
 
 
-def _profile(tmp_path) -> dict:
+def _fake_timed_decent_dp(monkeypatch, log) -> None:
+    """The profile's wrapped Decent-DP iterations (profiler/wrapped.py) with a recording stand-in: the real
+    class needs real GPUs; what is checked here is that the wrapped iterations keep the protocol (their
+    barriers name this rank's device) and that their samples reach the document."""
+    import torch
+
+    timed = pytest.importorskip("rtmodel_decentdp.timed")
+
+    class FakeTimedDecentDP(torch.nn.Module):
+        def __init__(self, model, optim_fn, topology, bucket_size_in_mb, _local_world_size, **kw):
+            super().__init__()
+            self.model, self.optim = model, optim_fn(list(model.named_parameters()))
+            self.step_work_s: list[float] = []
+            log.add("DecentralizedDataParallel", topology=topology)
+
+        def forward(self, *args):
+            self.step_work_s.append(1e-3)
+            return self.model(*args)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(timed, "TimedDecentralizedDataParallel", FakeTimedDecentDP)
+
+
+def _profile(tmp_path, monkeypatch, log) -> dict:
     from profiler.options import ProfileOptions
     from profiler.rank import run_rank
 
+    _fake_timed_decent_dp(monkeypatch, log)
     return run_rank(ProfileOptions(out=str(tmp_path / "p.json"), model="mlp", model_args=SMALL_MLP,
                                    batch_per_rank=2, quick=True, ranks_per_node=2, timeout_s=77, progress=False))
 
@@ -285,9 +311,11 @@ def check_profile_protocol(log: Log) -> None:
 
 
 @pytest.mark.cluster
-def test_profiler_rank_follows_the_cuda_nccl_protocol(gpu, tmp_path):
-    doc = _profile(tmp_path)
+def test_profiler_rank_follows_the_cuda_nccl_protocol(gpu, tmp_path, monkeypatch):
+    doc = _profile(tmp_path, monkeypatch, gpu)
     check_profile_protocol(gpu)
+    assert gpu.calls("DecentralizedDataParallel") == [{"topology": "ring"}]
+    assert all(len(rank) > 0 for rank in doc["compute"]["gossip_step_s"])
     assert doc["complete"] and doc["shape"]["device"] == "cuda" and doc["shape"]["backend"] == "nccl"
     assert doc["shape"]["device_name"] == "Fake GPU" and doc["shape"]["nccl_version"] == "2.21.5"
 
@@ -311,7 +339,7 @@ def test_protocol_checks_catch_a_slip(gpu, tmp_path, monkeypatch, target, attr, 
     for part in owner:
         obj = getattr(obj, part)
     monkeypatch.setattr(obj, name, replacement)
-    _profile(tmp_path)
+    _profile(tmp_path, monkeypatch, gpu)
     with pytest.raises(AssertionError):
         check_profile_protocol(gpu)
 

@@ -116,6 +116,7 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     from decent_dp.ddp import DecentralizedDataParallel
     from decent_dp.topo import TopologyReg
 
+    from rtmodel_harness.decent_dp_args import decent_dp_kwargs
     from rtmodel_harness.recipe import backward_only_step
     from rtmodel_harness.workloads import build_workload
 
@@ -128,12 +129,7 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     scaler = recipe.prepare(device)
     wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     model = DecentralizedDataParallel(
-        wl.model,
-        optim_fn=lambda named: wl.make_optimizer([p for _, p in named], lr=1e-3, recipe=recipe),
-        topology=name,
-        **({"scaler": scaler} if scaler is not None else {}),  # fp16: Decent-DP steps through it
-        bucket_size_in_mb=wl_job.bucket_cap_mb,
-        _local_world_size=job.ranks_per_node,
+        wl.model, **decent_dp_kwargs(wl, recipe, scaler, name, wl_job.bucket_cap_mb, job.ranks_per_node)
     )
     model.train()
 
