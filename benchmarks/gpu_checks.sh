@@ -50,7 +50,10 @@ torch.cuda.get_device_name(0)); import decent_dp, loguru; print(\"decent_dp ok\"
             stage reruns "$limit" python3 -m pytest -q -p no:cacheprovider -m "not slow and not gpu" -n 3 -rf \
               tests/test_first_contact.py tests/test_docs.py tests/test_consensus.py tests/test_topologies.py &
             wait ;;
-    compute) stage compute 180 python3 -m benchmarks.gpu_compute --device cuda --out-dir "$OUT" ;;
+    compute) stage compute 180 python3 -m benchmarks.gpu_compute --device cuda --out-dir "$OUT"
+             # what this host says of the presets' host cost, and today's model on its points (no GPU needed)
+             stage host-cost 30 python3 -m benchmarks.gpu_host_cost "$OUT/gpu-compute.json"
+             stage rescore 30 python3 -m benchmarks.gpu_compute_rescore "$OUT/gpu-compute.json" ;;
     accuracy) stage accuracy "${ACCURACY_S:-240}" python3 -m benchmarks.gpu_accuracy --out-dir "$OUT" \
                 --iterations "${ITERATIONS:-20}" ;;
     *) echo "unknown stage $s"; exit 2 ;;
