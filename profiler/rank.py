@@ -155,15 +155,18 @@ class _Run:
                 barrier(self.device)
                 o = self.opts
                 mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say, self.recipe)
+                per_rank = self.gather(mine)  # every rank is alive before the wrapped iterations start
                 cap = self.workload_doc["bucket_cap_mb"]
-                wrapped = measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, self.say)
-                mine.update({k: v for k, v in wrapped.items() if k != "skipped"})
-                per_rank = self.gather(mine)
+                wrapped = self.gather(
+                    measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, o.timeout_s, self.say)
+                )
                 if self.lead:
                     self.doc["compute"] = {"warmup": o.warmup, "iterations": o.iterations,
                                            **{key: [r[key] for r in per_rank] for key in mine}}
-                    if "skipped" in wrapped and self.say:
-                        self.say(f"compute: Decent-DP's per-bucket work not measured: {wrapped['skipped']}")
+                    if all("gossip_step_s" in w for w in wrapped):
+                        self.doc["compute"]["gossip_step_s"] = [w["gossip_step_s"] for w in wrapped]
+                    elif self.say:
+                        self.say(f"compute: Decent-DP's per-bucket work not measured: {wrapped[0].get('skipped')}")
         if self.lead:
             self.checkpoint("compute")
         del self.work  # free the model before large communication buffers

@@ -12,17 +12,39 @@ per iteration, the seconds its hooks spent after their exchange had completed (r
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import timedelta
 
 WRAPPED_TOPOLOGY = "ring"  # a Decent-DP built-in on any world size >= 2: one peer group per round
 WRAPPED_WARMUP = 3  # Decent-DP traces in its first iteration and builds its buckets in the second
 WRAPPED_ITERATIONS = 10
 
 
+@contextmanager
+def _new_groups_time_out(timeout_s: float):
+    """Decent-DP creates a process group per edge with torch's default timeout (30 min): while it does,
+    that default is the profile's --timeout-s, so a lost peer fails the profile in time, not in 30 min."""
+    import torch.distributed.distributed_c10d as c10d
+
+    saved = c10d.default_pg_timeout, c10d.default_pg_nccl_timeout
+    c10d.default_pg_timeout = c10d.default_pg_nccl_timeout = timedelta(seconds=timeout_s)
+    try:
+        yield
+    finally:
+        c10d.default_pg_timeout, c10d.default_pg_nccl_timeout = saved
+
+
 def measure_gossip_step(
-    workload, recipe, bucket_cap_mb: float, ranks_per_node: int, say: Callable[[str], None] | None = None
+    workload,
+    recipe,
+    bucket_cap_mb: float,
+    ranks_per_node: int,
+    timeout_s: float,
+    say: Callable[[str], None] | None = None,
 ) -> dict:
     """This rank's {"gossip_step_s": [seconds per iteration]}, or {"skipped": why} where Decent-DP cannot
-    run here (not installed; one rank). Call on every rank: the wrapper's exchanges are collectives."""
+    run here (not installed; one rank). Call on every rank: the wrapper's exchanges are collectives, and
+    its groups (one per edge) time out after `timeout_s` as the profile's own do."""
     import torch.distributed as dist
 
     if dist.get_world_size() < 2:
@@ -37,7 +59,8 @@ def measure_gossip_step(
 
     scaler = recipe.prepare(workload.device)
     kwargs = decent_dp_kwargs(workload, recipe, scaler, WRAPPED_TOPOLOGY, bucket_cap_mb, ranks_per_node)
-    model = TimedDecentralizedDataParallel(workload.model, **kwargs)
+    with _new_groups_time_out(timeout_s):
+        model = TimedDecentralizedDataParallel(workload.model, **kwargs)
     model.train()
     barrier(workload.device)
     for it in range(WRAPPED_WARMUP + WRAPPED_ITERATIONS):

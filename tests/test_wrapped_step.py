@@ -81,3 +81,18 @@ def test_a_real_two_rank_profile_measures_it(tmp_path):
     assert len(step) == 2 and all(len(rank) == WRAPPED_ITERATIONS for rank in step)
     assert all(t > 0 for rank in step for t in rank)
     assert calibrate(profile_from_document(doc), fallback_network=_fallback()).gossip_compute is not None
+
+
+def test_decent_dps_groups_take_the_profiles_timeout_while_it_builds_them():
+    """Decent-DP's per-edge groups would otherwise wait torch's 30 minutes for a lost peer."""
+    from datetime import timedelta
+
+    import torch.distributed.distributed_c10d as c10d
+
+    from profiler.wrapped import _new_groups_time_out
+
+    before = c10d.default_pg_timeout, c10d.default_pg_nccl_timeout
+    with _new_groups_time_out(30.0):
+        assert c10d.default_pg_timeout == timedelta(seconds=30)
+        assert c10d._get_default_timeout("gloo") == timedelta(seconds=30)
+    assert (c10d.default_pg_timeout, c10d.default_pg_nccl_timeout) == before
