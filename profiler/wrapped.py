@@ -5,7 +5,8 @@ Decent-DP the step runs in each bucket's hook right after that bucket's exchange
 exchanges' threads and the other ranks' hooks competing for the host; in a communication-bound
 iteration that work is on the critical path after every exchange. On the emulated cluster it took
 23-26 ms per iteration where the bare step (an 8 ms sleep) and the mixing predict about 9 ms. So the
-profile runs a few Decent-DP iterations (ring, the workload's own optimizer and recipe) and records,
+profile runs a few Decent-DP iterations (ring, or complete on an odd world size; the workload's own
+optimizer and recipe) and records,
 per iteration, the seconds its hooks spent after their exchange had completed (rtmodel_decentdp.timed).
 """
 
@@ -15,7 +16,13 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import timedelta
 
-WRAPPED_TOPOLOGY = "ring"  # a Decent-DP built-in on any world size >= 2: one peer group per round
+
+def wrapped_topology(world_size: int) -> str:
+    """A Decent-DP built-in for this world: ring (one peer per round) where it applies (an even world
+    size), else complete (any size >= 2)."""
+    return "ring" if world_size % 2 == 0 else "complete"
+
+
 WRAPPED_WARMUP = 3  # Decent-DP traces in its first iteration and builds its buckets in the second
 WRAPPED_ITERATIONS = 10
 
@@ -58,7 +65,8 @@ def measure_gossip_step(
     from rtmodel_harness.recipe import backward_only_step
 
     scaler = recipe.prepare(workload.device)
-    kwargs = decent_dp_kwargs(workload, recipe, scaler, WRAPPED_TOPOLOGY, bucket_cap_mb, ranks_per_node)
+    topology = wrapped_topology(dist.get_world_size())
+    kwargs = decent_dp_kwargs(workload, recipe, scaler, topology, bucket_cap_mb, ranks_per_node)
     with _new_groups_time_out(timeout_s):
         model = TimedDecentralizedDataParallel(workload.model, **kwargs)
     model.train()
@@ -70,6 +78,6 @@ def measure_gossip_step(
     samples = model.step_work_s[-WRAPPED_ITERATIONS:]
     if say:
         mean_ms = sum(samples) / len(samples) * 1e3
-        say(f"compute: Decent-DP ({WRAPPED_TOPOLOGY}) per-bucket work after the exchanges {mean_ms:.1f} ms per "
+        say(f"compute: Decent-DP ({topology}) per-bucket work after the exchanges {mean_ms:.1f} ms per "
             f"iteration ({WRAPPED_ITERATIONS} wrapped iterations)")  # fmt: skip
     return {"gossip_step_s": samples}

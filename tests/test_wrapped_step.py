@@ -96,3 +96,10 @@ def test_decent_dps_groups_take_the_profiles_timeout_while_it_builds_them():
         assert c10d.default_pg_timeout == timedelta(seconds=30)
         assert c10d._get_default_timeout("gloo") == timedelta(seconds=30)
     assert (c10d.default_pg_timeout, c10d.default_pg_nccl_timeout) == before
+
+
+def test_the_wrapped_topology_runs_on_every_world_size():
+    """Decent-DP's ring refuses an odd world size; complete takes any."""
+    from profiler.wrapped import wrapped_topology
+
+    assert [wrapped_topology(n) for n in (2, 3, 4, 5)] == ["ring", "complete", "ring", "complete"]
