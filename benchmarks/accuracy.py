@@ -185,11 +185,11 @@ def _analyse(cfg: ClusterConfig, cal, results: Path) -> list[Row]:
     (the same calibration and model code the validation ran), so a model change is re-scored."""
     from runtime_model.advisor import advise
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.scenario import ClusterShape, Scenario
+    from runtime_model.scenario import ClusterShape
     from runtime_model.topologies import build_schedule
 
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)
-    scenario = Scenario(shape, cal.network, cal.compute, cal.buckets, gossip_compute=cal.gossip_compute)
+    scenario = cal.scenario(shape)
     adv = advise(scenario, topologies=list(cfg.topologies))
     by_topology = {}
     for line in results.read_text().splitlines():

@@ -189,13 +189,13 @@ def _analyse(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path) -
     from runtime_model.iteration import allreduce_prediction
     from runtime_model.local_sgd import LocalSgd, local_sgd_prediction
     from runtime_model.presets import network_preset
-    from runtime_model.scenario import ClusterShape, Scenario
+    from runtime_model.scenario import ClusterShape
 
     # as accuracy.py: a link class the profile cannot measure (1 rank per node) is never used there
     fallback = network_preset("eth-25g", "pcie4")
     cal = calibrate(load_profile(workdir / f"{cfg.name}.profile.json"), fallback_network=fallback)
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)
-    scenario = Scenario(shape, cal.network, cal.compute, cal.buckets)
+    scenario = cal.scenario(shape)
     ar_pred = allreduce_prediction(scenario).mean_s
     rows = []
     for run in runs:

@@ -78,14 +78,7 @@ def scenario_from_profile(
     )  # 0 is refused, not 'not given'
     shape = ClusterShape(gpus, k)
     name = profile if not isinstance(profile, Profile) else profile.origin
-    scenario = Scenario(
-        shape=shape,
-        network=cal.network,
-        compute=cal.compute,
-        buckets=cal.buckets,
-        description=f"profile {name}",
-        gossip_compute=cal.gossip_compute,
-    )
+    scenario = cal.scenario(shape, f"profile {name}")
     return ProfiledScenario(
         scenario=scenario,
         provenance=dict(cal.provenance),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime_model.scenario import BucketLayout, ClusterShape, Compute, Network
+from runtime_model.scenario import BucketLayout, ClusterShape, Compute, Network, Scenario
 
 
 @dataclass
@@ -48,6 +48,11 @@ class Calibration:
     notes: list[str]
     profile_info: dict[str, str | None] = field(default_factory=dict)
     gossip_compute: Compute | None = None  # Decent-DP's own, where its per-bucket work was measured
+
+    def scenario(self, shape: ClusterShape, description: str = "") -> Scenario:
+        """These parameters placed on `shape`: the one way a calibration becomes a Scenario (Decent-DP's
+        own compute included where the profile measured it)."""
+        return Scenario(shape, self.network, self.compute, self.buckets, description, self.gossip_compute)
 
     def fit(self, name: str) -> FitReport:
         """The report named `name` (KeyError lists the available names)."""

@@ -117,14 +117,13 @@ AMP_TWINS = {"fp16": "bf16", "bf16": "fp16"}  # the same tensor-core peak: each 
 
 def model_mfu_from_busy(row: dict, library: PresetLibrary) -> float:
     """The efficiency at which a preset model's FLOPs fill its measured device-busy time once the memory
-    time iteration_work charges (its kernels' bytes, its optimizer's and, under AMP, GradScaler's
-    passes) is out."""
+    time iteration_work charges for the bare iteration (its kernels' bytes, its step's passes) is out.
+    (The same bytes as iteration_work; tests/test_model_efficiency.py checks that the figure puts the
+    measured device time back through it. Not called here: presets imports this module.)"""
     m, g, units = library.model(row["model"]), library.gpu(row["gpu"]), row["units"]
     mode = "amp" if row["precision"] in AMP_TWINS else "full"
-    passes = (m.optimizer, "grad-scaler-unscale") if mode == "amp" else (m.optimizer,)
     pass_bytes = sum(
-        (library.optimizers[n] if n in library.optimizers else library.memory_pass(n)).bytes_per_param
-        for n in passes
+        library.traffic(n).bytes_per_param for n in library.step_passes(m.name, row["precision"])
     )
     nbytes = (
         (m.forward_bytes_per_unit[mode] + m.backward_bytes_per_unit[mode]) * units

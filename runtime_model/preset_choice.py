@@ -126,7 +126,7 @@ def resolve(
         model=model,
         global_batch=float(global_batch if global_batch is not None else m.default_global_batch),
         precision=precision,
-        mfu=float(mfu if mfu is not None else default_mfu(gpu, model, precision, lib)[0]),
+        mfu=float(mfu if mfu is not None else default_mfu(gpu, model, precision, lib)),
         compute_cv=float(compute_cv if compute_cv is not None else m.compute_cv),
         bucket_cap_mb=bucket_cap_mb,
         message_dtype="fp32" if message_dtype is None else message_dtype,
@@ -151,16 +151,12 @@ def _from_cluster(c, *given):
     return tuple(getattr(c, n) if v is None else v for n, v in zip(names, given, strict=True))
 
 
-def default_mfu(gpu: str, model: str, precision: str, library: PresetLibrary) -> tuple[float, str]:
-    """(efficiency, where from) when none is given: the model's own measured on this GPU, else the GPU's."""
+def default_mfu(gpu: str, model: str, precision: str, library: PresetLibrary) -> float:
+    """The efficiency when none is given: the model's own measured on this GPU, else the GPU's figure."""
     from runtime_model.efficiency import model_mfu
 
     own = model_mfu(gpu, model, precision, library)
-    return (
-        own
-        if own is not None
-        else (library.gpu(gpu).mfu[precision], f"{gpu}'s large-batch figure (gpus.toml)")
-    )
+    return own[0] if own is not None else library.gpu(gpu).mfu[precision]
 
 
 def _check_counts(gpus: int, gpus_per_node: int | None, nics_per_node: int | None, nccl_algo: str | None):

@@ -253,6 +253,15 @@ class PresetLibrary:
     def memory_pass(self, name: str) -> MemoryPass:
         return _pick(self.passes, name, "memory pass", "pass")
 
+    def traffic(self, name: str) -> MemoryPass:
+        """An optimizer's or a library pass's traffic.toml entry, by name (optimizers first)."""
+        return self.optimizers[name] if name in self.optimizers else self.memory_pass(name)
+
+    def step_passes(self, model: str, precision: str) -> tuple[str, ...]:
+        """The passes one optimizer step of `model` makes: its optimizer, and under AMP GradScaler's unscale."""
+        optimizer = self.model(model).optimizer
+        return (optimizer, "grad-scaler-unscale") if precision in AMP_PRECISIONS else (optimizer,)
+
     def default_intra(self, gpu: str) -> str:
         """The intra-node link of `gpu`'s usual node: its own default_intra, else the library's default."""
         entry = self.gpus.get(gpu)

@@ -107,16 +107,13 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     def kernels(ops: float, flops: float, nbytes: float) -> Work:
         return Work(ops * op_s, flops / flops_per_s + nbytes / stream_Bps)
 
-    def found(names: tuple[str, ...]):
-        return [lib.optimizers[n] if n in lib.optimizers else lib.memory_pass(n) for n in names]
-
     def passes(*names: str, calls: float = 1.0) -> Work:
+        found = [lib.traffic(n) for n in names]
         return Work(
             sum(
-                p.host_ops * calls * op_s + p.host_dispatches_per_tensor * tensors * dispatch_s
-                for p in found(names)
+                p.host_ops * calls * op_s + p.host_dispatches_per_tensor * tensors * dispatch_s for p in found
             ),
-            sum(p.bytes_per_param for p in found(names)) * m.params / stream_Bps,
+            sum(p.bytes_per_param for p in found) * m.params / stream_Bps,
         )
 
     forward = kernels(
@@ -132,7 +129,7 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     if m.params_only:
         measured_s, share = choice.compute_ms * 1e-3, forward_share(m)
         forward, backward = Work(0.0, measured_s * share), Work(0.0, measured_s * (1 - share))
-    step = (m.optimizer, "grad-scaler-unscale") if mode == "amp" else (m.optimizer,)
+    step = lib.step_passes(choice.model, choice.precision)
     return IterationWork(
         forward=forward,
         backward=backward,
@@ -141,7 +138,7 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
         mixing=passes("decent-dp-mixing"),
         amp=mode == "amp",
         step_syncs=m.optimizer == "accum-adam",
-        step_call_host_s=sum(p.host_ops for p in found((*step, "decent-dp-mixing"))) * op_s,
+        step_call_host_s=sum(lib.traffic(n).host_ops for n in (*step, "decent-dp-mixing")) * op_s,
     )
 
 
