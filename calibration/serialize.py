@@ -10,6 +10,7 @@ Format "rtmodel-calibration", version 1 - one JSON object:
                                                             "flow_cap_Bps" (optional, "inf": none)}
                  "group_costs": {"p2-s2-q2": {"fixed_s", "per_byte_s", "source", "fixed_sd_s", "per_byte_rel_sd"}}},
      "compute": {"forward_s", "backward_s", "optimizer_s", "source",
+                 "gossip_optimizer_s" (optional: Decent-DP's step part where the profile measured it),
                  "ddp_buckets": [{"nbytes", "ready_fraction"}], "gossip_buckets": [...],
                  "distribution": {"kind": "empirical", "samples_s": [...]} | {"kind": "normal", "mean_s", "sd_s"},
                  "variation": {"straggler_factor", "straggler_count", "rank_cv", "node_cv",
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,7 @@ def calibration_to_json(cal: Calibration) -> dict:
             ],
             "distribution": _dist_out(comp.distribution),
             **({} if comp.variation.is_iid else {"variation": _variation_out(comp.variation)}),
+            **({} if cal.gossip_compute is None else {"gossip_optimizer_s": cal.gossip_compute.optimizer_s}),
         },
         "fits": [
             {
@@ -166,6 +169,11 @@ def calibration_from_json(doc: dict) -> Calibration:
             provenance=dict(doc["provenance"]),
             notes=list(doc["notes"]),
             profile_info=dict(doc.get("profile_info", {})),
+            gossip_compute=(  # Decent-DP's compute differs from DDP's only in its step part
+                replace(compute, optimizer_s=float(comp["gossip_optimizer_s"]))
+                if "gossip_optimizer_s" in comp
+                else None
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, CalibrationError):

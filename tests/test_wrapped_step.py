@@ -103,3 +103,16 @@ def test_the_wrapped_topology_runs_on_every_world_size():
     from profiler.wrapped import wrapped_topology
 
     assert [wrapped_topology(n) for n in (2, 3, 4, 5)] == ["ring", "complete", "ring", "complete"]
+
+
+def test_the_calibration_file_keeps_decent_dps_step():
+    """`rtmodel calibrate --out` writes what a profile measured, the wrapped step included."""
+    import json
+
+    from calibration import calibration_from_json, calibration_to_json
+
+    for step in (0.05, None):
+        cal = calibrate(profile_from_document(_doc(step)), fallback_network=_fallback())
+        back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
+        assert back == cal
+        assert (back.gossip_compute is None) == (step is None)
