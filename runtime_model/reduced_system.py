@@ -31,9 +31,10 @@ from runtime_model.iteration import (
     IterationPrediction,
     gossip_pending,
     last_bucket_optimizer_s,
-    nic_floored,
     plan_job,
     prediction_from_growth,
+    steady_floor_s,
+    steady_floored,
 )
 from runtime_model.order_stats import quantile_of_repeated
 from runtime_model.pending import Pending, run_pending
@@ -158,7 +159,8 @@ def reduced_pending(
 
     def finish(growth: Growth) -> ReducedResult:
         # the NICs' byte bound, on the reduced NICs: each carries what its full preimages carry
-        mean, samples = nic_floored(growth, nic_bound_s(rounds, red.shape, scenario.network.nics_per_node))
+        nic_bound = nic_bound_s(rounds, red.shape, scenario.network.nics_per_node)
+        mean, samples = steady_floored(growth, steady_floor_s(nic_bound, comp, red.n))
         p50, p99 = quantile_of_repeated(samples, [0.5, 0.99], red.orbit_size)
         pred = prediction_from_growth(
             scenario, red.name, per_rank, (mean, growth.free_s, p50, p99), allreduce

@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runtime_model import presets
@@ -58,6 +58,7 @@ def test_the_issues_example_every_option_at_least_the_stragglers_pace():
     count=st.integers(1, 8),
     topology=st.sampled_from(["ring", "one-peer-exp", "alternating-exp-ring", "complete", "base-2"]),
 )
+@example(factor=1.001953125, count=1, topology="ring")  # its transient outlasts the window (~12,000 iterations)
 def test_a_persistent_slowdown_is_never_escaped(factor, count, topology):
     sc = _scenario(straggler=(factor, count))
     adv = advise(sc, topologies=[topology])
