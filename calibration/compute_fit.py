@@ -69,6 +69,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         distribution=chosen,
         source=f"measured: {n_ranks} ranks x {n_iter} iterations ({model})",
         variation=vf.variation,
+        step_spread=step_spread(opt),
     )
     within_ranks = "" if vf.variation.is_iid else " of the within-rank part"
     notes = [
@@ -129,7 +130,16 @@ def gossip_compute(compute: Compute, comp: ComputeProfile) -> Compute | None:
     samples = np.concatenate([np.asarray(m.samples_s, dtype=float) for m in comp.gossip_step])
     if samples.size == 0:
         return None
-    return replace(compute, optimizer_s=max(compute.optimizer_s, float(samples.mean())))
+    return replace(
+        compute, optimizer_s=max(compute.optimizer_s, float(samples.mean())), step_spread=step_spread(samples)
+    )
+
+
+def step_spread(samples: np.ndarray) -> EmpiricalCompute | None:
+    """The step's measured spread per rank and iteration: on a loaded host the step varies as much as
+    the compute, and where it follows an exchange a rank's late step delays its peers' next exchange
+    (the recurrence draws its deviation each iteration). None below two samples."""
+    return EmpiricalCompute(tuple(samples.tolist())) if samples.size > 1 else None
 
 
 def _rank_rows(comp: ComputeProfile) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:

@@ -79,7 +79,8 @@ def calibration_to_json(cal: Calibration) -> dict:
             ],
             "distribution": _dist_out(comp.distribution),
             **({} if comp.variation.is_iid else {"variation": _variation_out(comp.variation)}),
-            **({} if cal.gossip_compute is None else {"gossip_optimizer_s": cal.gossip_compute.optimizer_s}),
+            **({} if comp.step_spread is None else {"step_spread": _dist_out(comp.step_spread)}),
+            **({} if cal.gossip_compute is None else _gossip_out(cal.gossip_compute)),
         },
         "fits": [
             {
@@ -143,6 +144,7 @@ def calibration_from_json(doc: dict) -> Calibration:
             distribution=_dist_in(comp["distribution"]),
             source=comp["source"],
             variation=_variation_in(comp["variation"]) if "variation" in comp else Variation(),
+            step_spread=_dist_in(comp["step_spread"]) if "step_spread" in comp else None,
         )
         fits = [
             FitReport(
@@ -169,16 +171,27 @@ def calibration_from_json(doc: dict) -> Calibration:
             provenance=dict(doc["provenance"]),
             notes=list(doc["notes"]),
             profile_info=dict(doc.get("profile_info", {})),
-            gossip_compute=(  # Decent-DP's compute differs from DDP's only in its step part
-                replace(compute, optimizer_s=float(comp["gossip_optimizer_s"]))
-                if "gossip_optimizer_s" in comp
-                else None
-            ),
+            gossip_compute=_gossip_in(compute, comp),
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, CalibrationError):
             raise
         raise CalibrationError(f"broken calibration file ({type(exc).__name__}: {exc})") from None
+
+
+def _gossip_out(gossip: Compute) -> dict:
+    """Decent-DP's compute differs from DDP's only in its step part: its mean and its spread."""
+    out = {"gossip_optimizer_s": gossip.optimizer_s}
+    if gossip.step_spread is not None:
+        out["gossip_step_spread"] = _dist_out(gossip.step_spread)
+    return out
+
+
+def _gossip_in(compute: Compute, comp: dict) -> Compute | None:
+    if "gossip_optimizer_s" not in comp:
+        return None
+    spread = _dist_in(comp["gossip_step_spread"]) if "gossip_step_spread" in comp else None
+    return replace(compute, optimizer_s=float(comp["gossip_optimizer_s"]), step_spread=spread)
 
 
 def _num(x: float | None) -> float | str | None:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from runtime_model.distributions import NormalCompute
 from runtime_model.order_stats import _STD, base_cdf, erfc
-from runtime_model.recurrence import Growth, batch_se, draw_block, stream_key
+from runtime_model.recurrence import Growth, batch_se, draw_block, step_draws, stream_key
 from runtime_model.scenario import Compute
 
 BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
@@ -41,6 +41,7 @@ class CompleteJob:
     gpus_per_node: int
     warmup: int
     measured: int
+    step_share: float = 0.0  # the share of the step after the last wait (recurrence.Job)
 
     def batch_key(self) -> tuple:
         return ("complete", self.comm.size, self.gpus_per_node, stream_key(self.compute), self.measured)
@@ -57,6 +58,9 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
     s = np.stack([j.compute.variation.factors(n) for j in jobs])
     opt = np.array([j.compute.optimizer_s for j in jobs])[:, None, None]
     draws = _draws(jobs, n, k, seed)
+    wide = replace(comp, distribution=comp.wait_distribution)  # what unseen ranks add, step included
+    spread = step_draws(comp, n, seed)  # one distinct compute whenever it has a spread (stream_key)
+    share = np.array([j.step_share for j in jobs])[:, None]
     extreme_rng = np.random.default_rng(seed + 1)
     warmup, measured = jobs[0].warmup, jobs[0].measured
     cost = np.zeros((count, 2, n))
@@ -66,10 +70,14 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
     hist, start = np.empty((measured + 1, count, n)), None
     for t in range(warmup + measured):
         c = next(draws)[:, None, :]
+        step = 0.0
+        if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
+            d = next(spread)
+            c, step = c + d, np.stack([share * d, np.zeros((count, n))], axis=1)
         xc = x + c
-        new = np.maximum(xc, top[:, :, None] + cost)
+        new = np.maximum(xc, top[:, :, None] + cost + step)
         seen = xc.max(axis=2)
-        unseen = _extremes(comp, jobs, x + opt, s, others, extreme_rng.random())
+        unseen = _extremes(wide, jobs, x + opt, s, others, extreme_rng.random())
         top = np.maximum(np.maximum(top + cost.max(axis=2), seen), unseen)
         if t >= warmup:
             if start is None:
@@ -108,7 +116,7 @@ def _extremes(
     simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
     if isinstance(comp.distribution, NormalCompute):
         rows = [
-            (j.compute.distribution, base[i, col], s[i], others[i])
+            (j.compute.wait_distribution, base[i, col], s[i], others[i])
             for i, j in enumerate(jobs)
             for col in (0, 1)
         ]

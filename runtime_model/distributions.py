@@ -144,3 +144,28 @@ class EmpiricalCompute(ComputeDistribution):
 
     def describe(self) -> str:
         return f"Empirical({len(self.samples_s)} samples, mean={self.mean_s * 1e3:.3f} ms, sd={self.sd_s * 1e3:.3f} ms)"
+
+
+SUM_GRID = 400  # quantiles per side when two distributions' sum is formed on a grid (160,000 points)
+
+
+@lru_cache(maxsize=64)  # sweeps ask for the same pair at every GPU count
+def plus_deviation(dist: ComputeDistribution, spread: ComputeDistribution | None) -> ComputeDistribution:
+    """The distribution of C + (S - E[S]) for independent C ~ dist and S ~ spread: C with another part's
+    spread around its own mean (a rank's optimizer step, drawn each iteration), its mean unchanged.
+    Exact for two Normals; otherwise the sum of every pair of points (each side its samples, or SUM_GRID
+    mid-quantiles where it has more or is not empirical), clipped at 0."""
+    if spread is None or spread.sd_s == 0:
+        return dist
+    if isinstance(dist, NormalCompute) and isinstance(spread, NormalCompute):
+        return NormalCompute(dist.mean_s, math.hypot(dist.sd_s, spread.sd_s))
+    a, b = _points(dist), _points(spread)
+    total = np.maximum(a[:, None] + (b - b.mean())[None, :], 0.0)
+    return EmpiricalCompute(tuple(total.ravel().tolist()))
+
+
+def _points(dist: ComputeDistribution) -> np.ndarray:
+    """A distribution as equally weighted points: an empirical one's samples, else mid-quantiles."""
+    if isinstance(dist, EmpiricalCompute) and len(dist.samples_s) <= SUM_GRID:
+        return np.asarray(dist.samples_s)
+    return np.asarray(dist.ppf((np.arange(SUM_GRID) + 0.5) / SUM_GRID), dtype=float)

@@ -25,7 +25,7 @@ upper bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -114,12 +114,12 @@ def compute_wait_of_all(
     one distribution (F(x)^n); with stragglers, a rank spread or node-correlated terms a seeded
     Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance), and above
     symmetry.FULL_MAX_N the rank classes of order_stats.max_of_ranks (no n-sized arrays)."""
-    dist, n = comp.distribution, shape.gpus
+    dist, n = comp.wait_distribution, shape.gpus  # C and the step's deviation: DDP steps, then computes
     if comp.variation.is_iid:
         return dist.expected_max(n), dist.quantile_of_max(0.50, n), dist.quantile_of_max(0.99, n)
     if n > FULL_MAX_N and comp.variation.rank_factors is None:  # rank classes, no n-sized draws
         return max_of_ranks(dist, comp.variation, n, shape.gpus_per_node)
-    draw = comp.sampler(n, shape.gpus_per_node)
+    draw = replace(comp, distribution=dist).sampler(n, shape.gpus_per_node)
     rng = np.random.default_rng(seed)
     iters = int(np.clip(DDP_SIM_BUDGET // max(n, 1), DDP_SIM_MIN_ITERS, DDP_SIM_MAX_ITERS))
     maxima = np.array([draw(rng).max() for _ in range(iters)])
@@ -133,9 +133,11 @@ def plan_job(
     comm_per_round: Sequence[np.ndarray],
     budget_n: int | None = None,
     gpus_per_node: int = 1,
+    step_share: float = 0.0,
 ) -> Job:
     """The run of one schedule's recurrence: `budget_n` (default n) sets how many iterations the work
-    budget allows, so a reduced system can stand for a larger one without changing its length."""
+    budget allows, so a reduced system can stand for a larger one without changing its length;
+    `step_share` is the part of the step after the last wait (last_bucket_share)."""
     n = schedule.n
     period = len(comm_per_round)
     wanted = int(np.clip(SIM_BUDGET // max(budget_n or n, 1), SIM_MIN_ITERS, SIM_MAX_ITERS))
@@ -143,7 +145,7 @@ def plan_job(
     warmup = max(SIM_WARMUP, 2 * period)
     if not compute.variation.is_iid:
         warmup = max(warmup, period + _straggler_transient(FlatPeers(schedule), compute, n))
-    return Job(schedule, comm_per_round, warmup, measured, compute, gpus_per_node)
+    return Job(schedule, comm_per_round, warmup, measured, compute, gpus_per_node, step_share)
 
 
 def simulate_growth_stats(
@@ -193,9 +195,14 @@ def _reach_iterations(peers: FlatPeers, n: int, source: int, cap: int) -> int:
     return cap
 
 
+def last_bucket_share(buckets: BucketLayout) -> float:
+    """Decent-DP steps each bucket in its hook; the last bucket's share of the step runs after the last
+    wait (by bytes)."""
+    return buckets.gossip[-1].nbytes / buckets.message_bytes
+
+
 def last_bucket_optimizer_s(compute: Compute, buckets: BucketLayout) -> float:
-    """Decent-DP steps each bucket in its hook; the last bucket's share runs after the last wait."""
-    return compute.optimizer_s * buckets.gossip[-1].nbytes / buckets.message_bytes
+    return compute.optimizer_s * last_bucket_share(buckets)
 
 
 def gossip_prediction(
@@ -219,7 +226,8 @@ def gossip_pending(
     # the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank, waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    job = plan_job(schedule, comp, [c + opt_last for c in waited], gpus_per_node=shape.gpus_per_node)
+    comm = [c + opt_last for c in waited]
+    job = plan_job(schedule, comp, comm, None, shape.gpus_per_node, last_bucket_share(scenario.buckets))
 
     def finish(growth: Growth) -> IterationPrediction:
         floor = steady_floor_s(nic_bound_s(rounds, shape, net.nics_per_node), comp, schedule.n)
@@ -297,7 +305,7 @@ def uneven_exchanges(per_rank: Sequence[np.ndarray]) -> bool:
 def compute_varies(scenario: Scenario) -> bool:
     """Any compute variation (i.i.d., persistent or node-correlated) in either execution's compute."""
     for comp in (scenario.compute, scenario.decent_dp_compute):
-        dist = comp.distribution  # E[max of 2 draws] exceeds the mean exactly when the draws vary
+        dist = comp.wait_distribution  # E[max of 2 draws] exceeds the mean exactly when the draws vary
         if (dist is not None and dist.expected_max(2) > dist.mean_s) or not comp.variation.is_iid:
             return True
     return False

@@ -111,6 +111,7 @@ class Job:
     measured: int
     compute: Compute
     gpus_per_node: int
+    step_share: float = 0.0  # the share of the step after the last wait (it follows that exchange)
 
     def batch_key(self) -> tuple:
         """Jobs with equal keys run in one batch (run_jobs): they draw from one stream."""
@@ -121,10 +122,17 @@ class Job:
         return run_jobs(jobs, seed)
 
 
+STEP_STREAM = 7  # the step deviations' own stream beside the seed
+
+
 def stream_key(compute: Compute) -> object:
     """What decides a run's compute draws besides n and the seed: for i.i.d. Normal compute only the
     standard normals (C = mean + sd z, so runs with different means share them), else the compute itself."""
-    if compute.variation.is_iid and type(compute.distribution) is NormalCompute:
+    if (
+        compute.variation.is_iid
+        and type(compute.distribution) is NormalCompute
+        and not has_step_spread(compute)
+    ):
         return "normal"
     return compute
 
@@ -179,6 +187,20 @@ def _draws(computes: Sequence[Compute], n: int, gpus_per_node: int, seed: int):
         yield (draw(rng) + comp.optimizer_s)[None, :]
 
 
+def has_step_spread(compute: Compute) -> bool:
+    return compute.step_spread is not None and compute.step_spread.sd_s > 0
+
+
+def step_draws(compute: Compute, n: int, seed: int):
+    """Each rank's step deviation per iteration (Compute.step_deviations), on a stream of its own so the
+    compute draws stay those of a run without it; None without a measured spread."""
+    draw = compute.step_deviations(n)
+    if draw is None:
+        return None
+    rng = np.random.default_rng((seed, STEP_STREAM))
+    return (draw(rng) for _ in iter(int, 1))
+
+
 def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     """Run every job (all of one batch_key) on one stream of draws; each result is its own run's.
 
@@ -217,11 +239,17 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
         next(j.compute for j, u in zip(jobs, which, strict=True) if u == v) for v in range(max(which) + 1)
     ]
     draws = _draws(distinct, n, jobs[0].gpus_per_node, seed)
+    spread = step_draws(distinct[0], n, seed)  # one distinct compute whenever it has a spread
+    share = np.array([j.step_share for j in jobs])[:, None]
     live = list(range(count))
     for t in range(stop):
         c = next(draws)
         live = [i for i in live if t < ends[i]]
         p = steps.peer_max(x.reshape(-1), t, live)
+        if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
+            d = next(spread)
+            c = c + d
+            p.reshape(count, 2, n)[:, 0] += share * d
         x3, new3 = x.reshape(count, 2, n), new.reshape(count, 2, n)
         for u, rows in runs:
             np.add(x3[rows], c[u], out=new3[rows])

@@ -31,6 +31,7 @@ from runtime_model.iteration import (
     IterationPrediction,
     gossip_pending,
     last_bucket_optimizer_s,
+    last_bucket_share,
     plan_job,
     prediction_from_growth,
     steady_floor_s,
@@ -58,7 +59,7 @@ CHUNK = 1 << 20  # ranks per chunk when a persistent draw must be scanned over a
 
 def has_variance(comp: Compute) -> bool:
     """Does anything in C_i(t) vary from iteration to iteration (else the recurrence is deterministic)?"""
-    return comp.distribution.sd_s > 0 or comp.variation.node_cv > 0
+    return comp.wait_distribution.sd_s > 0 or comp.variation.node_cv > 0
 
 
 def reduced_rounds(red: Reduction, scenario: Scenario) -> list[RoundComm]:
@@ -152,10 +153,12 @@ def reduced_pending(
     k = red.shape.gpus_per_node
     if red.group_scale and has_variance(comp) and red.orbit_size > 1:  # complete: M tracked explicitly
         measured = int(np.clip(SIM_BUDGET // red.n, SIM_MIN_ITERS, SIM_MAX_ITERS))
-        job = CompleteJob(comp, comm[0], red.full.gpus, k, SIM_WARMUP, measured)
+        job = CompleteJob(
+            comp, comm[0], red.full.gpus, k, SIM_WARMUP, measured, last_bucket_share(scenario.buckets)
+        )
     else:  # deterministic: the full recurrence's own window, so the answer is the per-rank one exactly
         budget_n = None if has_variance(comp) else red.full.gpus
-        job = plan_job(red.schedule(), comp, comm, budget_n, k)
+        job = plan_job(red.schedule(), comp, comm, budget_n, k, last_bucket_share(scenario.buckets))
 
     def finish(growth: Growth) -> ReducedResult:
         # the NICs' byte bound, on the reduced NICs: each carries what its full preimages carry

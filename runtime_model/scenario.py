@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from runtime_model.constraints import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE
 from runtime_model.defaults import MAX_GPUS
-from runtime_model.distributions import ComputeDistribution, NormalCompute
+from runtime_model.distributions import ComputeDistribution, NormalCompute, plus_deviation
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 from runtime_model.variation import Variation
 
@@ -206,6 +206,8 @@ class Compute:
     distribution: ComputeDistribution | None = None  # the i.i.d. part of C (its mean is the mean of C)
     source: str = "preset"
     variation: Variation = Variation()  # persistent (stragglers, rank spread) and node-correlated parts
+    # the step's own spread per rank and iteration where it was measured (its mean is optimizer_s's)
+    step_spread: ComputeDistribution | None = None
 
     def __post_init__(self):
         for name in ("forward_s", "backward_s", "optimizer_s"):
@@ -216,6 +218,19 @@ class Compute:
     @property
     def compute_s(self) -> float:
         return self.forward_s + self.backward_s
+
+    @property
+    def wait_distribution(self) -> ComputeDistribution:
+        """C plus the step's deviation: what each rank adds per iteration before a synchronous exchange
+        (DDP steps, then computes the next forward and backward), so the slowest of n draws from it."""
+        return plus_deviation(self.distribution, self.step_spread)
+
+    def step_deviations(self, gpus: int):
+        """draw(rng) -> each rank's step minus its mean this iteration; None without a measured spread."""
+        spread = self.step_spread
+        if spread is None or spread.sd_s == 0:
+            return None
+        return lambda rng: spread.sample(rng, gpus) - spread.mean_s
 
     def sampler(self, gpus: int, gpus_per_node: int):
         """draw(rng) -> C_i for all ranks in one iteration (variation.Variation applied to the i.i.d.
@@ -234,6 +249,7 @@ class Compute:
             backward_s=self.backward_s * factor,
             optimizer_s=self.optimizer_s * factor,
             distribution=self.distribution.scaled(factor),
+            step_spread=None if self.step_spread is None else self.step_spread.scaled(factor),
         )
 
 
