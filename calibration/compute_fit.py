@@ -16,7 +16,7 @@ import numpy as np
 
 from calibration.profile import BucketReadyTimes, ComputeProfile, Profile
 from calibration.profile_io import CalibrationError
-from calibration.results import FitReport
+from calibration.results import DdpWork, FitReport
 from calibration.variation_fit import fit_variation
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.scenario import Bucket, BucketLayout, Compute
@@ -35,6 +35,7 @@ class ComputeFit:
     report: FitReport
     notes: tuple[str, ...]
     gossip: Compute | None = None  # Decent-DP's, where its per-bucket work was measured wrapped
+    ddp_work: DdpWork | None = None  # DDP's own host work, where measured under DDP
 
 
 def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit:
@@ -108,6 +109,13 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         n_samples=n,
         warnings=warnings,
     )
+    ddp_work = measured_ddp_work(comp)
+    if ddp_work is not None:
+        notes.append(
+            f"DDP's own host work measured under DDP with its exchanges skipped: forward "
+            f"+{ddp_work.forward_s * 1e3:.3g} ms, backward +{ddp_work.backward_s * 1e3:.3g} ms, step "
+            f"+{ddp_work.optimizer_s * 1e3:.3g} ms per iteration; the All-Reduce rows use it"
+        )
     wrapped = gossip_compute(compute, comp)
     if wrapped is not None:
         notes.append(
@@ -116,8 +124,33 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
             "the gossip rows use it"
         )
     return ComputeFit(
-        compute, BucketLayout(ddp, gossip), empirical, normal, between, within, report, tuple(notes), wrapped
+        compute,
+        BucketLayout(ddp, gossip),
+        empirical,
+        normal,
+        between,
+        within,
+        report,
+        tuple(notes),
+        wrapped,
+        ddp_work,
     )
+
+
+def measured_ddp_work(comp: ComputeProfile) -> DdpWork | None:
+    """DdpWork from the profile's DDP-wrapped iterations, phase by phase (mean over ranks and iterations);
+    None where not measured."""
+    if comp.ddp_wrapped is None:
+        return None
+    bare = (comp.forward, comp.backward, comp.optimizer)
+    extra = [
+        max(0.0, _mean(wrapped) - _mean(plain)) for wrapped, plain in zip(comp.ddp_wrapped, bare, strict=True)
+    ]
+    return DdpWork(*extra)
+
+
+def _mean(per_rank) -> float:
+    return float(np.concatenate([np.asarray(m.samples_s, dtype=float) for m in per_rank]).mean())
 
 
 def gossip_compute(compute: Compute, comp: ComputeProfile) -> Compute | None:

@@ -48,6 +48,9 @@ class ComputeProfile:
     # Decent-DP's per-bucket work after its exchanges, per wrapped iteration (profiler/wrapped.py);
     # None in a profile made before it was measured, or where Decent-DP could not run
     gossip_step: tuple[Measurement, ...] | None = None
+    # the phases under DDP with its exchanges skipped (profiler/wrapped.py measure_ddp_work): DDP's own
+    # host work; None in a profile made before it was measured
+    ddp_wrapped: tuple[tuple[Measurement, ...], ...] | None = None  # (forward, backward, optimizer)
 
     @property
     def ranks(self) -> int:

@@ -20,6 +20,7 @@ from calibration.units import fmt_bytes
 from rtmodel_util.profile_patterns import PATTERN_NAMES
 from rtmodel_util.profile_schema import (
     CHECKPOINT_SECTIONS,
+    DDP_WRAPPED_KEYS,
     LINK_CLASSES,
     REQUIRED_SECTIONS,
     SCHEMA_VERSION,
@@ -225,12 +226,13 @@ def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, or
                 f"{_where(origin, f'compute.forward_s[{r}]')}: rank {r}'s forward and backward took 0 s in every "
                 "iteration; a training step takes time (re-profile)"
             )
-    step = compute.get("gossip_step_s")  # optional: Decent-DP's per-bucket work in wrapped iterations
-    if step is not None:
-        if not isinstance(step, list) or len(step) != world_size:
-            raise ProfileError(f"{_where(origin, 'compute.gossip_step_s')} must hold one list per rank ({world_size})")
-        for r, times in enumerate(step):
-            _check_times(times, f"compute.gossip_step_s[{r}]", origin)
+    # optional: Decent-DP's per-bucket work, and the phases under DDP, in wrapped iterations
+    for key in ("gossip_step_s", *DDP_WRAPPED_KEYS):
+        _check_optional_rows(compute.get(key), key, world_size, origin)
+    present = [key for key in DDP_WRAPPED_KEYS if key in compute]
+    if present and len(present) < len(DDP_WRAPPED_KEYS):
+        missing = ", ".join(f"compute.{k}" for k in DDP_WRAPPED_KEYS if k not in present)
+        raise ProfileError(f"{_where(origin, 'compute.' + present[0])} comes without {missing} (re-profile)")
     iterations = [len(t) for t in compute["backward_s"]]
     for key, n_buckets in (("ddp_bucket_ready_s", n_ddp), ("gossip_bucket_ready_s", n_gossip)):
         per_rank = compute.get(key)
@@ -359,6 +361,15 @@ def _group_timing(res: dict, pattern: str) -> Measurement | None:
     return Measurement(samples, f"{pattern} {fmt_bytes(res['bytes'])} (own group)")
 
 
+def _check_optional_rows(rows, key: str, world_size: int, origin) -> None:
+    if rows is None:
+        return
+    if not isinstance(rows, list) or len(rows) != world_size:
+        raise ProfileError(f"{_where(origin, 'compute.' + key)} must hold one list per rank ({world_size})")
+    for r, times in enumerate(rows):
+        _check_times(times, f"compute.{key}[{r}]", origin)
+
+
 def _build_compute(compute: dict) -> ComputeProfile:
     def per_rank(key: str) -> tuple[Measurement, ...]:
         phase = key.removesuffix("_s")
@@ -374,4 +385,5 @@ def _build_compute(compute: dict) -> ComputeProfile:
         ddp_bucket_ready_s=ready("ddp_bucket_ready_s"),
         gossip_bucket_ready_s=ready("gossip_bucket_ready_s"),
         gossip_step=per_rank("gossip_step_s") if compute.get("gossip_step_s") else None,
+        ddp_wrapped=tuple(per_rank(k) for k in DDP_WRAPPED_KEYS) if compute.get(DDP_WRAPPED_KEYS[0]) else None,
     )

@@ -6,9 +6,31 @@ the range of sizes it saw; the advisor and the CLI print these so a user can jud
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from runtime_model.distributions import shifted
 from runtime_model.scenario import BucketLayout, ClusterShape, Compute, Network, Scenario
+
+
+@dataclass(frozen=True)
+class DdpWork:
+    """DDP's own work per phase (seconds per iteration): what the phases took under DDP with its
+    exchanges skipped, less the bare phases (bucket copy-in in backward's hooks, the copy-back, the
+    reducer's bookkeeping); never below 0."""
+
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+
+    def on(self, compute: Compute) -> Compute:
+        """DDP's compute: the bare one with this work added (the spread of C moved, not widened)."""
+        return replace(
+            compute,
+            forward_s=compute.forward_s + self.forward_s,
+            backward_s=compute.backward_s + self.backward_s,
+            optimizer_s=compute.optimizer_s + self.optimizer_s,
+            distribution=shifted(compute.distribution, self.forward_s + self.backward_s),
+        )
 
 
 @dataclass
@@ -48,11 +70,16 @@ class Calibration:
     notes: list[str]
     profile_info: dict[str, str | None] = field(default_factory=dict)
     gossip_compute: Compute | None = None  # Decent-DP's own, where its per-bucket work was measured
+    ddp_work: DdpWork | None = None  # DDP's own host work, where the profile measured it
 
     def scenario(self, shape: ClusterShape, description: str = "") -> Scenario:
-        """These parameters placed on `shape`: the one way a calibration becomes a Scenario (Decent-DP's
-        own compute included where the profile measured it)."""
-        return Scenario(shape, self.network, self.compute, self.buckets, description, self.gossip_compute)
+        """These parameters placed on `shape`: the one way a calibration becomes a Scenario (DDP's and
+        Decent-DP's own work included where the profile measured them; `compute` is the bare one)."""
+        if self.ddp_work is None:
+            return Scenario(shape, self.network, self.compute, self.buckets, description, self.gossip_compute)
+        ddp = self.ddp_work.on(self.compute)
+        gossip = self.gossip_compute if self.gossip_compute is not None else self.compute
+        return Scenario(shape, self.network, ddp, self.buckets, description, gossip)
 
     def fit(self, name: str) -> FitReport:
         """The report named `name` (KeyError lists the available names)."""

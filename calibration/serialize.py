@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from calibration.profile_io import CalibrationError
-from calibration.results import Calibration, FitReport
+from calibration.results import Calibration, DdpWork, FitReport
 from rtmodel_util.files import write_json_atomic
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
@@ -81,6 +81,7 @@ def calibration_to_json(cal: Calibration) -> dict:
             **({} if comp.variation.is_iid else {"variation": _variation_out(comp.variation)}),
             **({} if comp.step_spread is None else {"step_spread": _dist_out(comp.step_spread)}),
             **({} if cal.gossip_compute is None else _gossip_out(cal.gossip_compute)),
+            **({} if cal.ddp_work is None else {"ddp_work_s": asdict(cal.ddp_work)}),
         },
         "fits": [
             {
@@ -172,6 +173,7 @@ def calibration_from_json(doc: dict) -> Calibration:
             notes=list(doc["notes"]),
             profile_info=dict(doc.get("profile_info", {})),
             gossip_compute=_gossip_in(compute, comp),
+            ddp_work=DdpWork(**{k: float(v) for k, v in comp["ddp_work_s"].items()}) if "ddp_work_s" in comp else None,
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, CalibrationError):

@@ -107,6 +107,13 @@ class _Run:
             }
             self.sizes = message_sizes(max(lay.ddp_buckets_bytes + lay.gossip_buckets_bytes), o.size_factor)
 
+    def _fresh_workload(self):
+        """Another model like self.work's (the DDP-wrapped iterations wrap their own)."""
+        from rtmodel_harness.workloads import build_workload
+
+        o = self.opts
+        return build_workload(o.model, o.model_args, o.batch_per_rank, self.device, rank=self.rank)
+
     def shape(self) -> dict:
         """Shape section; rank 0 decides what a resume keeps and tells everyone."""
         from profiler.document import resume_plan
@@ -144,8 +151,9 @@ class _Run:
 
     def compute(self, skip: bool) -> None:
         from profiler.compute import measure_compute
-        from profiler.wrapped import measure_gossip_step
+        from profiler.wrapped import measure_ddp_work, measure_gossip_step
         from rtmodel_harness.distributed import barrier
+        from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
 
         if skip:
             if self.say:
@@ -157,12 +165,14 @@ class _Run:
                 mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say, self.recipe)
                 per_rank = self.gather(mine)  # every rank is alive before the wrapped iterations start
                 cap = self.workload_doc["bucket_cap_mb"]
+                ddp = self.gather(measure_ddp_work(self._fresh_workload, self.layout, self.recipe, cap, self.say))
                 wrapped = self.gather(
                     measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, o.timeout_s, self.say)
                 )
                 if self.lead:
                     self.doc["compute"] = {"warmup": o.warmup, "iterations": o.iterations,
                                            **{key: [r[key] for r in per_rank] for key in mine}}
+                    self.doc["compute"].update({key: [r[key] for r in ddp] for key in DDP_WRAPPED_KEYS})
                     if all("gossip_step_s" in w for w in wrapped):
                         self.doc["compute"]["gossip_step_s"] = [w["gossip_step_s"] for w in wrapped]
                     elif self.say:

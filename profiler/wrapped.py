@@ -16,6 +16,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import timedelta
 
+from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
+
 
 def wrapped_topology(world_size: int) -> str:
     """A Decent-DP built-in for this world: ring (one peer per round) where it applies (an even world
@@ -81,3 +83,30 @@ def measure_gossip_step(
         say(f"compute: Decent-DP ({topology}) per-bucket work after the exchanges {mean_ms:.1f} ms per "
             f"iteration ({WRAPPED_ITERATIONS} wrapped iterations)")  # fmt: skip
     return {"gossip_step_s": samples}
+
+
+def measure_ddp_work(
+    make_workload: Callable[[], object], layout, recipe, bucket_cap_mb: float, say: Callable[[str], None] | None = None
+) -> dict:
+    """This rank's compute under DDP ({"ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"}: seconds per
+    iteration), DDP built as validation builds it, with torch's noop comm hook (each bucket returned at
+    once): the samples hold DDP's own host work (bucket copy-in in its autograd hooks, the copy-back, the
+    reducer's bookkeeping) and no exchange, which the model adds itself. A fresh model from
+    `make_workload`: DDP's hooks stay on the parameters it wraps. Call on every rank: building DDP
+    broadcasts the parameters."""
+    from dataclasses import replace
+
+    from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    from profiler.compute import measure_compute
+    from rtmodel_harness.ddp_args import ddp_kwargs
+
+    workload = make_workload()
+    model = DistributedDataParallel(workload.model, **ddp_kwargs(workload.device, bucket_cap_mb))
+    model.register_comm_hook(None, noop_hook)
+    out = measure_compute(replace(workload, model=model), layout, WRAPPED_WARMUP, WRAPPED_ITERATIONS, None, recipe)
+    if say:
+        mean_ms = sum(map(sum, (out["forward_s"], out["backward_s"], out["optimizer_s"]))) / WRAPPED_ITERATIONS * 1e3
+        say(f"compute: under DDP without exchanges {mean_ms:.1f} ms per iteration ({WRAPPED_ITERATIONS} iterations)")
+    return dict(zip(DDP_WRAPPED_KEYS, (out["forward_s"], out["backward_s"], out["optimizer_s"]), strict=True))

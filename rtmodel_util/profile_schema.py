@@ -26,6 +26,8 @@ WORKLOAD_KEYS = (
 # class (ranks sharing one GPU, pretend nodes on one machine); calibration then fills it like a link the
 # profile has no pattern for. Profiles from before it was recorded lack it: every link measured.
 UNMEASURED_LINKS = "unmeasured_links"
+# compute's phases under DDP with its exchanges skipped (optional; profiler.wrapped.measure_ddp_work)
+DDP_WRAPPED_KEYS = ("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s")
 LINK_CLASSES = ("intra", "inter")
 # Set (to "1") by the local launcher for ranks of the nodes it pretends on one machine (--ranks-per-node):
 # their "inter-node" exchange is no network. The emulated cluster's nodes (network namespaces joined by

@@ -169,3 +169,12 @@ def _points(dist: ComputeDistribution) -> np.ndarray:
     if isinstance(dist, EmpiricalCompute) and len(dist.samples_s) <= SUM_GRID:
         return np.asarray(dist.samples_s)
     return np.asarray(dist.ppf((np.arange(SUM_GRID) + 0.5) / SUM_GRID), dtype=float)
+
+
+def shifted(dist: ComputeDistribution, delta_s: float) -> ComputeDistribution:
+    """dist moved by delta_s (work added to every draw, its spread unchanged)."""
+    if delta_s == 0:
+        return dist
+    if isinstance(dist, NormalCompute):
+        return NormalCompute(dist.mean_s + delta_s, dist.sd_s)
+    return EmpiricalCompute(tuple(max(0.0, x + delta_s) for x in _points(dist)))

@@ -1,6 +1,7 @@
-"""Decent-DP's per-bucket work after its exchanges: the profile measures it in wrapped iterations
-(profiler/wrapped.py, rtmodel_decentdp.timed), and calibration gives the gossip rows that step part
-(never less than the bare step); DDP's compute and profiles made before it stay as they were."""
+"""The wrappers' own work, measured in wrapped iterations (profiler/wrapped.py): Decent-DP's per-bucket work
+after its exchanges (rtmodel_decentdp.timed), which calibration gives the gossip rows as their step part
+(never less than the bare step), and DDP's host work with its exchanges skipped (torch's noop comm hook),
+which it adds to the All-Reduce rows' phases; profiles made before either predict as they did."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from calibration.calibrate_profile import calibrate
 from calibration.profile_io import ProfileError, profile_from_document
 from calibration.profiled import scenario_from_profile
 from calibration.synthetic import SyntheticTruth
+from runtime_model.iteration import allreduce_prediction
 from runtime_model.presets import network_preset
+from runtime_model.scenario import ClusterShape
 
 TRUTH = SyntheticTruth(nodes=2, ranks_per_node=1, iterations=5, samples_per_size=3)
 
@@ -77,10 +80,12 @@ def test_a_real_two_rank_profile_measures_it(tmp_path):
 
     doc = run_profile(tmp_path / "p.json", model="synthetic", quick=True, nproc_per_node=2, progress=False,
                       timeout_s=180)  # fmt: skip
-    step = doc["compute"]["gossip_step_s"]
-    assert len(step) == 2 and all(len(rank) == WRAPPED_ITERATIONS for rank in step)
-    assert all(t > 0 for rank in step for t in rank)
-    assert calibrate(profile_from_document(doc), fallback_network=_fallback()).gossip_compute is not None
+    for key in ("gossip_step_s", "ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"):
+        rows = doc["compute"][key]
+        assert len(rows) == 2 and all(len(rank) == WRAPPED_ITERATIONS for rank in rows), key
+        assert all(t > 0 for rank in rows for t in rank), key
+    cal = calibrate(profile_from_document(doc), fallback_network=_fallback())
+    assert cal.gossip_compute is not None and cal.ddp_work is not None
 
 
 def test_decent_dps_groups_take_the_profiles_timeout_while_it_builds_them():
@@ -116,3 +121,53 @@ def test_the_calibration_file_keeps_decent_dps_step():
         back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
         assert back == cal
         assert (back.gossip_compute is None) == (step is None)
+
+
+def _ddp_doc(extra_s: tuple[float, float, float]):
+    doc = _doc(None)
+    c = doc["compute"]
+    for key, extra in zip(("forward_s", "backward_s", "optimizer_s"), extra_s, strict=True):
+        c[f"ddp_{key}"] = [[t + extra for t in rank] for rank in c[key]]
+    return doc
+
+
+def test_ddps_measured_work_goes_to_the_allreduce_rows_only():
+    plain = calibrate(profile_from_document(_doc(None)), fallback_network=_fallback())
+    cal = calibrate(profile_from_document(_ddp_doc((0.001, 0.004, 0.002))), fallback_network=_fallback())
+    w = cal.ddp_work
+    assert (w.forward_s, w.backward_s, w.optimizer_s) == pytest.approx((0.001, 0.004, 0.002))
+    assert cal.compute == plain.compute  # the bare compute stays what it was
+    assert any("DDP's own host work" in n for n in cal.notes)
+    sc, base = cal.scenario(ClusterShape(8, 1)), plain.scenario(ClusterShape(8, 1))
+    assert sc.compute.backward_s == pytest.approx(base.compute.backward_s + 0.004)
+    assert sc.compute.optimizer_s == pytest.approx(base.compute.optimizer_s + 0.002)
+    assert sc.compute.distribution.mean_s == pytest.approx(base.compute.distribution.mean_s + 0.005)
+    assert sc.decent_dp_compute == base.decent_dp_compute  # Decent-DP runs no DDP hooks
+    assert allreduce_prediction(sc).mean_s > allreduce_prediction(base).mean_s
+
+
+def test_ddp_faster_than_bare_adds_nothing():
+    cal = calibrate(profile_from_document(_ddp_doc((-0.001, -0.001, -0.001))), fallback_network=_fallback())
+    w = cal.ddp_work
+    assert (w.forward_s, w.backward_s, w.optimizer_s) == (0.0, 0.0, 0.0)
+
+
+def test_ddps_rows_come_together_and_whole():
+    doc = _ddp_doc((0.001, 0.004, 0.002))
+    del doc["compute"]["ddp_optimizer_s"]
+    with pytest.raises(ProfileError, match="ddp_forward_s comes without compute.ddp_optimizer_s"):
+        profile_from_document(doc)
+    doc = _ddp_doc((0.001, 0.004, 0.002))
+    doc["compute"]["ddp_backward_s"] = [[0.01]]
+    with pytest.raises(ProfileError, match="ddp_backward_s must hold one list per rank"):
+        profile_from_document(doc)
+
+
+def test_the_calibration_file_keeps_ddps_work():
+    import json
+
+    from calibration import calibration_from_json, calibration_to_json
+
+    cal = calibrate(profile_from_document(_ddp_doc((0.001, 0.004, 0.002))), fallback_network=_fallback())
+    back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
+    assert back == cal

@@ -75,13 +75,6 @@ def timed_loop(step_fn, workload, warmup: int, iterations: int, device: torch.de
     return times
 
 
-def _ddp_bucket_cap(cap_mb: float):
-    """None keeps DDP's defaults (25 MB, 1 MB first bucket), which is what the profiler measured at 25 MB."""
-    from runtime_model.defaults import BUCKET_CAP_MIB
-
-    return None if cap_mb == BUCKET_CAP_MIB else cap_mb
-
-
 def job_recipe(job: RankJob):
     """The job's Recipe; AccumAdam's compat shim (rtmodel_decentdp) imported first when it needs it."""
     from rtmodel_harness.recipe import Recipe
@@ -95,14 +88,14 @@ def job_recipe(job: RankJob):
 def run_allreduce(job: RankJob, device: torch.device) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel
 
+    from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.recipe import train_step
     from rtmodel_harness.workloads import build_workload
 
     wl_job, recipe = job.workload, job_recipe(job)
     scaler = recipe.prepare(device)
     wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
-    ids = [device.index] if device.type == "cuda" else None
-    model = DistributedDataParallel(wl.model, device_ids=ids, bucket_cap_mb=_ddp_bucket_cap(wl_job.bucket_cap_mb))
+    model = DistributedDataParallel(wl.model, **ddp_kwargs(device, wl_job.bucket_cap_mb))
     optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
 
     def step(batch):
@@ -146,6 +139,7 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     `warmup` untimed inner steps (both whole periods: validation.local_sgd.local_sgd_counts)."""
     from torch.nn.parallel import DistributedDataParallel
 
+    from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.local_sgd import OuterSync, node_group
     from rtmodel_harness.recipe import train_step
     from rtmodel_harness.workloads import build_workload
@@ -157,9 +151,8 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
     model = wl.model
     if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
-        ids = [device.index] if device.type == "cuda" else None
-        model = DistributedDataParallel(wl.model, device_ids=ids, process_group=node_group(job.ranks_per_node),
-                                        bucket_cap_mb=_ddp_bucket_cap(wl_job.bucket_cap_mb))
+        group = node_group(job.ranks_per_node)
+        model = DistributedDataParallel(wl.model, **ddp_kwargs(device, wl_job.bucket_cap_mb, process_group=group))
     optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
     outer = OuterSync(wl.model.parameters(), opts.inner_steps, opts.overlap_steps, opts.fragments, opts.bits)
     steps = itertools.count()
