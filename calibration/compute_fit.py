@@ -109,6 +109,17 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
         n_samples=n,
         warnings=warnings,
     )
+    ddp_work, wrapped, wrapper_notes = _wrapped_parts(compute, comp)
+    notes.extend(wrapper_notes)
+    layout, parts = BucketLayout(ddp, gossip), (empirical, normal, between, within, report)
+    return ComputeFit(compute, layout, *parts, tuple(notes), wrapped, ddp_work)
+
+
+def _wrapped_parts(
+    compute: Compute, comp: ComputeProfile
+) -> tuple[DdpWork | None, Compute | None, list[str]]:
+    """What the wrapped iterations measured: DDP's own work, Decent-DP's compute, and a note on each."""
+    notes = []
     ddp_work = measured_ddp_work(comp)
     if ddp_work is not None:
         notes.append(
@@ -123,18 +134,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
             f"{wrapped.optimizer_s * 1e3:.3g} ms per iteration (the bare step {compute.optimizer_s * 1e3:.3g} ms); "
             "the gossip rows use it"
         )
-    return ComputeFit(
-        compute,
-        BucketLayout(ddp, gossip),
-        empirical,
-        normal,
-        between,
-        within,
-        report,
-        tuple(notes),
-        wrapped,
-        ddp_work,
-    )
+    return ddp_work, wrapped, notes
 
 
 def measured_ddp_work(comp: ComputeProfile) -> DdpWork | None:

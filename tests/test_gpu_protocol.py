@@ -265,10 +265,10 @@ def check_torn_down(log: Log) -> None:
 # ----------------------------------------------------------------------------- the profiler
 
 
-def _fake_timed_decent_dp(monkeypatch, log) -> None:
-    """The profile's wrapped Decent-DP iterations (profiler/wrapped.py) with a recording stand-in: the real
-    class needs real GPUs; what is checked here is that the wrapped iterations keep the protocol (their
-    barriers name this rank's device) and that their samples reach the document."""
+def _fake_wrappers(monkeypatch, log) -> None:
+    """The profile's wrapped Decent-DP and DDP iterations (profiler/wrapped.py) with recording stand-ins: the
+    real classes need real GPUs; what is checked here is that the wrapped iterations keep the protocol
+    (their barriers and DDP's device ids name this rank's device) and that their samples reach the document."""
     import torch
 
     timed = pytest.importorskip("rtmodel_decentdp.timed")
@@ -289,12 +289,28 @@ def _fake_timed_decent_dp(monkeypatch, log) -> None:
 
     monkeypatch.setattr(timed, "TimedDecentralizedDataParallel", FakeTimedDecentDP)
 
+    class FakeDDP(torch.nn.Module):
+        """The profile's DDP-wrapped iterations: DDP must name this rank's GPU and skip its exchanges."""
+
+        def __init__(self, module, device_ids=None, bucket_cap_mb=None, **kw):
+            super().__init__()
+            self.module = module
+            log.add("DistributedDataParallel", device_ids=device_ids)
+
+        def register_comm_hook(self, state, hook) -> None:
+            log.add("register_comm_hook", hook=hook.__name__)
+
+        def forward(self, *args):
+            return self.module(*args)
+
+    monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", FakeDDP)
+
 
 def _profile(tmp_path, monkeypatch, log) -> dict:
     from profiler.options import ProfileOptions
     from profiler.rank import run_rank
 
-    _fake_timed_decent_dp(monkeypatch, log)
+    _fake_wrappers(monkeypatch, log)
     return run_rank(ProfileOptions(out=str(tmp_path / "p.json"), model="mlp", model_args=SMALL_MLP,
                                    batch_per_rank=2, quick=True, ranks_per_node=2, timeout_s=77, progress=False))
 
@@ -305,7 +321,8 @@ def check_profile_protocol(log: Log) -> None:
     check_timed_all_reduces(log)
     check_events_complete_before_read(log)
     assert log.calls("zeros") and all(_cuda(a["device"]) == _cuda(GPU) for a in log.calls("zeros"))
-    assert [_cuda(a["device"]) for a in log.calls("build_workload")] == [_cuda(GPU)]
+    built = [_cuda(a["device"]) for a in log.calls("build_workload")]  # the bare model, DDP's fresh one
+    assert len(built) == 2 and all(d == _cuda(GPU) for d in built)
     assert [_cuda(a["device"]) for a in log.calls("get_device_name")] == [_cuda(GPU)]
     check_torn_down(log)
 
@@ -315,7 +332,10 @@ def test_profiler_rank_follows_the_cuda_nccl_protocol(gpu, tmp_path, monkeypatch
     doc = _profile(tmp_path, monkeypatch, gpu)
     check_profile_protocol(gpu)
     assert gpu.calls("DecentralizedDataParallel") == [{"topology": "ring"}]
-    assert all(len(rank) > 0 for rank in doc["compute"]["gossip_step_s"])
+    assert gpu.calls("DistributedDataParallel") == [{"device_ids": [GPU]}]
+    assert gpu.calls("register_comm_hook") == [{"hook": "noop_hook"}]
+    for key in ("gossip_step_s", "ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"):
+        assert all(len(rank) > 0 for rank in doc["compute"][key]), key
     assert doc["complete"] and doc["shape"]["device"] == "cuda" and doc["shape"]["backend"] == "nccl"
     assert doc["shape"]["device_name"] == "Fake GPU" and doc["shape"]["nccl_version"] == "2.21.5"
 
