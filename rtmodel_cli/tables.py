@@ -199,6 +199,8 @@ def render_advice(advice: Advice, console: Console, header: str = "", verbose: b
         _plain(console, advice.family_verdict, "bold")
     comp = sc.compute
     where = "" if comp.variation.is_iid else f"; {comp.variation.describe()}"  # where the stragglers sit
+    if comp.step_spread is not None:  # drawn per rank and iteration (docs/accuracy.md)
+        where += f"; optimizer sd {comp.step_spread.sd_s * 1e3:.2f} ms"
     _plain(
         console,
         f"compute per worker: forward {comp.forward_s * 1e3:.2f} ms, backward {comp.backward_s * 1e3:.2f} ms, "

@@ -51,11 +51,12 @@ def with_straggler(scenario: Scenario, factor: float) -> Scenario:
 
 def with_iid_cv(scenario: Scenario, cv: float) -> Scenario:
     """The i.i.d. part of compute as Normal(mean, mean x cv), same mean (a profile's measured samples
-    are replaced by a Normal too); the persistent and node-correlated parts are kept."""
+    are replaced by a Normal too, and its measured step spread dropped: the panel's cv is all the i.i.d.
+    variation); the persistent and node-correlated parts are kept."""
 
     def edit(c: Compute) -> Compute:
         mean = c.distribution.mean_s
-        return replace(c, distribution=NormalCompute(mean, mean * float(cv)))
+        return replace(c, distribution=NormalCompute(mean, mean * float(cv)), step_spread=None)
 
     return _each_compute(scenario, edit)
 

@@ -166,6 +166,7 @@ def _inputs_dict(sc: Scenario, inputs: dict | None) -> dict:
             "backward_s": comp.backward_s,
             "optimizer_s": comp.optimizer_s,
             "distribution": comp.distribution.describe(),
+            "step_spread": None if comp.step_spread is None else comp.step_spread.describe(),
             "source": comp.source,
         },
         "message_bytes": sc.buckets.message_bytes,

@@ -9,11 +9,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from calibration import calibration_from_json, calibration_to_json, synthetic_profile
 from calibration.calibrate_profile import calibrate
 from calibration.profile_io import profile_from_document
 from calibration.synthetic import SyntheticTruth
+from rtmodel_cli.app import app
 from runtime_model import presets
 from runtime_model.distributions import EmpiricalCompute, NormalCompute, plus_deviation
 from runtime_model.iteration import (
@@ -26,6 +28,17 @@ from runtime_model.scenario import ClusterShape, Compute
 from runtime_model.topologies import build_schedule
 
 MS = 1e-3
+runner = CliRunner()
+
+
+def run(*args, **kw):
+    return runner.invoke(app, [str(a) for a in args], **kw)
+
+
+def advise_json(*args) -> dict:
+    res = run("advise", *args, "--format", "json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
 
 
 def _scenario(gpus: int, step_spread=None, optimizer_ms: float = 10.0):
@@ -108,3 +121,25 @@ def test_calibration_keeps_both_steps_spreads_through_its_file():
     back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
     assert back.compute.step_spread == cal.compute.step_spread
     assert back.gossip_compute.step_spread == cal.gossip_compute.step_spread
+
+
+def test_the_variance_panel_owns_all_iid_variation():
+    from rtmodel_plots.variance import with_iid_cv
+
+    sc = replace(
+        _scenario(8), gossip_compute=Compute(1 * MS, 1 * MS, 10 * MS, step_spread=NormalCompute(0.01, 0.003))
+    )
+    calm = with_iid_cv(sc, 0.0)
+    assert calm.compute.step_spread is None and calm.gossip_compute.step_spread is None
+
+
+def test_the_table_and_the_json_name_the_measured_spread():
+    args = ("--profile", "tests/data/real_profile_2x1.json", "--gpus", "8", "--gpus-per-node", "2")
+    line = next(
+        x
+        for x in run("advise", *args, env={"COLUMNS": "300"}).stdout.splitlines()
+        if x.startswith("compute per worker")
+    )
+    assert "optimizer sd" in line
+    assert advise_json(*args)["inputs"]["compute"]["step_spread"].startswith("Empirical(10 samples")
+    assert advise_json("--gpus", "8")["inputs"]["compute"]["step_spread"] is None
