@@ -9,13 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from calibration import calibration_from_json, calibration_to_json, synthetic_profile
 from calibration.calibrate_profile import calibrate
 from calibration.profile_io import profile_from_document
 from calibration.synthetic import SyntheticTruth
-from rtmodel_cli.app import app
 from runtime_model import presets
 from runtime_model.distributions import EmpiricalCompute, NormalCompute, plus_deviation
 from runtime_model.iteration import (
@@ -26,19 +24,9 @@ from runtime_model.iteration import (
 )
 from runtime_model.scenario import ClusterShape, Compute
 from runtime_model.topologies import build_schedule
+from tests.cli_helpers import advise_json, run
 
 MS = 1e-3
-runner = CliRunner()
-
-
-def run(*args, **kw):
-    return runner.invoke(app, [str(a) for a in args], **kw)
-
-
-def advise_json(*args) -> dict:
-    res = run("advise", *args, "--format", "json")
-    assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
 
 
 def _scenario(gpus: int, step_spread=None, optimizer_ms: float = 10.0):

@@ -2,29 +2,16 @@
 a straggler slows every topology (no schedule escapes it), i.i.d. jitter favours gossip, and the figure
 gets written."""
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from rtmodel_cli.app import app
+from tests.cli_helpers import advise_json, run
 
 ROOT = Path(__file__).parent.parent
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SHAPE = ["--gpus", "32", "--gpus-per-node", "4", "--network", "ib-100"]
-runner = CliRunner()
-
-
-def run(*args, **kw):
-    return runner.invoke(app, [str(a) for a in args], **kw)
-
-
-def advise_json(*args) -> dict:
-    res = run("advise", *args, "--format", "json")
-    assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
 
 
 def assert_one_line(res, flag: str) -> str:
