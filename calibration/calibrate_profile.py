@@ -101,9 +101,8 @@ class _PatternLines:
     provenance: dict[str, str] = field(default_factory=dict)
     group_costs: dict[str, AffineCost] = field(default_factory=dict)
     lines: dict[str, list[MeasuredLine]] = field(default_factory=lambda: {"intra": [], "inter": []})
-    unmeasured: dict[str, str] = field(
-        default_factory=dict
-    )  # link class -> why its patterns measure no real link
+    # link class -> why its patterns measure no real link
+    unmeasured: dict[str, str] = field(default_factory=dict)
 
     def add(self, key: str, group: GroupShape, label: str, nbytes: np.ndarray, times: np.ndarray) -> None:
         """Fit one group shape's pooled samples (skipped, said in a note, with fewer than 2 sizes or on a

@@ -46,7 +46,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
             f"unknown compute distribution {distribution!r}; choose one of {DISTRIBUTIONS}"
         )
     comp, workload = profile.compute, profile.workload
-    opt = np.concatenate([np.asarray(m.samples_s, dtype=float) for m in comp.optimizer])
+    opt = _pooled(comp.optimizer)
     fwd_rows, bwd_rows, c_rows = _rank_rows(comp)
     fwd, bwd, c = np.concatenate(fwd_rows), np.concatenate(bwd_rows), np.concatenate(c_rows)
 
@@ -157,8 +157,12 @@ LEAST_DISTURBED = 0.1  # the quantile of a phase's samples that stands for its u
 
 
 def _low(per_rank) -> float:
-    samples = np.concatenate([np.asarray(m.samples_s, dtype=float) for m in per_rank])
-    return float(np.quantile(samples, LEAST_DISTURBED))
+    return float(np.quantile(_pooled(per_rank), LEAST_DISTURBED))
+
+
+def _pooled(per_rank) -> np.ndarray:
+    """One phase's samples over every rank and iteration."""
+    return np.concatenate([np.asarray(m.samples_s, dtype=float) for m in per_rank])
 
 
 def gossip_compute(compute: Compute, comp: ComputeProfile) -> Compute | None:
@@ -168,7 +172,7 @@ def gossip_compute(compute: Compute, comp: ComputeProfile) -> Compute | None:
     (on a GPU the wrapped figure is host time, the bare one the device's). None where not measured."""
     if comp.gossip_step is None:
         return None
-    samples = np.concatenate([np.asarray(m.samples_s, dtype=float) for m in comp.gossip_step])
+    samples = _pooled(comp.gossip_step)
     if samples.size == 0:
         return None
     return replace(

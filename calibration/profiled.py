@@ -73,9 +73,8 @@ def scenario_from_profile(
     cal = calibrate(
         loaded, fallback_network=fallback_network, distribution=distribution, as_measured=as_measured
     )
-    k = (
-        cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node
-    )  # 0 is refused, not 'not given'
+    # 0 is refused, not 'not given'
+    k = cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node
     shape = ClusterShape(gpus, k)
     name = profile if not isinstance(profile, Profile) else profile.origin
     scenario = cal.scenario(shape, f"profile {name}")

@@ -11,6 +11,8 @@ Format "rtmodel-calibration", version 1 - one JSON object:
                  "group_costs": {"p2-s2-q2": {"fixed_s", "per_byte_s", "source", "fixed_sd_s", "per_byte_rel_sd"}}},
      "compute": {"forward_s", "backward_s", "optimizer_s", "source",
                  "gossip_optimizer_s" (optional: Decent-DP's step part where the profile measured it),
+                 "step_spread", "gossip_step_spread" (optional: each step's measured samples, as "distribution"),
+                 "ddp_work_s": {"forward_s", "backward_s", "optimizer_s"} (optional: DDP's own host work),
                  "ddp_buckets": [{"nbytes", "ready_fraction"}], "gossip_buckets": [...],
                  "distribution": {"kind": "empirical", "samples_s": [...]} | {"kind": "normal", "mean_s", "sd_s"},
                  "variation": {"straggler_factor", "straggler_count", "rank_cv", "node_cv",
@@ -173,7 +175,7 @@ def calibration_from_json(doc: dict) -> Calibration:
             notes=list(doc["notes"]),
             profile_info=dict(doc.get("profile_info", {})),
             gossip_compute=_gossip_in(compute, comp),
-            ddp_work=DdpWork(**{k: float(v) for k, v in comp["ddp_work_s"].items()}) if "ddp_work_s" in comp else None,
+            ddp_work=_ddp_work_in(comp),
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, CalibrationError):
@@ -194,6 +196,12 @@ def _gossip_in(compute: Compute, comp: dict) -> Compute | None:
         return None
     spread = _dist_in(comp["gossip_step_spread"]) if "gossip_step_spread" in comp else None
     return replace(compute, optimizer_s=float(comp["gossip_optimizer_s"]), step_spread=spread)
+
+
+def _ddp_work_in(comp: dict) -> DdpWork | None:
+    if "ddp_work_s" not in comp:
+        return None
+    return DdpWork(**{k: float(v) for k, v in comp["ddp_work_s"].items()})
 
 
 def _num(x: float | None) -> float | str | None:

@@ -81,7 +81,6 @@ class _Run:
     def workload(self) -> None:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""
         from rtmodel_harness.buckets import ddp_first_bucket_mb
-        from rtmodel_harness.workloads import build_workload
         from rtmodel_util.profile_patterns import message_sizes
         from runtime_model.defaults import BUCKET_CAP_MIB
 
@@ -91,7 +90,7 @@ class _Run:
 
             self.recipe = Recipe(o.precision, o.optimizer)
             self.recipe_note = self.recipe.device_note(self.device.type)  # fp16 without CUDA: refused here
-            self.work = build_workload(o.model, o.model_args, o.batch_per_rank, self.device, rank=self.rank)
+            self.work = self._fresh_workload()
             cap = o.bucket_cap_mb if o.bucket_cap_mb is not None else BUCKET_CAP_MIB
             first = ddp_first_bucket_mb(o.bucket_cap_mb)
             self.layout = lay = self.work.bucket_layout(cap, first)
@@ -108,7 +107,7 @@ class _Run:
             self.sizes = message_sizes(max(lay.ddp_buckets_bytes + lay.gossip_buckets_bytes), o.size_factor)
 
     def _fresh_workload(self):
-        """Another model like self.work's (the DDP-wrapped iterations wrap their own)."""
+        """The profiled model, built anew: self.work, and the DDP-wrapped iterations' own copy."""
         from rtmodel_harness.workloads import build_workload
 
         o = self.opts

@@ -177,4 +177,5 @@ def shifted(dist: ComputeDistribution, delta_s: float) -> ComputeDistribution:
         return dist
     if isinstance(dist, NormalCompute):
         return NormalCompute(dist.mean_s + delta_s, dist.sd_s)
-    return EmpiricalCompute(tuple(max(0.0, x + delta_s) for x in _points(dist)))
+    points = dist.samples_s if isinstance(dist, EmpiricalCompute) else _points(dist)
+    return EmpiricalCompute(tuple(max(0.0, x + delta_s) for x in points))

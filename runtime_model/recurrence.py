@@ -128,11 +128,7 @@ STEP_STREAM = 7  # the step deviations' own stream beside the seed
 def stream_key(compute: Compute) -> object:
     """What decides a run's compute draws besides n and the seed: for i.i.d. Normal compute only the
     standard normals (C = mean + sd z, so runs with different means share them), else the compute itself."""
-    if (
-        compute.variation.is_iid
-        and type(compute.distribution) is NormalCompute
-        and not has_step_spread(compute)
-    ):
+    if compute.variation.is_iid and type(compute.distribution) is NormalCompute and not compute.step_varies:
         return "normal"
     return compute
 
@@ -187,10 +183,6 @@ def _draws(computes: Sequence[Compute], n: int, gpus_per_node: int, seed: int):
         yield (draw(rng) + comp.optimizer_s)[None, :]
 
 
-def has_step_spread(compute: Compute) -> bool:
-    return compute.step_spread is not None and compute.step_spread.sd_s > 0
-
-
 def step_draws(compute: Compute, n: int, seed: int):
     """Each rank's step deviation per iteration (Compute.step_deviations), on a stream of its own so the
     compute draws stay those of a run without it; None without a measured spread."""
@@ -198,7 +190,7 @@ def step_draws(compute: Compute, n: int, seed: int):
     if draw is None:
         return None
     rng = np.random.default_rng((seed, STEP_STREAM))
-    return (draw(rng) for _ in iter(int, 1))
+    return (draw(rng) for _ in itertools.repeat(None))
 
 
 def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:

@@ -225,10 +225,15 @@ class Compute:
         (DDP steps, then computes the next forward and backward), so the slowest of n draws from it."""
         return plus_deviation(self.distribution, self.step_spread)
 
+    @property
+    def step_varies(self) -> bool:
+        """Was the step measured to vary from iteration to iteration?"""
+        return self.step_spread is not None and self.step_spread.sd_s > 0
+
     def step_deviations(self, gpus: int):
         """draw(rng) -> each rank's step minus its mean this iteration; None without a measured spread."""
         spread = self.step_spread
-        if spread is None or spread.sd_s == 0:
+        if not self.step_varies:
             return None
         return lambda rng: spread.sample(rng, gpus) - spread.mean_s
 
