@@ -56,6 +56,17 @@ def _zero_compute(doc):
     doc["compute"]["backward_s"][1] = [0.0] * len(doc["compute"]["backward_s"][1])
 
 
+def _ddp_rows(keys, ranks=None):
+    """The profile with DDP-wrapped phases under `keys` (each the bare phase's rows, `ranks` of them)."""
+
+    def change(doc):
+        c = doc["compute"]
+        for key in keys:
+            c[key] = c[key.removeprefix("ddp_")][:ranks]
+
+    return change
+
+
 def _pattern(key, value):
     return lambda doc: doc["communication"]["patterns"][0].__setitem__(key, value)
 
@@ -90,6 +101,8 @@ FIXTURES = {
     "day-long-step.json": _impossible(lambda d: d["compute"]["backward_s"][0].__setitem__(0, 1e30)),
     "huge-bucket.json": _impossible(lambda d: d["workload"]["ddp_buckets_bytes"].__setitem__(0, 10**300)),
     "ghost-ranks.json": _impossible(_pattern("group_size", 64)),
+    "half-ddp.json": _impossible(_ddp_rows(("ddp_forward_s", "ddp_backward_s"))),
+    "short-ddp.json": _impossible(_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"), ranks=1)),
     "ghost-nodes.json": _impossible(_pattern("nodes_spanned", 9)),
     "ghost-groups.json": _impossible(_pattern("concurrent_groups", 5)),
 }
@@ -191,6 +204,8 @@ CASES = [
     # profiles that hold what no cluster measures
     case("took 0 s in every iteration", "advise", "--profile", "zero-compute.json"),
     case("more than a day", "advise", "--profile", "day-long-step.json"),
+    case("comes without compute.ddp_optimizer_s", "advise", "--profile", "half-ddp.json"),
+    case("ddp_forward_s must hold one list per rank", "advise", "--profile", "short-ddp.json"),
     case("must be at most 10,000,000,000,000", "calibrate", "huge-bucket.json"),
     case("group_size must be at most 4", "advise", "--profile", "ghost-ranks.json"),
     case("nodes_spanned must be at most 2", "calibrate", "ghost-nodes.json"),
