@@ -4,6 +4,7 @@ against the runtime model's compute prediction (runtime_model/gpu_compute.py, pr
     python -m benchmarks.gpu_compute                          # one GPU, ~2 min, benchmarks/results/gpu-compute
     python -m benchmarks.gpu_compute --device cpu --tiny --out-dir /tmp/g   # the CPU smoke run (seconds)
     python -m benchmarks.gpu_compute --points transformer-base:3125:fp16:ddp,resnet50:64:tf32:bare
+    python -m benchmarks.gpu_compute --repeats 2 --budget-s 300   # two passes, the second reversed
 
 Per point (model, units per GPU, precision fp16|bf16|tf32, wrapper bare|ddp; the paper's recipe, see
 benchmarks/gpu_compute_point.py):
@@ -29,7 +30,6 @@ points that would not finish in time.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import statistics
 import sys
@@ -39,6 +39,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks.gpu_compute_passes import passes
+from benchmarks.gpu_compute_predict import derive, gpu_preset_for, predict
 from benchmarks.gpu_compute_report import render_readme, render_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu-compute"
@@ -62,16 +64,6 @@ TINY_POINTS = [  # every model (but -big, the same code as -base), precision and
     ("resnet50", 2, "tf32", "bare"),
     ("transformer-xl-base", 192, "tf32", "bare"),  # CPU fp16 matmuls are slow
 ]
-GPU_PRESETS = [
-    ("H200", "H200"),
-    ("H100", "H100"),
-    ("A100", "A100"),
-    ("V100", "V100"),
-    ("A40", "A40"),
-    ("T4", "T4"),
-]
-
-
 def parse_points(spec: str) -> list[tuple[str, int, str, str]]:
     """'model:units:precision:wrapper,...' -> points; ValueError with a one-line reason."""
     from rtmodel_harness.reference_models import UNITS
@@ -94,62 +86,6 @@ def parse_points(spec: str) -> list[tuple[str, int, str, str]]:
     if not points:
         raise ValueError("--points is empty")
     return points
-
-
-def gpu_preset_for(device_name: str | None, memory_gib: float = 0.0) -> str:
-    """The gpus.toml preset of a CUDA device name; H100 when unknown (or on CPU)."""
-    upper = (device_name or "").upper()
-    for key, preset in GPU_PRESETS:
-        if key in upper:
-            big = {"A100": (50, "A100-80GB"), "V100": (20, "V100-32GB")}.get(preset)
-            return big[1] if big and memory_gib > big[0] else preset
-    return "H100"
-
-
-def predict(model: str, units: int, precision: str, gpu: str, dispatch_us: float) -> dict | None:
-    """The runtime model's compute for one GPU at this point (None for a model without a preset)."""
-    from runtime_model import presets
-    from runtime_model.gpu_compute import ddp_compute
-
-    lib = presets.builtin_library()
-    if model not in lib.models:
-        return None
-    lib = dataclasses.replace(
-        lib, gpus={**lib.gpus, gpu: dataclasses.replace(lib.gpus[gpu], dispatch_us=dispatch_us)}
-    )
-    choice = presets.resolve(1, gpu=gpu, model=model, global_batch=units, precision=precision, library=lib)
-    work = presets.iteration_work(choice, lib)
-    ddp = ddp_compute(work, 0.0, "benchmarks.gpu_compute")
-    fwd_bwd = work.forward + work.backward
-    bare_s = fwd_bwd.time_s + work.optimizer.time_s if work.amp else (fwd_bwd + work.optimizer).time_s
-
-    def phase(w) -> dict:
-        return {"host_ms": w.host_s * 1e3, "device_ms": w.device_s * 1e3}
-
-    return {
-        "gpu_preset": gpu,
-        "dispatch_us": dispatch_us,
-        "launch_us": lib.gpus[gpu].launch_us,
-        "mfu": choice.mfu,
-        "bare_ms": bare_s * 1e3,
-        "ddp_ms": (ddp.compute_s + ddp.optimizer_s) * 1e3,
-        "phases": {k: phase(getattr(work, k)) for k in ("forward", "backward", "optimizer", "ddp_copies")},
-    }
-
-
-def derive(point: dict, prediction: dict | None) -> None:
-    """Figures computed from the measured ones: per-op and per-launch host cost, device share, error."""
-    host, ops, launches = point.get("host_ms") or {}, point.get("ops") or {}, point.get("launches") or {}
-    point["host_us_per_op"] = {p: host[p] * 1e3 / n for p, n in ops.items() if n and host.get(p) is not None}
-    point["host_us_per_launch"] = {
-        p: host[p] * 1e3 / n for p, n in launches.items() if n and host.get(p) is not None and p != "wait"
-    }
-    wall, busy = point.get("wall_ms"), point.get("device_busy_ms")
-    point["device_busy_share"] = busy / wall if wall and busy is not None else None
-    point["prediction"] = prediction
-    pred = None if prediction is None else prediction[f"{point['wrapper']}_ms"]
-    point["predicted_ms"] = pred
-    point["error_pct"] = (pred - wall) / wall * 100 if pred is not None and wall else None
 
 
 def host_cpu_model() -> str | None:
@@ -230,6 +166,17 @@ def _dispatch(tiny: bool) -> dict:
             "seconds": time.perf_counter() - start}  # fmt: skip
 
 
+def _dispatch_again(doc: dict, tiny: bool) -> None:
+    """Re-measure the dispatch figure at the start of a later pass (doc["dispatch"]["passes_us_per_op"]);
+    predictions keep the first pass's, as a user measures once."""
+    try:
+        again = _dispatch(tiny)["us_per_op"]
+    except Exception:  # noqa: BLE001 - a diagnostic only
+        again = None
+    if "us_per_op" in doc["dispatch"]:
+        doc["dispatch"].setdefault("passes_us_per_op", [doc["dispatch"]["us_per_op"]]).append(again)
+
+
 def _write(doc: dict, out_dir: Path) -> None:
     from rtmodel_util.files import write_atomic, write_json_atomic
 
@@ -271,8 +218,11 @@ def _measure(spec: dict, device, tiny: bool, gpu: str, dispatch_us: float | None
     return point
 
 
-def run(points, device, tiny: bool, out_dir: Path, budget_s: float, argv: list[str], started: float) -> dict:
-    """Measure the points in order, writing results after each; skip what the budget cannot fit."""
+def run(
+    points, device, tiny: bool, out_dir: Path, budget_s: float, argv: list[str], started: float, repeats: int = 1
+) -> dict:
+    """Measure the points in order, `repeats` passes (gpu_compute_passes), writing results after each;
+    skip what the budget cannot fit."""
     import torch
 
     from benchmarks.gpu_compute_point import units_run
@@ -283,7 +233,8 @@ def run(points, device, tiny: bool, out_dir: Path, budget_s: float, argv: list[s
         torch.cuda.set_device(device)
     else:  # a smoke run: one thread stays fast on a shared or small machine (threads oversubscribe)
         torch.set_num_threads(1)
-    doc = {"header": header(device, argv, tiny, budget_s), "dispatch": None, "points": [], "skipped": []}
+    doc = {"header": header(device, argv, tiny, budget_s) | {"repeats": repeats}, "dispatch": None, "points": [],
+           "skipped": []}  # fmt: skip
     try:
         doc["dispatch"] = _dispatch(tiny)
         dispatch_us = doc["dispatch"]["us_per_op"]
@@ -293,22 +244,25 @@ def run(points, device, tiny: bool, out_dir: Path, budget_s: float, argv: list[s
     needs_group = any(w == "ddp" for *_, w in points)
     with process_group(device) if needs_group else _nothing() as group_error:
         took: dict[str, list[float]] = {}
-        for i, (model, units, precision, wrapper) in enumerate(points, 1):
+        schedule = passes(points, repeats)
+        for i, (pass_index, (model, units, precision, wrapper)) in enumerate(schedule, 1):
+            if pass_index and schedule[i - 2][0] != pass_index:  # the host's CPU again: did it move?
+                _dispatch_again(doc, tiny)
             spec = {"model": model, "units_requested": units, "units": units_run(model, units),
-                    "precision": precision, "wrapper": wrapper}  # fmt: skip
+                    "precision": precision, "wrapper": wrapper, "pass": pass_index}  # fmt: skip
             # median: the first point also pays one-time costs (CUDA context, CUPTI, NCCL)
             done_s = took.get(model) or [s for v in took.values() for s in v] or [0.0]
             if time.monotonic() - started + 1.5 * statistics.median(done_s) > budget_s:
                 doc["skipped"].append({**spec, "reason": f"budget {budget_s:g} s"})
                 print(
-                    f"[{i}/{len(points)}] {model} {units} {precision} {wrapper}: skipped (budget)", flush=True
+                    f"[{i}/{len(schedule)}] {model} {units} {precision} {wrapper}: skipped (budget)", flush=True
                 )
                 continue
             point = _measure(spec, device, tiny, doc["header"]["gpu_preset"], dispatch_us, group_error)
             took.setdefault(model, []).append(point["seconds"])
             doc["points"].append(point)
             _write(doc, out_dir)
-            print(_progress(i, len(points), point), flush=True)
+            print(_progress(i, len(schedule), point), flush=True)
     doc["header"]["total_s"] = time.monotonic() - started
     _write(doc, out_dir)
     return doc
@@ -349,7 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_BUDGET_S,
         help=f"skip points that would end past this many seconds (default {DEFAULT_BUDGET_S:g})",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="passes over the points, every other one in reverse order (default 1; gpu_compute_passes)",
+    )
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     try:
         points = parse_points(args.points) if args.points else (TINY_POINTS if args.tiny else DEFAULT_POINTS)
     except ValueError as exc:
@@ -369,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    doc = run(points, device, args.tiny, out_dir, args.budget_s, argv, started)
+    doc = run(points, device, args.tiny, out_dir, args.budget_s, argv, started, args.repeats)
     print(render_table(doc))
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 COLUMNS = (
     "model", "units", "precision", "wrapper", "measured ms", "device-busy ms", "host issue ms",
-    "us/op fwd", "us/op bwd", "us/op scaler", "us/op opt", "predicted ms", "error %",
+    "us/op fwd", "us/op bwd", "us/op scaler", "us/op opt", "predicted ms", "error %", "pass",
 )  # fmt: skip
 
 
@@ -18,7 +18,7 @@ def _row(p: dict) -> list[str]:
         p["model"], str(p["units"]), p["precision"], p["wrapper"],
         _f(p.get("wall_ms")), _f(p.get("device_busy_ms")), _f(p.get("host_issue_ms")),
         *(_f(per_op.get(phase)) for phase in ("forward", "backward", "scaler", "optimizer")),
-        _f(p.get("predicted_ms")), _f(p.get("error_pct"), "+.0f"),
+        _f(p.get("predicted_ms")), _f(p.get("error_pct"), "+.0f"), str(p.get("pass", 0) + 1),
     ]  # fmt: skip
 
 
@@ -32,6 +32,8 @@ def render_readme(doc: dict) -> str:
     h, d = doc["header"], doc.get("dispatch") or {}
     tiny = f", tiny models (width / {h['width_div']})" if h["tiny"] else ""
     dispatch = f"{d['us_per_op']:.1f} us/op" if "us_per_op" in d else f"not measured ({d.get('error')})"
+    if d.get("passes_us_per_op"):
+        dispatch += " (at the start of each pass: " + ", ".join(_f(us) for us in d["passes_us_per_op"]) + ")"
     lines = [
         "# GPU compute: measured iterations vs the runtime model",
         "",
@@ -51,8 +53,9 @@ def render_readme(doc: dict) -> str:
         "device is busy most of the iteration (device_busy_share in the JSON). predicted ms: the preset",
         "GPU's compute (runtime_model.presets.iteration_work) bare, or DDP's (ddp_compute); error =",
         "(predicted - measured) / measured, by the model at the time of the run: `python -m",
-        "benchmarks.gpu_compute_rescore` re-predicts it with today's (rescore.md). Method:",
-        "benchmarks/gpu_compute.py.",
+        "benchmarks.gpu_compute_rescore` re-predicts it with today's (rescore.md). pass: which of the",
+        f"run's {h.get('repeats', 1)} pass(es) over the points measured the row (every other pass in reverse",
+        "order; the rescore takes the median over passes). Method: benchmarks/gpu_compute.py.",
         "",
         render_table(doc),
     ]

@@ -17,7 +17,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.gpu_compute import RESULTS, predict
+from benchmarks.gpu_compute import RESULTS
+from benchmarks.gpu_compute_passes import by_point
+from benchmarks.gpu_compute_predict import predict
 
 COLUMNS = (
     "model",
@@ -26,37 +28,46 @@ COLUMNS = (
     "wrapper",
     "device-busy share",
     "measured ms",
+    "passes",
+    "spread %",
     "predicted ms",
     "error %",
 )
 
 
 def rescore(doc: dict) -> list[dict]:
-    """One row per measured point with a preset model: measured and re-predicted ms, signed error."""
+    """One row per measured point with a preset model: measured ms (the median over the run's passes,
+    gpu_compute_passes) and their spread, re-predicted ms, signed error."""
     dispatch = doc["dispatch"]["us_per_op"]
     gpu = doc["header"]["gpu_preset"]
     rows = []
-    for p in doc["points"]:
-        wall = p.get("wall_ms")
-        prediction = predict(p["model"], p["units"], p["precision"], gpu, dispatch) if wall else None
+    for group in by_point(doc["points"]):
+        p, wall = group["point"], group["wall_ms"]
+        prediction = predict(p["model"], p["units"], p["precision"], gpu, dispatch)
         if prediction is None:
             continue
         predicted = prediction[f"{p['wrapper']}_ms"]
         rows.append({
             "model": p["model"], "units": p["units"], "precision": p["precision"], "wrapper": p["wrapper"],
             "device_busy_share": p.get("device_busy_share"), "measured_ms": wall, "predicted_ms": predicted,
-            "error": (predicted - wall) / wall,
+            "passes": len(group["walls_ms"]), "spread": group["spread"], "error": (predicted - wall) / wall,
         })  # fmt: skip
     return rows
 
 
 def summary(rows: list[dict]) -> dict:
     errors = [abs(r["error"]) for r in rows]
-    return {"points": len(rows), "mean_abs_error": statistics.fmean(errors), "max_abs_error": max(errors)}
+    return {
+        "points": len(rows),
+        "mean_abs_error": statistics.fmean(errors),
+        "max_abs_error": max(errors),
+        "max_spread": max(r["spread"] for r in rows),
+    }
 
 
 def render(doc: dict, rows: list[dict]) -> str:
     h, s = doc["header"], summary(rows)
+    host_moved = doc["dispatch"].get("passes_us_per_op")
     lines = [
         f"Re-predicted with today's model (`python -m benchmarks.gpu_compute_rescore`): {h['gpu']} "
         f"(preset {h['gpu_preset']}), host {h['host_cpu']}, dispatch {doc['dispatch']['us_per_op']:.1f} us/op, "
@@ -67,15 +78,26 @@ def render(doc: dict, rows: list[dict]) -> str:
     ]
     for r in rows:
         share = "-" if r["device_busy_share"] is None else f"{r['device_busy_share']:.2f}"
+        spread = f"{r['spread'] * 100:.0f}" if r["passes"] > 1 else "-"
         lines.append(
             f"| {r['model']} | {r['units']} | {r['precision']} | {r['wrapper']} | {share} | "
-            f"{r['measured_ms']:.1f} | {r['predicted_ms']:.1f} | {r['error'] * 100:+.0f} |"
+            f"{r['measured_ms']:.1f} | {r['passes']} | {spread} | {r['predicted_ms']:.1f} | "
+            f"{r['error'] * 100:+.0f} |"
         )
     lines += [
         "",
-        f"{s['points']} points: mean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%}.",
+        f"{s['points']} points: mean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%}"
+        + (
+            f"; passes of one point differ by up to {s['max_spread']:.0%}"
+            if max(r["passes"] for r in rows) > 1
+            else ""
+        )
+        + ".",
         "",
     ]
+    if host_moved:
+        figures = ", ".join("-" if us is None else f"{us:.1f}" for us in host_moved)
+        lines += [f"The host's dispatch figure at the start of each pass: {figures} us/op.", ""]
     return "\n".join(lines)
 
 

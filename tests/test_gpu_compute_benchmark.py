@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from benchmarks import gpu_compute  # noqa: E402
+from benchmarks import gpu_compute, gpu_compute_predict  # noqa: E402
 from benchmarks.gpu_compute_trace import rows, summarize_trace, union_ns  # noqa: E402
 
 PHASES = ("forward", "backward", "scaler", "optimizer", "wait")
@@ -144,15 +144,15 @@ def test_rows_read_a_real_profiler_trace():
      ("Tesla V100-SXM2-32GB", 31.7, "V100-32GB"), ("Tesla T4", 14.6, "T4"), (None, 0, "H100")],
 )  # fmt: skip
 def test_gpu_preset_follows_the_device_name(name, memory_gib, preset):
-    assert gpu_compute.gpu_preset_for(name, memory_gib) == preset
+    assert gpu_compute_predict.gpu_preset_for(name, memory_gib) == preset
 
 
 def test_prediction_grows_with_dispatch_cost_and_ddp_adds_its_copies():
-    low = gpu_compute.predict("transformer-base", 3125, "fp16", "H100", 10.0)
-    high = gpu_compute.predict("transformer-base", 3125, "fp16", "H100", 40.0)
+    low = gpu_compute_predict.predict("transformer-base", 3125, "fp16", "H100", 10.0)
+    high = gpu_compute_predict.predict("transformer-base", 3125, "fp16", "H100", 40.0)
     assert 0 < low["bare_ms"] <= high["bare_ms"] and low["ddp_ms"] <= high["ddp_ms"]
     assert low["ddp_ms"] >= low["bare_ms"]
-    assert gpu_compute.predict("transformer-xl-base", 6144, "fp16", "H100", 10.0) is None
+    assert gpu_compute_predict.predict("transformer-xl-base", 6144, "fp16", "H100", 10.0) is None
 
 
 def test_points_spec_parses_and_refuses_mistakes():
@@ -210,3 +210,46 @@ def test_a_spent_budget_skips_every_point(tmp_path):
     assert (
         "Skipped (budget): resnet50 2 tf32 bare, resnet50 2 bf16 bare" in (tmp_path / "README.md").read_text()
     )
+
+
+def test_passes_alternate_their_order_so_a_drifting_host_shows_as_disagreement():
+    from benchmarks.gpu_compute_passes import passes
+
+    assert passes(["a", "b", "c"], 1) == [(0, "a"), (0, "b"), (0, "c")]
+    assert passes(["a", "b"], 3) == [(0, "a"), (0, "b"), (1, "b"), (1, "a"), (2, "a"), (2, "b")]
+    with pytest.raises(ValueError, match="at least 1"):
+        passes(["a"], 0)
+
+
+def test_by_point_takes_the_median_over_passes_and_their_spread():
+    from benchmarks.gpu_compute_passes import by_point
+
+    def point(wall, pass_index, units=64):
+        spec = {"model": "m", "units": units, "precision": "fp16", "wrapper": "bare", "pass": pass_index}
+        return spec | ({"wall_ms": wall} if wall else {"errors": {"point": "x"}})
+
+    groups = by_point([point(30.0, 0), point(40.0, 0, units=128), point(50.0, 1), point(None, 1, 128)])
+    assert [g["point"]["units"] for g in groups] == [64, 128]  # first-measured order; a failure adds nothing
+    assert groups[0]["walls_ms"] == [30.0, 50.0] and groups[0]["wall_ms"] == 40.0
+    assert groups[0]["spread"] == pytest.approx(0.5)
+    assert groups[1]["walls_ms"] == [40.0] and groups[1]["spread"] == 0.0
+
+
+@pytest.mark.slow
+def test_two_passes_measure_each_point_twice_and_the_host_again(tmp_path):
+    doc, stdout = _run(tmp_path, "--points", "resnet50:2:tf32:bare,resnet50:2:bf16:bare", "--repeats", "2")
+    assert doc["header"]["repeats"] == 2
+    order = [(p["precision"], p["pass"]) for p in doc["points"]]
+    assert order == [("tf32", 0), ("bf16", 0), ("bf16", 1), ("tf32", 1)]
+    for p in doc["points"]:
+        _check_point(p)
+    again = doc["dispatch"]["passes_us_per_op"]
+    assert len(again) == 2 and again[0] == doc["dispatch"]["us_per_op"] and again[1] > 0
+    assert stdout.rstrip().splitlines()[-1].endswith("| 2 |")  # the table names each row's pass
+
+
+def test_repeats_below_one_is_a_one_line_error(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        gpu_compute.main(["--device", "cpu", "--out-dir", str(tmp_path), "--repeats", "0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "--repeats" in err

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from benchmarks import gpu_compute_rescore as rescore
-from benchmarks.gpu_compute import RESULTS, predict
+from benchmarks.gpu_compute import RESULTS
+from benchmarks.gpu_compute_predict import predict
 
 DOC = json.loads((RESULTS / "gpu-compute.json").read_text())
 
@@ -33,3 +34,15 @@ def test_the_command_writes_its_table_and_refuses_a_bad_file_in_one_line(tmp_pat
     assert rescore.main([str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "missing.json" in err
+
+
+def test_repeated_passes_are_scored_once_at_their_median_with_their_spread():
+    first = next(p for p in DOC["points"] if p["model"] == "transformer-base" and p.get("wall_ms"))
+    again = first | {"pass": 1, "wall_ms": first["wall_ms"] * 1.5}
+    doc = DOC | {"points": [first, again], "dispatch": DOC["dispatch"] | {"passes_us_per_op": [30.0, 33.0]}}
+    [row] = rescore.rescore(doc)
+    assert row["passes"] == 2 and row["measured_ms"] == pytest.approx(first["wall_ms"] * 1.25)
+    assert row["spread"] == pytest.approx(0.5 / 1.25)
+    assert row["error"] == pytest.approx((row["predicted_ms"] - row["measured_ms"]) / row["measured_ms"])
+    text = rescore.render(doc, [row])
+    assert "passes of one point differ by up to 40%" in text and "30.0, 33.0 us/op" in text
