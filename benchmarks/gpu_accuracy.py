@@ -14,7 +14,8 @@ one-GPU user's path; with N GPUs a configuration of N ranks runs NCCL.
     python -m benchmarks.gpu_accuracy --tiny --out-dir D    # seconds on a CPU: the pipeline, not the GPU
 
 Writes gpu-accuracy.json (header: device, host CPU, versions, date; every run), gpu-accuracy.md, and runs/
-(each configuration's profile and validation records: what the numbers can be re-scored from).
+(each configuration's profile and validation records): `python -m benchmarks.gpu_accuracy_rescore DIR`
+re-predicts the runs from them with today's model, without a GPU.
 """
 
 from __future__ import annotations
@@ -165,11 +166,16 @@ def run_config(
         result = json.loads(out)
         pick = pick or result["advisor"]["recommendation"]  # the --recommended run's: this machine's advice
         runs += _runs_of(result, cfg)
+    # `advise --profile`: links it did not measure
+    return config_result(asdict(cfg), runs, pick) | {"advice_for_a_cluster": advice.get("recommendation")}
+
+
+def config_result(config: dict, runs: list[Run], pick: str) -> dict:
+    """One configuration's entry in gpu-accuracy.json: its runs and how the advisor's pick scored."""
     fastest, pick_slower = score_pick(runs, pick)
     return {
-        "config": asdict(cfg),
+        "config": config,
         "runs": [asdict(r) | {"error": r.error} for r in runs],
-        "advice_for_a_cluster": advice.get("recommendation"),  # `advise --profile`: links it did not measure
         "pick": pick,
         "measured_fastest": fastest,
         "pick_slower_than_fastest": pick_slower,

@@ -260,6 +260,17 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
     return best, schedule, summary, notes
 
 
+def validation_scenario(profile: Profile, shape: ClusterShape):
+    """The scenario a validation of `profile` at `shape` predicts with (and a re-score of its run).
+
+    as_measured: the run has the profile's shape on the profiled machine, so even a link the profile marks
+    unmeasured (ranks sharing a GPU, pretend nodes) is the very link the run's ranks use."""
+    from calibration.profiled import scenario_from_profile
+
+    profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network(), as_measured=True)
+    return replace(profiled.scenario, description=f"validation of {profile.origin}")
+
+
 def make_plan(
     profile: Profile,
     topology: str | None,
@@ -275,7 +286,6 @@ def make_plan(
 ) -> Plan:
     """Check everything, calibrate the profile (loaded once by the caller), and predict every run for the
     run's exact shape (local SGD too when `local_sgd` is given)."""
-    from calibration.profiled import scenario_from_profile
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topologies import TOPOLOGIES
 
@@ -284,10 +294,7 @@ def make_plan(
     origin = profile.origin
     check_shape(profile, shape, origin)
     workload, notes = resolve_workload(profile, model, model_args, precision, optimizer)
-    # as_measured: the run has the profile's shape on the profiled machine, so even a link the profile marks
-    # unmeasured (ranks sharing a GPU, pretend nodes) is the very link the run's ranks use
-    profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network(), as_measured=True)
-    scenario = replace(profiled.scenario, description=f"validation of {origin}")
+    scenario = validation_scenario(profile, shape)
     name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario)
     notes.extend(topo_notes)
     run_warmup = effective_warmup(warmup, schedule)

@@ -1,0 +1,83 @@
+"""Re-predict a GPU accuracy benchmark's runs with today's model, without a GPU.
+
+Why: `benchmarks.gpu_accuracy` keeps each configuration's profile beside its results (runs/), and a lent
+GPU's time is short and rare; the model changes between runs. Predicting the measured runs again from
+their own profiles, exactly as `rtmodel validate` predicts (validation.plan.validation_scenario), is how a
+session without a GPU checks a model change against GPU measurements, as `benchmarks.accuracy --keep`
+does for the emulated cluster. The advisor's pick is re-made from the same scenario.
+
+    python -m benchmarks.gpu_accuracy_rescore DIR [--md FILE]   # DIR holds gpu-accuracy.json and runs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+
+from benchmarks.gpu_accuracy import Config, Run, config_result, summarise, to_markdown
+
+
+def rescore_config(entry: dict, runs_dir: Path) -> dict:
+    """One configuration's entry with every run re-predicted from its profile and the pick re-made."""
+    from calibration.profile_io import load_profile
+    from runtime_model.advisor import advise
+    from runtime_model.iteration import allreduce_prediction, gossip_prediction
+    from runtime_model.topologies import build_schedule
+    from validation.plan import run_shape, validation_scenario
+
+    cfg = Config(**{**entry["config"], "topologies": tuple(entry["config"]["topologies"])})
+    shape = run_shape(cfg.ranks, cfg.ranks)  # every configuration's ranks are on this one machine
+    scenario = validation_scenario(load_profile(runs_dir / f"profile-{cfg.name}.json"), shape)
+    predicted_s = {"allreduce": allreduce_prediction(scenario).mean_s}
+    runs = []
+    for measured in entry["runs"]:
+        run = Run(**{f.name: measured[f.name] for f in fields(Run)})
+        if run.method not in predicted_s:
+            predicted_s[run.method] = gossip_prediction(scenario, build_schedule(run.method, shape)).mean_s
+        runs.append(replace(run, predicted_ms=predicted_s[run.method] * 1e3))
+    return config_result(entry["config"], runs, advise(scenario).recommendation.topology)
+
+
+def rescore(doc: dict, runs_dir: Path) -> dict:
+    """The benchmark's document with today's predictions, picks and summary (measurements unchanged)."""
+    configs = [rescore_config(entry, runs_dir) for entry in doc["configs"]]
+    return doc | {"configs": configs, "summary": summarise(configs), "rescored": True}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu_accuracy_rescore", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "results_dir", type=Path, help="a gpu_accuracy --out-dir: gpu-accuracy.json and runs/"
+    )
+    parser.add_argument("--md", type=Path, help="also write the table to this markdown file")
+    args = parser.parse_args(argv)
+    from calibration.profile_io import ProfileError
+
+    source = args.results_dir / "gpu-accuracy.json"
+    try:
+        doc = rescore(json.loads(source.read_text()), args.results_dir / "runs")
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        ProfileError,
+    ) as exc:  # missing, or not this benchmark's
+        print(f"error: {source}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    text = "Re-predicted with today's model (`python -m benchmarks.gpu_accuracy_rescore`).\n\n" + to_markdown(
+        doc
+    )
+    print(text, end="")
+    if args.md:
+        args.md.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
