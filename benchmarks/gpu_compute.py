@@ -219,7 +219,14 @@ def _measure(spec: dict, device, tiny: bool, gpu: str, dispatch_us: float | None
 
 
 def run(
-    points, device, tiny: bool, out_dir: Path, budget_s: float, argv: list[str], started: float, repeats: int = 1
+    points,
+    device,
+    tiny: bool,
+    out_dir: Path,
+    budget_s: float,
+    argv: list[str],
+    started: float,
+    repeats: int = 1,
 ) -> dict:
     """Measure the points in order, `repeats` passes (gpu_compute_passes), writing results after each;
     skip what the budget cannot fit."""
@@ -255,7 +262,8 @@ def run(
             if time.monotonic() - started + 1.5 * statistics.median(done_s) > budget_s:
                 doc["skipped"].append({**spec, "reason": f"budget {budget_s:g} s"})
                 print(
-                    f"[{i}/{len(schedule)}] {model} {units} {precision} {wrapper}: skipped (budget)", flush=True
+                    f"[{i}/{len(schedule)}] {model} {units} {precision} {wrapper}: skipped (budget)",
+                    flush=True,
                 )
                 continue
             point = _measure(spec, device, tiny, doc["header"]["gpu_preset"], dispatch_us, group_error)

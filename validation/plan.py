@@ -267,7 +267,9 @@ def validation_scenario(profile: Profile, shape: ClusterShape):
     unmeasured (ranks sharing a GPU, pretend nodes) is the very link the run's ranks use."""
     from calibration.profiled import scenario_from_profile
 
-    profiled = scenario_from_profile(profile, shape.gpus, shape.gpus_per_node, _placeholder_network(), as_measured=True)
+    profiled = scenario_from_profile(
+        profile, shape.gpus, shape.gpus_per_node, _placeholder_network(), as_measured=True
+    )
     return replace(profiled.scenario, description=f"validation of {profile.origin}")
 
 
