@@ -64,6 +64,8 @@ TINY_POINTS = [  # every model (but -big, the same code as -base), precision and
     ("resnet50", 2, "tf32", "bare"),
     ("transformer-xl-base", 192, "tf32", "bare"),  # CPU fp16 matmuls are slow
 ]
+
+
 def parse_points(spec: str) -> list[tuple[str, int, str, str]]:
     """'model:units:precision:wrapper,...' -> points; ValueError with a one-line reason."""
     from rtmodel_harness.reference_models import UNITS
