@@ -23,10 +23,9 @@ from benchmarks.gpu_accuracy import Config, Run, config_result, summarise, to_ma
 def rescore_config(entry: dict, runs_dir: Path) -> dict:
     """One configuration's entry with every run re-predicted from its profile and the pick re-made."""
     from calibration.profile_io import load_profile
-    from runtime_model.advisor import advise
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topologies import build_schedule
-    from validation.plan import run_shape, validation_scenario
+    from validation.plan import choose_topology, run_shape, validation_scenario
 
     cfg = Config(**{**entry["config"], "topologies": tuple(entry["config"]["topologies"])})
     shape = run_shape(cfg.ranks, cfg.ranks)  # every configuration's ranks are on this one machine
@@ -38,7 +37,8 @@ def rescore_config(entry: dict, runs_dir: Path) -> dict:
         if run.method not in predicted_s:
             predicted_s[run.method] = gossip_prediction(scenario, build_schedule(run.method, shape)).mean_s
         runs.append(replace(run, predicted_ms=predicted_s[run.method] * 1e3))
-    return config_result(entry["config"], runs, advise(scenario).recommendation.topology)
+    _, _, advisor, _ = choose_topology(None, True, scenario)  # as `validate --recommended` chose its pick
+    return config_result(entry["config"], runs, advisor["recommendation"])
 
 
 def rescore(doc: dict, runs_dir: Path) -> dict:
@@ -59,20 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     from calibration.profile_io import ProfileError
 
     source = args.results_dir / "gpu-accuracy.json"
+    unreadable = (OSError, ValueError, KeyError, TypeError, ProfileError)  # missing, or not this benchmark's
     try:
         doc = rescore(json.loads(source.read_text()), args.results_dir / "runs")
-    except (
-        OSError,
-        ValueError,
-        KeyError,
-        TypeError,
-        ProfileError,
-    ) as exc:  # missing, or not this benchmark's
+    except unreadable as exc:
         print(f"error: {source}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    text = "Re-predicted with today's model (`python -m benchmarks.gpu_accuracy_rescore`).\n\n" + to_markdown(
-        doc
-    )
+    text = "Re-predicted with today's model (`python -m benchmarks.gpu_accuracy_rescore`).\n\n"
+    text += to_markdown(doc)
     print(text, end="")
     if args.md:
         args.md.write_text(text)
