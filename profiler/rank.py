@@ -39,7 +39,7 @@ def run_rank(opts: ProfileOptions) -> dict | None:
     with tracker.phase("setup/init"):
         import torch.distributed as dist
 
-        from rtmodel_harness.distributed import backend_note, init_distributed
+        from rtmodel_harness.distributed import backend_note, init_distributed, release_process_groups
 
         backend, device = init_distributed(opts.backend, opts.timeout_s)
         why = backend_note(opts.backend)  # under torchrun: ranks sharing a GPU fall back to gloo
@@ -49,7 +49,7 @@ def run_rank(opts: ProfileOptions) -> dict | None:
         return _sections(opts, rank, backend, device, tracker)
     finally:
         if dist.is_initialized():
-            dist.destroy_process_group()
+            release_process_groups()
 
 
 class _Run:

@@ -19,6 +19,7 @@ from decent_dp import optim as dd_optim  # noqa: E402
 
 import rtmodel_decentdp  # noqa: E402, F401  (installs the shim on import, as users do)
 from rtmodel_decentdp import compat  # noqa: E402
+from tests.spawned import end_spawned_rank  # noqa: E402
 from validation.errors import ValidationError  # noqa: E402
 from validation.preflight import (  # noqa: E402
     ADVISOR_OPTIMIZER,
@@ -217,8 +218,7 @@ def _rank(rank: int, init_file: str, errors) -> None:
         preflight_decent_dp("cpu", 2, lambda params: torch.optim.Adam(params, lr=1e-3))
     except Exception as exc:  # noqa: BLE001 - handed back to the test
         errors.put(f"rank {rank}: {type(exc).__name__}: {exc}")
-    finally:
-        dist.destroy_process_group()
+    end_spawned_rank()
 
 
 @pytest.mark.slow

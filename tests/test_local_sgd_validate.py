@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
 from runtime_model.local_sgd import LocalSgd, local_sgd_prediction
+from tests.spawned import end_spawned_rank
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport, RunWorkload
 from validation.local_sgd import local_sgd_counts, local_sgd_options
@@ -278,7 +279,7 @@ def _two_rank_worker(rank: int, store: str, out: str):
         sync.after_step(step)
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     Path(f"{out}.{rank}").write_text(json.dumps(flat.tolist()))
-    dist.destroy_process_group()
+    end_spawned_rank()
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ if "loguru" not in sys.modules:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from rtmodel_harness.distributed import release_process_groups  # noqa: E402
 from rtmodel_util.processes import NODE_NAME_ENV
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport
@@ -212,30 +213,3 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
     finally:
         if created:
             release_process_groups()
-
-
-def exit_without_finalisation(code: int) -> None:
-    """End a rank whose work is done and written: flush, then skip interpreter finalisation.
-
-    Even after release_process_groups, gloo/Decent-DP native threads can still be torn down during
-    finalisation and abort the rank (seen in 1 of 12 four-rank runs); os._exit skips that teardown,
-    which is safe here because every result is already flushed or written atomically.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def release_process_groups() -> None:
-    """Free the trainings' process groups while the interpreter is fully alive, then destroy them.
-
-    Decent-DP's wrapper sits in a reference cycle (its hooks close over it) holding the gloo
-    sub-groups and their async work; left to interpreter shutdown, gloo's worker threads are torn
-    down during finalisation and the rank dies with SIGABRT ("terminate called without an active
-    exception", pytorch/pytorch#179291) after the run itself succeeded.
-    """
-    import gc
-
-    gc.collect()
-    dist.destroy_process_group()
-    gc.collect()
