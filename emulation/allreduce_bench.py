@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from datetime import timedelta
 
@@ -32,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     import torch.distributed as dist
+
+    from rtmodel_util.rank_exit import release_process_groups
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -64,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         print("RESULT " + json.dumps({"world_size": world, "node": os.environ.get("RTMODEL_NODE_NAME"),
                                       "results": results}), flush=True)
-    dist.destroy_process_group()
+    release_process_groups()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rtmodel_util.rank_exit import exit_without_finalisation
+
+    exit_without_finalisation(main())  # gloo's threads can abort a finished rank's finalisation

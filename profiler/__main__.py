@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     code = main()
     if sys.argv[1:2] == [OPTIONS_JSON]:  # a launched rank: its document and failure file are written
-        from rtmodel_harness.distributed import exit_without_finalisation
+        from rtmodel_util.rank_exit import exit_without_finalisation
 
         exit_without_finalisation(code)
     sys.exit(code)

@@ -39,7 +39,8 @@ def run_rank(opts: ProfileOptions) -> dict | None:
     with tracker.phase("setup/init"):
         import torch.distributed as dist
 
-        from rtmodel_harness.distributed import backend_note, init_distributed, release_process_groups
+        from rtmodel_harness.distributed import backend_note, init_distributed
+        from rtmodel_util.rank_exit import release_process_groups
 
         backend, device = init_distributed(opts.backend, opts.timeout_s)
         why = backend_note(opts.backend)  # under torchrun: ranks sharing a GPU fall back to gloo

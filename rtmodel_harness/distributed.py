@@ -4,9 +4,7 @@ GPU. One choice for the profiler and validation alike (they used to carry their 
 
 from __future__ import annotations
 
-import gc
 import os
-import sys
 import time
 from datetime import timedelta
 
@@ -88,29 +86,3 @@ def clock(device: torch.device) -> float:
     """Host time once the GPU has finished all queued work: an iteration ends when its kernels do."""
     sync(device)
     return time.perf_counter()
-
-
-def exit_without_finalisation(code: int) -> None:
-    """End a rank whose work is done and written: flush, then skip interpreter finalisation.
-
-    Even after release_process_groups, gloo/Decent-DP native threads can still be torn down during
-    finalisation and abort the rank (seen in 1 of 12 four-rank validation runs, and once
-    in a 2-rank gloo test with no async work at all); os._exit skips that teardown,
-    which is safe here because every result is already flushed or written atomically.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def release_process_groups() -> None:
-    """Free the trainings' process groups while the interpreter is fully alive, then destroy them.
-
-    Decent-DP's wrapper sits in a reference cycle (its hooks close over it) holding the gloo
-    sub-groups and their async work; left to interpreter shutdown, gloo's worker threads are torn
-    down during finalisation and the rank dies with SIGABRT ("terminate called without an active
-    exception", pytorch/pytorch#179291) after the run itself succeeded.
-    """
-    gc.collect()
-    dist.destroy_process_group()
-    gc.collect()

@@ -8,7 +8,7 @@ def end_spawned_rank() -> None:
     torn down during interpreter finalisation, and the rank, its work done, dies with SIGABRT
     ("terminate called without an active exception", pytorch/pytorch#179291): seen once in CI.
     """
-    from rtmodel_harness.distributed import exit_without_finalisation, release_process_groups
+    from rtmodel_util.rank_exit import exit_without_finalisation, release_process_groups
 
     release_process_groups()
     exit_without_finalisation(0)

@@ -19,11 +19,11 @@ FORMATS = ("table", "json")
 
 def _end_torchrun_rank(code: int = 0) -> None:
     """Inside torchrun this process was a training rank: leave without interpreter finalisation
-    (rtmodel_harness.distributed.exit_without_finalisation). A local launch's parent held no process group."""
+    (rtmodel_util.rank_exit.exit_without_finalisation). A local launch's parent held no process group."""
     from rtmodel_util.processes import in_launched_rank
 
     if in_launched_rank():
-        from rtmodel_harness.distributed import exit_without_finalisation
+        from rtmodel_util.rank_exit import exit_without_finalisation
 
         exit_without_finalisation(code)
 

@@ -32,8 +32,8 @@ if "loguru" not in sys.modules:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from rtmodel_harness.distributed import release_process_groups  # noqa: E402
 from rtmodel_util.processes import NODE_NAME_ENV
+from rtmodel_util.rank_exit import release_process_groups  # noqa: E402
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport
 

@@ -295,7 +295,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
 def _quiet_teardown(dist) -> None:
     """Every rank waits until rank 0 has written the result, then all tear down together: a rank that
     closes its gloo connections while a peer still uses them can abort that peer."""
-    from rtmodel_harness.distributed import release_process_groups
+    from rtmodel_util.rank_exit import release_process_groups
 
     try:
         dist.barrier()

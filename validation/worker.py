@@ -62,6 +62,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from rtmodel_harness.distributed import exit_without_finalisation
+    from rtmodel_util.rank_exit import exit_without_finalisation
 
     exit_without_finalisation(main())
