@@ -44,10 +44,16 @@ def _report(exc: RankFailure, code: int) -> int:
     return code
 
 
+def launched_payload(args: list[str]) -> str | None:
+    """The options of a rank the local launcher started (`--options-json PAYLOAD`), else None."""
+    return args[1] if len(args) == 2 and args[0] == OPTIONS_JSON else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) == 2 and args[0] == OPTIONS_JSON:
-        return run_launched_rank(args[1])
+    payload = launched_payload(args)
+    if payload is not None:
+        return run_launched_rank(payload)
     from rtmodel_cli.app import app
 
     app(["profile", *args], prog_name="python -m profiler")
@@ -56,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    if sys.argv[1:2] == [OPTIONS_JSON]:  # a launched rank: its document and failure file are written
+    # a launched rank: its document and failure file are written, so it may skip finalisation
+    if launched_payload(sys.argv[1:]) is not None:
         from rtmodel_util.rank_exit import exit_without_finalisation
 
         exit_without_finalisation(code)

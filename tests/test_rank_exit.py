@@ -3,6 +3,7 @@ rank's, and its process group is gone."""
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_exit_keeps_buffered_output_and_the_code():
     """stdout to a pipe is block-buffered: os._exit alone would drop the line."""
-    code = "import sys; from rtmodel_util.rank_exit import exit_without_finalisation as e; " \
-           "print('RESULT done'); sys.stderr.write('note'); e(3)"  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    rank = textwrap.dedent("""
+        import sys
+        from rtmodel_util.rank_exit import exit_without_finalisation
+        print("RESULT done")
+        sys.stderr.write("note")
+        exit_without_finalisation(3)
+    """)
+    proc = subprocess.run([sys.executable, "-c", rank], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "RESULT done\n", "note")
 
 
