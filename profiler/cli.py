@@ -69,6 +69,9 @@ def register(app: typer.Typer) -> None:
                     ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s,
                     iterations=iterations, warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,
                     backend=backend, progress=not quiet, precision=precision, optimizer=optimizer)
+        from rtmodel_util.rank_exit import end_launched_rank
+
+        end_launched_rank()  # under torchrun: gloo's threads must not abort a finished rank's exit
 
 
 def output_file(out: Path | None, resume: Path | None) -> Path:

@@ -24,6 +24,15 @@ def exit_without_finalisation(code: int) -> None:
     os._exit(code)
 
 
+def end_launched_rank(code: int = 0) -> None:
+    """End a command that ran as one rank of a torchrun job (profile, validate) as every finished rank
+    ends; a plain local launch's parent held no process group and returns to the shell normally."""
+    from rtmodel_util.processes import in_launched_rank
+
+    if in_launched_rank():
+        exit_without_finalisation(code)
+
+
 def release_process_groups() -> None:
     """Free the trainings' process groups while the interpreter is fully alive, then destroy them.
 

@@ -12,20 +12,10 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_util.rank_exit import end_launched_rank
 from validation.results import DEFAULT_RESULTS_DOC, default_results_path
 
 FORMATS = ("table", "json")
-
-
-def _end_torchrun_rank(code: int = 0) -> None:
-    """Inside torchrun this process was a training rank: leave without interpreter finalisation
-    (rtmodel_util.rank_exit.exit_without_finalisation). A local launch's parent held no process group."""
-    from rtmodel_util.processes import in_launched_rank
-
-    if in_launched_rank():
-        from rtmodel_util.rank_exit import exit_without_finalisation
-
-        exit_without_finalisation(code)
 
 
 def results_file(results: Path | None, profile: Path | None = None) -> tuple[Path, bool]:
@@ -63,7 +53,7 @@ def record(result, path: Path, is_default: bool) -> None:
 
         if in_launched_rank():  # leave as a finished rank does; the shell's error path is not taken
             typer.echo(f"error: {err}", err=True)
-            _end_torchrun_rank(exit_code_of(exc))
+            end_launched_rank(exit_code_of(exc))
         raise err from exc
 
 
@@ -151,7 +141,7 @@ def register(app: typer.Typer) -> None:
         )
         if result is not None:  # None: a rank other than 0 of a torchrun job
             show_and_record(result, fmt, path, is_default)
-        _end_torchrun_rank()
+        end_launched_rank()
 
 
 def show_report(results: Path | None, fmt: str) -> None:
