@@ -10,14 +10,9 @@ runs a few wrapped iterations with this class to measure it (profiler/wrapped.py
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
-if "loguru" not in sys.modules:
-    os.environ.setdefault("LOGURU_LEVEL", "INFO")  # Decent-DP logs its setup at DEBUG on rank 0
-
-from decent_dp.ddp import DecentralizedDataParallel  # noqa: E402
+from decent_dp.ddp import DecentralizedDataParallel
 
 
 class TimedDecentralizedDataParallel(DecentralizedDataParallel):

@@ -404,6 +404,7 @@ def test_profile_quick_then_calibrate_without_flags_on_one_machine(tmp_path, mon
     pytest.importorskip("torch")
     proc = rtmodel("profile", "--out", "profile.json", "--quick", "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and "Decentralized Data Parallel" not in proc.stderr  # quiet: not Decent-DP's setup log
     inter, _ = default_links()
     monkeypatch.chdir(tmp_path)
     res = invoke("calibrate", "profile.json")

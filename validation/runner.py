@@ -24,16 +24,13 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-import sys
 
-if "loguru" not in sys.modules:
-    os.environ.setdefault("LOGURU_LEVEL", "INFO")  # Decent-DP logs its setup at DEBUG on rank 0
+import torch
+import torch.distributed as dist
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-
+from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
 from rtmodel_util.processes import NODE_NAME_ENV
-from rtmodel_util.rank_exit import release_process_groups  # noqa: E402
+from rtmodel_util.rank_exit import release_process_groups
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport
 
@@ -171,6 +168,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
     """Run every training on this rank; rank 0 returns every rank's report, the others None.
 
     `on_phase(line)`, if given, is called as each phase starts (pass it on rank 0 only: progress)."""
+    quiet_decent_dp_setup()  # before the preflight first imports decent_dp
     created = init_distributed(job.timeout_s, job.backend)
     note = on_phase or (lambda line: None)
     try:
