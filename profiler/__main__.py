@@ -61,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # a launched rank: its document and failure file are written, so it may skip finalisation
-    if launched_payload(sys.argv[1:]) is not None:
-        from rtmodel_util.rank_exit import exit_without_finalisation
+    from rtmodel_util.rank_exit import end_launched_rank
 
-        exit_without_finalisation(code)
+    code = main()
+    end_launched_rank(code)  # a launcher's rank: its document and failure file are written
     sys.exit(code)
