@@ -37,7 +37,6 @@ def _env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONSAFEPATH"] = "1"  # the workers import rtmodel's `validation`, even beside a user's own folder
-    env.setdefault("LOGURU_LEVEL", "INFO")  # Decent-DP logs at DEBUG on rank 0
     for var in RANK_VARS:
         env.pop(var, None)
     return env
