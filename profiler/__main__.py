@@ -44,16 +44,10 @@ def _report(exc: RankFailure, code: int) -> int:
     return code
 
 
-def launched_payload(args: list[str]) -> str | None:
-    """The options of a rank the local launcher started (`--options-json PAYLOAD`), else None."""
-    return args[1] if len(args) == 2 and args[0] == OPTIONS_JSON else None
-
-
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    payload = launched_payload(args)
-    if payload is not None:
-        return run_launched_rank(payload)
+    if len(args) == 2 and args[0] == OPTIONS_JSON:  # a rank the local launcher started
+        return run_launched_rank(args[1])
     from rtmodel_cli.app import app
 
     app(["profile", *args], prog_name="python -m profiler")
