@@ -37,6 +37,7 @@ from pathlib import Path
 from emulation import netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
+from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import run_directory, stop_processes
 
 # Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR
@@ -257,8 +258,10 @@ class EmulatedCluster:
             raise EmulationConfigError(f"node must be 0..{self.nodes - 1}, got {node}")
 
     def node_env(self, node: int) -> dict[str, str]:
-        """What every process on a node gets: the gloo interface, its node name, our package importable."""
-        return {"GLOO_SOCKET_IFNAME": IFNAME, "RTMODEL_NODE_NAME": f"node{node}", "PYTHONPATH": _pythonpath()}
+        """What every process on a node gets: the gloo interface, its node name, our package importable,
+        and its share of this machine's cores as OpenMP threads (every node's ranks run on them)."""
+        return {"GLOO_SOCKET_IFNAME": IFNAME, "RTMODEL_NODE_NAME": f"node{node}", "PYTHONPATH": _pythonpath(),
+                **omp_threads_env(self.nodes * self.ranks_per_node)}
 
     def exec_prefix(self, node: int, env: dict[str, str] | None = None) -> list[str]:
         """`ip netns exec <ns> env K=V ...`: prepend to any argv to run it on `node` (copy-pasteable)."""

@@ -31,6 +31,7 @@ from rtmodel_harness.model_choice import check_model_choice
 from rtmodel_harness.recipe import Recipe
 from rtmodel_util.backend_choice import HOST_RANKS_ENV, visible_gpus
 from rtmodel_util.files import lock_env, output_lock
+from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import (
     DEBUG_ENV,
     DEVICE_INDEX_ENV,
@@ -116,7 +117,7 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, out: str) -> di
     env[PRETEND_NODES_ENV] = "1" if k != n else ""  # its nodes share this machine: no inter-node link to measure
     if k != n and not os.environ.get(NODE_NAME_ENV):
         env[NODE_NAME_ENV] = f"{socket.gethostname()}-node{rank // k}"
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    env.update(omp_threads_env(n))  # its ranks share this machine's cores
     env.update(lock_env(out))  # the launcher holds the output's lock for its rank 0
     return env
 
