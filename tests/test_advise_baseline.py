@@ -34,7 +34,8 @@ preset predictions moved as intended (host-bound ones slower), picks moved with 
 scenarios moved only in their margin (the presets' measured error on the paper's rows changed). Re-recorded
 again for the emulated benchmark's re-run with Decent-DP's per-bucket work measured in the profile:
 only the margins moved (the profiles' measured error); the recorded profiles hold no wrapped
-measurement, so their predictions are unchanged.)
+measurement, so their predictions are unchanged. Re-recorded for the emulated benchmark's run 6 (one
+OpenMP thread per rank on every emulated node): only the two profile scenarios' margins moved.)
 """
 
 import json
