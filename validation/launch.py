@@ -1,8 +1,9 @@
 """Start the validation job on this machine (torchrun --standalone) and collect rank 0's reports.
 
 Why a subprocess and not torch.multiprocessing: torchrun sets the same environment a real cluster job
-has (RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, OMP_NUM_THREADS=1), so the local run exercises the exact
-code path of a multi-node run. The job runs in its own session so a timeout kills all of it and only it.
+has (RANK, LOCAL_WORLD_SIZE, MASTER_ADDR), so the local run exercises the exact code path of a
+multi-node run. Its ranks share this machine's cores as the profile's local ranks do
+(rtmodel_util.host_share), so both time the same compute. The job runs in its own session so a timeout kills all of it and only it.
 
 Nothing outlives the launcher: Ctrl-C and SIGTERM (scancel, SLURM's time limit) stop torchrun, which stops
 its workers (rtmodel_util.processes: sigterm_exits, stop_processes); a launcher killed outright (SIGKILL,
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import RANK_VARS, die_with_parent, sigterm_exits, stop_processes
 from validation.errors import RankFailure, ValidationError
 from validation.job import RankJob, RankReport
@@ -32,10 +34,10 @@ STOP_GRACE_S = 10.0  # torchrun's own grace for its workers is 30 s; after this 
 POLL_S = 0.2
 
 
-def _env() -> dict[str, str]:
+def _env(nproc: int) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(omp_threads_env(nproc))  # torchrun would pin 1 only for nproc > 1, and keeps a set value
     env["PYTHONSAFEPATH"] = "1"  # the workers import rtmodel's `validation`, even beside a user's own folder
     for var in RANK_VARS:
         env.pop(var, None)
@@ -101,7 +103,7 @@ def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
         "--nproc-per-node", str(nproc), "-m", "validation.worker", "--job", str(job_path), "--out", str(workdir),
     ]
     with log.open("w") as fh, sigterm_exits():
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True,
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(nproc), start_new_session=True,
                                 preexec_fn=die_with_parent(signal.SIGTERM))  # torchrun stops its workers
         try:
             rc = _wait(proc, timeout_s, workdir / PHASES_FILE, progress)
