@@ -33,7 +33,14 @@ Structure is used instead, tried in this order:
 3. "exact-projection-check": apply the rounds to random vectors; if they reach their mean (to 1e-9
    relative) within the first period, the period product is J and rho = 0 (one-peer-exp, AER, base-2).
    A random start fails that test with probability 0 unless the product really is J.
-4. "dense-svd" for n <= 512, else "power-iteration" on (P - J)^T (P - J) (a lower-bound estimate).
+4. "hadamard-blocks": rounds that map onto themselves when a bit of the node index flips (BlueFog's
+   dynamic graph), given the shape's GPUs per node: m blocks of k x k (consensus_hypercube), exact.
+5. "product-svd" for n <= 512: the period product P built by applying each round's O(n) group
+   average to the columns of I (L n^2 work, not L dense n^3 products: BlueFog's dynamic graph at 512
+   ranks has 28 rounds, 9 s as dense products, a tenth of a second this way), then one SVD of P - J;
+   its exact rounds are the projection check's (3.);
+   else "power-iteration" on (P - J)^T (P - J) (a lower-bound estimate). "dense-svd" (every round a
+   dense matrix, every product and norm dense) is kept as the independent check of the others.
 The worst single round needs no search: a round of disjoint groups has ||W_r - J||_2 = 1 when it has
 two or more groups, else |w - (1 - w) / (n - 1)| (its one group's eigenvalue on mean-zero vectors), an
 O(n) count per round; a static circulant graph's round has eigenvalues fft(row) (W is normal), so its
@@ -44,60 +51,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_model.errors import UserError
+from runtime_model.consensus_hypercube import hypercube_rho, node_xor_invariant
+from runtime_model.consensus_result import EXACT_TOL, ConsensusError, ConsensusMetrics, _metrics
 from runtime_model.schedule import Round, Schedule
 
 DENSE_MAX_N = 512
 MAX_BLOCK = 8  # largest rotation block tried by the block-circulant path
-EXACT_TOL = 1e-9
 PERIODS_TRIED = 3  # "a few periods" for exact consensus
 POWER_ITERATIONS = 300
 
-METHODS = ("fft-circulant", "fft-block-circulant", "exact-projection-check", "dense-svd", "power-iteration")
+METHODS = (
+    "fft-circulant",
+    "fft-block-circulant",
+    "exact-projection-check",
+    "hadamard-blocks",
+    "product-svd",
+    "dense-svd",
+    "power-iteration",
+)
 
 
-class ConsensusError(UserError):
-    """A consensus computation was asked for something it cannot do (unknown method, n too large)."""
-
-
-@dataclass(frozen=True)
-class ConsensusMetrics:
-    exact_rounds: int | None
-    rho: float
-    rho_per_round: float
-    spectral_gap: float
-    transient_proxy: float
-    method: str
-    worst_round_contraction: float  # max_r ||W_r - J||_2 (module doc)
-    tau_over_p: float  # period / (1 - rho^2), Koloskova et al. 2020 (module doc)
-
-
-def _metrics(
-    n: int, period: int, exact_rounds: int | None, rho: float, method: str, worst_round: float
+def consensus_metrics(
+    schedule: Schedule, method: str | None = None, gpus_per_node: int | None = None
 ) -> ConsensusMetrics:
-    if exact_rounds is not None and exact_rounds <= period:
-        rho = 0.0  # the period product is J; floating-point residue is not a rate
-    rho = float(min(max(rho, 0.0), 1.0))
-    per_round = rho ** (1.0 / period)
-    if per_round == 0.0:
-        proxy = 0.0
-    elif per_round >= 1.0:
-        proxy = math.inf
-    else:
-        proxy = n**3 * per_round**4 / (1.0 - per_round) ** 4
-    worst_round = 0.0 if worst_round <= EXACT_TOL else float(min(worst_round, 1.0))  # residue is not a rate
-    tau_over_p = math.inf if rho >= 1.0 else period / (1.0 - rho * rho)
-    return ConsensusMetrics(
-        exact_rounds, rho, per_round, 1.0 - per_round, proxy, method, worst_round, tau_over_p
-    )
-
-
-def consensus_metrics(schedule: Schedule, method: str | None = None) -> ConsensusMetrics:
-    """Consensus metrics of a schedule; `method` forces one of METHODS (for cross-checks), None = fastest."""
+    """Consensus metrics of a schedule; `method` forces one of METHODS (for cross-checks), None = fastest;
+    `gpus_per_node` (the shape's, when known) lets rounds that commute with the node index's bit flips
+    split into k x k blocks (consensus_hypercube)."""
     n, period = schedule.n, schedule.period
     if method is not None and method not in METHODS:
         raise ConsensusError(f"unknown consensus method {method!r}; choose one of: {', '.join(METHODS)}")
@@ -115,8 +97,13 @@ def consensus_metrics(schedule: Schedule, method: str | None = None) -> Consensu
     exact = _exact_rounds_by_projection(ops, n, PERIODS_TRIED * period)
     if method in (None, "exact-projection-check") and exact is not None and exact <= period:
         return _metrics(n, period, exact, 0.0, "exact-projection-check", worst_round_contraction(schedule))
-    if method is None and n <= DENSE_MAX_N:
-        return _dense(schedule)
+    if method in (None, "hadamard-blocks") and gpus_per_node and node_xor_invariant(schedule, gpus_per_node):
+        rho = hypercube_rho(schedule, gpus_per_node)
+        return _metrics(n, period, exact, rho, "hadamard-blocks", worst_round_contraction(schedule))
+    if method == "hadamard-blocks":
+        raise ConsensusError(f"{schedule.name}: rounds do not commute with flips of the node index")
+    if method == "product-svd" or (method is None and n <= DENSE_MAX_N):
+        return _product_svd(schedule, ops, exact)
     if method == "exact-projection-check":
         raise ConsensusError(f"{schedule.name}: not exact within one period; use another method")
     return _metrics(
@@ -159,8 +146,16 @@ def _group_op(rnd: Round) -> _Op:
     labels, groups = rnd.labels, sizes.size
     a, c = a_g[labels], c_g[labels]
 
+    order = np.argsort(labels, kind="stable")
+    starts = np.flatnonzero(np.r_[True, labels[order][1:] != labels[order][:-1]])
+    present = labels[order][starts]
+
     def apply(x: np.ndarray) -> np.ndarray:
-        return a * x + c * np.bincount(labels, weights=x, minlength=groups)[labels]
+        if x.ndim == 1:
+            return a * x + c * np.bincount(labels, weights=x, minlength=groups)[labels]
+        sums = np.zeros((groups, *x.shape[1:]))  # every column at once: one reduceat over sorted rows
+        sums[present] = np.add.reduceat(x[order], starts, axis=0)
+        return a[:, None] * x + c[:, None] * sums[labels]
 
     return apply, apply
 
@@ -169,13 +164,18 @@ def _circulant_op(row: np.ndarray) -> _Op:
     """W[i, j] = row[(j - i) mod n]: W x is a cross-correlation, W^T x a convolution."""
     f = np.fft.fft(row)
 
-    def apply(x: np.ndarray) -> np.ndarray:
-        return np.real(np.fft.ifft(np.conj(f) * np.fft.fft(x)))
+    def apply(x: np.ndarray) -> np.ndarray:  # x a vector or a matrix of columns
+        return np.real(np.fft.ifft(_along_rows(np.conj(f), x) * np.fft.fft(x, axis=0), axis=0))
 
     def apply_t(x: np.ndarray) -> np.ndarray:
-        return np.real(np.fft.ifft(f * np.fft.fft(x)))
+        return np.real(np.fft.ifft(_along_rows(f, x) * np.fft.fft(x, axis=0), axis=0))
 
     return apply, apply_t
+
+
+def _along_rows(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """v shaped to scale x's rows, whether x is a vector or a matrix of columns."""
+    return v.reshape(v.shape + (1,) * (x.ndim - 1))
 
 
 def _operators(schedule: Schedule) -> list[_Op]:
@@ -219,6 +219,20 @@ def _power_iteration(ops: list[_Op], n: int) -> float:
 
 
 # ---------------------------------------------------------------- dense (small n)
+
+
+def _product_svd(schedule: Schedule, ops: list[_Op], exact: int | None) -> ConsensusMetrics:
+    """rho from one SVD of the period product, built column-wise by the rounds' O(n) operators; the
+    exact rounds are the projection check's (`exact`, found on the same operators); the worst round by
+    its O(n) count."""
+    n, period = schedule.n, schedule.period
+    if n > 4096:
+        raise ConsensusError("the period product is only built for n <= 4096")
+    prod = np.eye(n)
+    for t in range(period):
+        prod = ops[t % len(ops)][0](prod)  # W_t applied to every column of the product so far
+    rho = float(np.linalg.svd(prod - 1.0 / n, compute_uv=False)[0])
+    return _metrics(n, period, exact, rho, "product-svd", worst_round_contraction(schedule))
 
 
 def dense_rounds(schedule: Schedule) -> list[np.ndarray]:

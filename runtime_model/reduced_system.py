@@ -263,7 +263,7 @@ class TopologyModel:
 
     def consensus(self) -> ConsensusMetrics:
         if self.schedule is not None:
-            return consensus_metrics(self.schedule)
+            return consensus_metrics(self.schedule, gpus_per_node=self.shape.gpus_per_node)
         return reduced_consensus(self.reduction)
 
     @property

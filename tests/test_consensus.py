@@ -48,6 +48,44 @@ def test_fast_path_equals_dense_svd(name, shape):
         assert proj.method == "exact-projection-check" and proj.exact_rounds == dense.exact_rounds
 
 
+@pytest.mark.parametrize(("name", "shape"), list(_cases()), ids=lambda v: str(v))
+def test_period_product_by_operators_equals_dense_products(name, shape):
+    """product-svd builds the period product from the rounds' O(n) operators, static graphs included."""
+    s = build_schedule(name, shape)
+    product, dense = consensus_metrics(s, "product-svd"), consensus_metrics(s, "dense-svd")
+    assert product.method == "product-svd"
+    assert product.exact_rounds == dense.exact_rounds
+    assert product.rho == pytest.approx(dense.rho, abs=1e-10)
+    assert product.worst_round_contraction == pytest.approx(dense.worst_round_contraction, abs=1e-10)
+
+
+@pytest.mark.parametrize(("n", "k"), [(24, 6), (32, 4), (64, 8), (96, 3), (256, 8), (512, 4)])
+def test_hadamard_blocks_equal_the_period_product_for_bluefogs_dynamic_graph(n, k):
+    """Its rounds commute with flipping any bit of the node index: m blocks of k x k give the same rho."""
+    s = build_schedule("bluefog-dynamic-exp", ClusterShape(n, k))
+    blocks, product = consensus_metrics(s, gpus_per_node=k), consensus_metrics(s, "product-svd")
+    assert blocks.method == "hadamard-blocks"
+    assert blocks.rho == pytest.approx(product.rho, abs=1e-10)
+    assert blocks.exact_rounds == product.exact_rounds
+    assert blocks.worst_round_contraction == product.worst_round_contraction
+
+
+def test_hadamard_blocks_refuse_rounds_that_do_not_commute_with_node_flips():
+    s = build_schedule("ring", ClusterShape(12, 3))  # 4 nodes; ring pairs cross node 0-1 but not 1-2
+    with pytest.raises(ConsensusError, match="node index"):
+        consensus_metrics(s, "hadamard-blocks", gpus_per_node=3)
+
+
+def test_a_graph_neither_circulant_nor_exact_takes_the_period_product_up_to_512_ranks():
+    for n in (64, 512):
+        s = build_schedule("bluefog-dynamic-exp", ClusterShape(n, 8))
+        assert consensus_metrics(s).method == "product-svd"  # without the shape's GPUs per node
+    assert (
+        consensus_metrics(build_schedule("bluefog-dynamic-exp", ClusterShape(1024, 8))).method
+        == "power-iteration"
+    )
+
+
 @pytest.mark.parametrize("n", [10, 12, 14, 64, 100])
 def test_ring_uses_block_circulant_and_matches_dense(n):
     s = build_schedule("ring", ClusterShape(n, 2))
