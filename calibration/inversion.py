@@ -58,8 +58,10 @@ class MeasuredLine:
 
 def line_algorithm(profiled_algo: str | None) -> str | None:
     """The algorithm a measured large-message line ran: the profile's, with NCCL's own choice ("auto")
-    taken as ring, the one the model (and NCCL's tuner) picks for large messages: its bandwidth term
-    2(p-1)/p S / B is below the tree's 2S / B, and the fitted line is the large-message regime."""
+    taken as ring, the one the model (and NCCL's tuner) picks for large messages beyond 2 nodes: its
+    bandwidth term 2(p-1)/p S / B is below the tree's 2S / B there. On 2 nodes the tree sends S and may
+    be the cheaper one (runtime_model.collectives); nccl_auto.ring_regime_lines then keeps only the sizes
+    at which the model picks the ring, so a line is never inverted under the wrong algorithm."""
     return "ring" if profiled_algo == "auto" else profiled_algo
 
 

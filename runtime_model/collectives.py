@@ -12,8 +12,19 @@ bandwidth, per algorithm, the cheaper one per call unless NCCL_ALGO fixes it):
 - ring: the same bytes, but only the 2(m-1) steps that cross nodes pay the network latency; the other
   2(p-m) pay the intra-node latency;
 - tree (multi-node only): a chain inside each node and a double binary tree across nodes, latency
-  2((ppn-1) alpha_intra + ceil(log2 m) alpha_inter), bandwidth term 2S / bw (tuning.cc: tree algbw is
-  half its bus bandwidth), so it wins for small messages on many nodes.
+  2((ppn-1) alpha_intra + ceil(log2 m) alpha_inter); bandwidth term: the bytes the busiest node's NIC
+  sends (tree_nic_bytes) / bw. On 2 nodes that is S, not 2S: each of the two mirrored trees carries S/2
+  up one way and down the other (src/device/all_reduce.h runTreeSplit, src/graph/trees.cc
+  ncclGetDtree), which NCCL's tuner knows (tuning.cc `bw = nNodes <= 2 || collnet ? bwIntra : bwInter`,
+  with search.cc raising a tree's bwIntra to 2x bwInter). So it wins for small messages on many nodes,
+  and for large ones on 2 nodes.
+
+Bytes per node (the `nic_bytes_per_iteration` column, runtime_model.link_bytes), NCCL v2.30.7 source,
+Simple protocol (large messages; LL sends 2 bytes per byte, LL128 128/120, only for small ones): ring
+2(p-1)/p S per ring (channels split the buffer, src/enqueue.cc ncclCollCbdPart: the total is unchanged);
+tree S on 2 nodes, 2S beyond (a node inner in one tree sends S/2 up and S/2 to each of two children,
+and S/2 up the other tree, in which it is a leaf); a 2-rank group S. Socket and IB framing add 4 and 64
+bytes per message of up to 1 MiB (net_socket.cc SOCKET_CTRL_SIZE, net_ib ncclIbSendFifo): negligible.
 
 Bandwidth across nodes is per node: a group with several GPUs on a rail-optimised node spreads its
 channels over `rails` NICs (rails x one NIC's bandwidth), and q flows that leave one NIC together share
@@ -47,18 +58,37 @@ def node_bandwidth_Bps(group: GroupShape, network: Network) -> float:
     return nic_bw
 
 
+def ring_nic_bytes(p: int, nbytes: float) -> float:
+    """Bytes a ring all-reduce over p ranks sends out of each rank (and of each node: every ring crosses
+    a node boundary once per node): reduce-scatter and all-gather, (p-1)/p of the message each."""
+    return 2 * (p - 1) / p * nbytes if p > 1 else 0.0
+
+
+def tree_nic_bytes(nodes: int, nbytes: float) -> float:
+    """Bytes NCCL's double binary tree all-reduce sends out of the busiest node (module doc): S on 2
+    nodes, 2S beyond; 0 on one node."""
+    if nodes <= 1:
+        return 0.0
+    return nbytes if nodes == 2 else 2 * nbytes
+
+
 def nccl_ring_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:
     """(latency, bandwidth) parts of NCCL's ring: 2(m-1) inter-node steps + 2(p-m) intra-node steps."""
     p, m = group.size, group.nodes
     latency = 2 * (m - 1) * network.inter.latency_s + 2 * (p - m) * network.intra.latency_s
-    return latency, 2 * (p - 1) / p * nbytes / node_bandwidth_Bps(group, network)
+    return latency, ring_nic_bytes(p, nbytes) / node_bandwidth_Bps(group, network)
 
 
 def nccl_tree_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:
-    """(latency, bandwidth) parts of NCCL's tree all-reduce across m > 1 nodes."""
+    """(latency, bandwidth) parts of NCCL's tree all-reduce across m > 1 nodes. Bandwidth: the NIC's
+    bytes (tree_nic_bytes) at the node's NIC rate, and no faster than the chain inside the node moving
+    2S at the intra-node rate, as NCCL's tuner charges a tree (tuning.cc: its bus bandwidth is the
+    chain's bwIntra on 2 nodes, the algorithm bandwidth half of it; beyond 2 nodes min(bwInter, bwIntra))."""
     m, ppn = group.nodes, group.ranks_per_node
     latency = 2 * ((ppn - 1) * network.intra.latency_s + math.ceil(math.log2(m)) * network.inter.latency_s)
-    return latency, 2 * nbytes / node_bandwidth_Bps(group, network)
+    nic_s = tree_nic_bytes(m, nbytes) / (group.rails * network.inter.flow_bandwidth_Bps(group.nic_sharing))
+    chain_s = 2 * nbytes / network.intra.bandwidth_Bps if ppn > 1 else 0.0
+    return latency, max(nic_s, chain_s)
 
 
 def flat_ring_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:
@@ -72,17 +102,33 @@ def flat_ring_parts_s(group: GroupShape, nbytes: float, network: Network) -> tup
     return latency, ring_allreduce_s(group.size, nbytes, 0.0, 1 / node_bandwidth_Bps(group, network))
 
 
-def modelled_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:
-    """(latency, bandwidth) parts from the link classes, by the network's algorithm (no measurement)."""
+def allreduce_algorithm(group: GroupShape, nbytes: float, network: Network) -> str:
+    """The algorithm an all-reduce runs by: "flat-ring" (gloo, and NCCL's ring inside one node), or NCCL's
+    "ring" or "tree", the network's choice, the cheaper of the two when it leaves it to NCCL ("auto")."""
     algo = network.nccl_algo
     if algo is None or group.nodes == 1:
-        # inside one node NCCL's ring is the flat ring over the intra-node link
-        return flat_ring_parts_s(group, nbytes, network)
-    if algo == "ring":
-        return nccl_ring_parts_s(group, nbytes, network)
-    if algo == "tree":
-        return nccl_tree_parts_s(group, nbytes, network)
-    return min(nccl_ring_parts_s(group, nbytes, network), nccl_tree_parts_s(group, nbytes, network), key=sum)
+        return "flat-ring"
+    if algo in ("ring", "tree"):
+        return algo
+    ring, tree = nccl_ring_parts_s(group, nbytes, network), nccl_tree_parts_s(group, nbytes, network)
+    return "tree" if sum(tree) < sum(ring) else "ring"
+
+
+def modelled_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:
+    """(latency, bandwidth) parts from the link classes, by the network's algorithm (no measurement)."""
+    parts = {"flat-ring": flat_ring_parts_s, "ring": nccl_ring_parts_s, "tree": nccl_tree_parts_s}
+    return parts[allreduce_algorithm(group, nbytes, network)](group, nbytes, network)
+
+
+def allreduce_nic_bytes_of(group: GroupShape, nbytes: float, algorithm: str) -> float:
+    """Bytes out of the busiest NIC for one all-reduce of `nbytes` on `group` by `algorithm` (module doc);
+    a rail-optimised node spreads them over its `rails` NICs. 0 inside one node."""
+    if group.nodes <= 1:
+        return 0.0
+    per_node = (
+        tree_nic_bytes(group.nodes, nbytes) if algorithm == "tree" else ring_nic_bytes(group.size, nbytes)
+    )
+    return per_node / group.rails
 
 
 def allreduce_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:

@@ -29,8 +29,9 @@ def allreduce_shared(scenario: Scenario, mean_s: float) -> dict:
     return {
         "family": ALLREDUCE,
         "compute_utilization": compute_utilization(scenario.compute, mean_s),
-        "nic_bytes_per_iteration": allreduce_nic_bytes(
-            scenario.shape, net.nics_per_node, scenario.buckets.message_bytes
+        "nic_bytes_per_iteration": sum(  # each DDP bucket by the algorithm its size gets
+            allreduce_nic_bytes(scenario.shape, net.nics_per_node, b.nbytes, net)
+            for b in scenario.buckets.ddp
         ),
     }
 

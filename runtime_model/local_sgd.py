@@ -210,5 +210,5 @@ def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPredicti
         exposed_comm_s=period_s - outer_step_s - steps_s,
         outer_step_s=outer_step_s,
         compute_utilization=compute_utilization(comp, period_s / h),
-        nic_bytes_per_iteration=allreduce_nic_bytes(shape, net.nics_per_node, payload) / h,
+        nic_bytes_per_iteration=allreduce_nic_bytes(shape, net.nics_per_node, payload, net) / h,
     )

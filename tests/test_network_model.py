@@ -12,11 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime_model.collectives import (
+    allreduce_algorithm,
+    allreduce_nic_bytes_of,
     allreduce_parts_s,
     allreduce_s,
     global_allreduce_shape,
     nccl_ring_parts_s,
     nccl_tree_parts_s,
+    tree_nic_bytes,
 )
 from runtime_model.errors import InvalidValue
 from runtime_model.iteration import allreduce_prediction, gossip_prediction
@@ -53,6 +56,28 @@ def test_nccl_tree_hand_computed():
     lat, bw = nccl_tree_parts_s(GroupShape(16, 8), 1e6, nccl("tree"))
     assert lat == pytest.approx(2 * (A_INTRA + 3 * A_INTER))
     assert bw == pytest.approx(2e6 / B_INTER)
+
+
+def test_nccl_tree_on_two_nodes_sends_the_message_once():
+    """Two mirrored trees over 2 nodes carry S/2 each, up one way and down the other: S per NIC, not 2S
+    (NCCL src/device/all_reduce.h runTreeSplit; tuning.cc gives a 2-node tree bwIntra, up to 2x bwInter)."""
+    lat, bw = nccl_tree_parts_s(GroupShape(16, 2), 1e6, nccl("tree"))
+    assert lat == pytest.approx(2 * (7 * A_INTRA + 1 * A_INTER))
+    assert bw == pytest.approx(1e6 / B_INTER)
+    assert tree_nic_bytes(2, 1e6) == 1e6 and tree_nic_bytes(3, 1e6) == 2e6 and tree_nic_bytes(1, 1e6) == 0
+
+
+def test_the_bytes_column_follows_the_algorithm_each_size_gets():
+    """Ring 2(p-1)/p S per rail; tree S on 2 nodes; a pair S; one node nothing."""
+    ring, tree = nccl("ring", nics=2), nccl("tree", nics=2)
+    g = GroupShape(16, 2, 1, 2)
+    assert allreduce_algorithm(g, 1e8, ring) == "ring" and allreduce_algorithm(g, 1e8, tree) == "tree"
+    assert allreduce_nic_bytes_of(g, 1e8, "ring") == pytest.approx(2 * 15 / 16 * 1e8 / 2)
+    assert allreduce_nic_bytes_of(g, 1e8, "tree") == pytest.approx(1e8 / 2)
+    assert allreduce_nic_bytes_of(GroupShape(2, 2), 1e8, "ring") == pytest.approx(1e8)
+    assert allreduce_nic_bytes_of(GroupShape(8, 1), 1e8, "ring") == 0.0
+    flat = Network(intra=Link(A_INTRA, B_INTRA), inter=Link(A_INTER, B_INTER))
+    assert allreduce_algorithm(g, 1e8, flat) == "flat-ring"
 
 
 def test_auto_takes_the_cheaper_per_message_size():
