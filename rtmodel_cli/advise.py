@@ -135,46 +135,32 @@ def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str]) -
             )
 
 
-def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[Path] | None = None):
-    """Presets, or a profile calibrated on the fly (same data types either way).
+def scenario_for(
+    preset_request: dict,
+    profile: Path | None,
+    preset_dirs: list[Path] | None = None,
+    nccl_tests: Path | None = None,
+):
+    """Presets, or a profile calibrated on the fly (same data types either way); `nccl_tests` (an
+    nccl-tests output) replaces the presets' inter-node link (with_nccl_tests).
 
     `preset_request` holds `presets.resolve`'s keyword arguments (the user's preset choices); with a
     profile only gpus, gpus_per_node and the network names are used (the latter for links the profile
     could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`). Your own
     model's size (`your_model.KEYS`) adds it to the library as the model.
     Returns (scenario, provenance, notes, inputs)."""
-    from rtmodel_cli import your_model
     from runtime_model import presets
 
     library = presets.load_library(preset_dirs or ())
     if profile is None:
-        request = {k: v for k, v in preset_request.items() if k not in your_model.KEYS}
-        library, request["model"] = your_model.add(
-            library,
-            your_model.given(preset_request),
-            request.get("model"),
-            request.get("compute_ms"),
-            request.get("message_dtype"),
+        return _preset_scenario(preset_request, library, nccl_tests)
+    if nccl_tests is not None:
+        from runtime_model.errors import UserError
+
+        raise UserError(
+            "--nccl-tests replaces a preset's inter-node link; with --profile the profile's measured links "
+            "are used (give one or the other)"
         )
-        choice = presets.resolve(**request, library=library)
-        sc = presets.scenario_from_choice(choice, library)
-        unit = library.model(choice.model).unit
-        prov = {"compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s"}
-        if (dispatch := host_dispatch_provenance(choice, library)) is not None:
-            prov["host dispatch"] = dispatch
-        if (floor := presets.host_floor_line(choice, library)) is not None:
-            prov["host floor"] = floor
-        prov["network"] = f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)"
-        machine_keys = ("gpu", "network", "intra", "gpus_per_node", "cluster")
-        if all(preset_request.get(k) is None for k in machine_keys):
-            prov["machine"] = (
-                f"{library.defaults.machine} (the defaults; --cluster, --gpu, --network choose yours)"
-            )
-        inputs = {"preset": dict(vars(choice))}
-        yours = your_model.provenance(library, choice, request.get("compute_cv") is not None)
-        if yours is not None:
-            prov["compute"], inputs["your_model"] = yours
-        return sc, prov, [], inputs
     from calibration import scenario_from_profile
     from calibration.unmeasured import say_link_choice
 
@@ -203,6 +189,55 @@ def scenario_for(preset_request: dict, profile: Path | None, preset_dirs: list[P
         notes.append(line)
         print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
     return scenario, {**provenance, "margin": why}, notes, inputs
+
+
+def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
+    """scenario_for's presets: (scenario, provenance, notes, inputs), the network from nccl-tests if given."""
+    from rtmodel_cli import your_model
+    from runtime_model import presets
+
+    request = {k: v for k, v in preset_request.items() if k not in your_model.KEYS}
+    library, request["model"] = your_model.add(
+        library,
+        your_model.given(preset_request),
+        request.get("model"),
+        request.get("compute_ms"),
+        request.get("message_dtype"),
+    )
+    choice = presets.resolve(**request, library=library)
+    sc = presets.scenario_from_choice(choice, library)
+    unit = library.model(choice.model).unit
+    prov = {"compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s"}
+    if (dispatch := host_dispatch_provenance(choice, library)) is not None:
+        prov["host dispatch"] = dispatch
+    if (floor := presets.host_floor_line(choice, library)) is not None:
+        prov["host floor"] = floor
+    prov["network"] = f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)"
+    machine_keys = ("gpu", "network", "intra", "gpus_per_node", "cluster")
+    if all(preset_request.get(k) is None for k in machine_keys):
+        prov["machine"] = (
+            f"{library.defaults.machine} (the defaults; --cluster, --gpu, --network choose yours)"
+        )
+    inputs = {"preset": dict(vars(choice))}
+    yours = your_model.provenance(library, choice, request.get("compute_cv") is not None)
+    if yours is not None:
+        prov["compute"], inputs["your_model"] = yours
+    if nccl_tests is not None:
+        sc, prov["network"] = with_nccl_tests(sc, nccl_tests)
+        inputs["nccl_tests"] = str(nccl_tests)
+    return sc, prov, [], inputs
+
+
+def with_nccl_tests(scenario, path: Path):
+    """(scenario with the nccl-tests run's inter-node link and its own group cost, the provenance line)."""
+    from dataclasses import replace
+
+    from calibration.nccl_tests_link import nccl_tests_link
+    from calibration.nccl_tests_output import read_nccl_tests
+
+    run = read_nccl_tests(path)
+    link = nccl_tests_link(run, scenario.network)
+    return replace(scenario, network=link.network), link.provenance(run)
 
 
 def host_dispatch_provenance(choice, library) -> str | None:
@@ -300,10 +335,13 @@ def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
     from runtime_model import report
     from runtime_model.advisor import advise as run_advice
     from runtime_model.constraints import Interval
+    from runtime_model.crossover import with_crossovers
 
     objective = _objective(opts["objective"])
     local_sgd = local_sgd_configs(opts)
-    sc, prov, notes, inputs = scenario_for(scenario_request(opts), opts["profile"], opts["presets"])
+    sc, prov, notes, inputs = scenario_for(
+        scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"]
+    )
     margin, prov["margin"] = _margin(opts["margin"], inputs.get("profile_margin"), prov.get("margin"))
     Interval(0.0, 1.0, closed="left").check("margin", margin)
     adv = run_advice(
@@ -315,6 +353,7 @@ def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
         local_sgd=local_sgd,
     )
     adv.notes.extend(notes)
+    adv = with_crossovers(adv)
     if format is Format.json:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
     elif format is Format.csv:

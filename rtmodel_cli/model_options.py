@@ -30,6 +30,7 @@ from rtmodel_cli.options import (
     MfuOpt,
     ModelOpt,
     NcclAlgoOpt,
+    NcclTestsOpt,
     NetworkOpt,
     NicsPerNodeOpt,
     NodeCvOpt,
@@ -79,6 +80,7 @@ class ModelInputs:
     rank_cv: RankCvOpt = None
     node_cv: NodeCvOpt = None
     profile: ProfileOpt = None
+    nccl_tests: NcclTestsOpt = None
     scenario: ScenarioOpt = None
 
     def as_dict(self) -> dict:

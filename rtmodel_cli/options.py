@@ -93,6 +93,14 @@ TopologiesOpt = Annotated[
 ProfileOpt = Annotated[
     Path | None, typer.Option(help="Profile from `rtmodel profile`: use measured parameters.")
 ]
+NcclTestsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--nccl-tests",
+        help="Output of nccl-tests' all_reduce_perf (or sendrecv_perf) across 2+ of your nodes: it replaces "
+        "the preset's inter-node link (fitted from 1 MiB up; the fit's quality is printed).",
+    ),
+]
 MarginOpt = Annotated[
     float | None,
     typer.Option(

@@ -23,7 +23,15 @@ from rtmodel_cli.local_sgd_options import (
 )
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import TopologiesOpt
-from rtmodel_cli.plot_common import OutOpt, PerGpuOpt, check_topology, merged, preset_kw, render
+from rtmodel_cli.plot_common import (
+    OutOpt,
+    PerGpuOpt,
+    check_topology,
+    merged,
+    preset_kw,
+    refuse_nccl_tests,
+    render,
+)
 from runtime_model.errors import InvalidValue, UserError
 
 GpusOpt = Annotated[
@@ -46,8 +54,9 @@ ClustersOpt = Annotated[
     list[str] | None,
     typer.Option(help="Named cluster preset; repeat for one panel each (instead of --network)."),
 ]
-# The inputs a sweep has no flag for: the plots' file-only ones, and --profile (plot variance's alone).
-SWEEP_WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, "profile")
+# The inputs a sweep has no flag for: the plots' file-only ones, --profile and --nccl-tests (the one-n
+# plots', variance and crossover, alone).
+SWEEP_WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, "profile", "nccl_tests")
 
 
 class BadGpus(UserError):
@@ -90,6 +99,7 @@ def _draw_sweep(o: ModelInputs, gpus: list[int], batch_per_gpu: float | None, ou
     before any work, then `draw(merged_inputs, preset_keywords)` into --out."""
     o, taken = merged(o)
     with scenario_file.blamed(o.scenario, taken):
+        refuse_nccl_tests(o)
         o, kw = preset_kw(o, batch_per_gpu, min(gpus))
         render(lambda: draw(o, kw), out)
 
@@ -129,6 +139,7 @@ def speedup(
         if not {"network", "cluster"} & taken or len(networks) > 1:
             raise UserError("give --network or --cluster, not both")
     with scenario_file.blamed(o.scenario, taken):
+        refuse_nccl_tests(o)
         o, kw = preset_kw(o, batch_per_gpu, min(gl))
         if networks and clusters:  # a file's network replaces the cluster's, as in advise
             kw["network"], networks = networks[0], None
@@ -233,6 +244,7 @@ def parity(
 
 def register(app: typer.Typer) -> None:
     """Add the `plot` sub-app to the main `rtmodel` app."""
+    from rtmodel_cli.plot_crossover import crossover
     from rtmodel_cli.plot_variance import variance
 
     plot = typer.Typer(help="Draw the model's predictions as figures (PNG or SVG).", no_args_is_help=True)
@@ -242,4 +254,5 @@ def register(app: typer.Typer) -> None:
     plot.command("paper")(paper)
     plot.command("parity")(parity)
     plot.command("variance")(variance)
+    plot.command("crossover")(crossover)
     app.add_typer(plot, name="plot")

@@ -69,6 +69,15 @@ def merged(inputs: ModelInputs) -> tuple[ModelInputs, frozenset[str]]:
     return dataclasses.replace(inputs, **opts), taken
 
 
+def refuse_nccl_tests(o: ModelInputs) -> None:
+    """The sweep plots draw presets at many n; an nccl-tests file (from a scenario file) is for the
+    one-n plots and advise: one line rather than a figure that silently ignores it."""
+    if o.nccl_tests is not None:
+        raise UserError(
+            "nccl_tests: the sweep plots draw presets; use `rtmodel plot crossover` or `rtmodel advise`"
+        )
+
+
 def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tuple[ModelInputs, dict]:
     """The preset keywords of a sweep from a plot command's merged inputs. --batch-per-gpu and the
     variation (--straggler's COUNT against the smallest n swept) are checked here, before any work: the
@@ -102,3 +111,32 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
     elif o.global_batch is not None:
         kw["global_batch"] = o.global_batch
     return dataclasses.replace(o, model=model), kw
+
+
+def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
+    """(scenario, margin, where its network came from) of a one-n plot: from presets, or the profile
+    calibrated on the fly with its own margin, as `rtmodel advise` builds them."""
+    from runtime_model.confidence import PRESETS, margin_for
+
+    if o.profile is None:
+        from rtmodel_plots.sweeps import preset_scenario
+
+        o, kw = preset_kw(o, batch_per_gpu, gpus)
+        sc = preset_scenario(
+            gpus, model=o.model or "transformer-base", network=o.network, cluster=o.cluster, **kw
+        )
+        if o.nccl_tests is None:
+            return sc, margin_for(PRESETS)[0], f"preset {sc.network.name}"
+        from rtmodel_cli.advise import with_nccl_tests
+
+        sc, _line = with_nccl_tests(sc, Path(o.nccl_tests))
+        return sc, margin_for(PRESETS)[0], f"nccl-tests {Path(o.nccl_tests).name}"
+    from rtmodel_cli.advise import scenario_for, scenario_request
+
+    if batch_per_gpu is not None:
+        raise UserError("--batch-per-gpu cannot be used with --profile: the profile measured its batch")
+    sc, _prov, _notes, inputs = scenario_for(
+        scenario_request({**o.as_dict(), "gpus": gpus}), Path(o.profile), o.presets, o.nccl_tests
+    )
+    margin = inputs.get("profile_margin")
+    return sc, margin_for(PRESETS)[0] if margin is None else margin, f"profile {Path(o.profile).name}"

@@ -7,7 +7,6 @@ the home of the preset sweeps.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,9 +14,16 @@ import typer
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import TopologiesOpt
-from rtmodel_cli.plot_common import OutOpt, PerGpuOpt, check_out, check_topology, merged, preset_kw, render
+from rtmodel_cli.plot_common import (
+    OutOpt,
+    PerGpuOpt,
+    check_out,
+    check_topology,
+    merged,
+    plotted_scenario,
+    render,
+)
 from runtime_model.constraints import Interval
-from runtime_model.errors import UserError
 
 STRAGGLER_MAX = Interval(1.0, 100.0, closed="right")  # the sweep starts at 1 (no straggler)
 CV_MAX = Interval(0.0, 1.0, closed="right")  # the sweep starts at 0 (no jitter)
@@ -63,15 +69,4 @@ def variance(
 
 def _scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
     """The scenario both panels vary: from presets, or the profile calibrated on the fly (as in advise)."""
-    if o.profile is None:
-        from rtmodel_plots.sweeps import preset_scenario
-
-        o, kw = preset_kw(o, batch_per_gpu, gpus)
-        return preset_scenario(
-            gpus, model=o.model or "transformer-base", network=o.network, cluster=o.cluster, **kw
-        )
-    from rtmodel_cli.advise import scenario_for, scenario_request
-
-    if batch_per_gpu is not None:
-        raise UserError("--batch-per-gpu cannot be used with --profile: the profile measured its batch")
-    return scenario_for(scenario_request({**o.as_dict(), "gpus": gpus}), Path(o.profile), o.presets)[0]
+    return plotted_scenario(o, gpus, batch_per_gpu)[0]

@@ -59,6 +59,7 @@ KEYS = {
     "local_sgd_replica": TEXT,
     "presets": TEXTS,  # directories, relative to the file's directory
     "profile": TEXT,  # a path, relative to the file's directory
+    "nccl_tests": TEXT,  # a path, relative to the file's directory: nccl-tests output (the network)
 }
 # What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
 # (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
@@ -69,7 +70,7 @@ PLOT_IGNORES = ("gpus", "margin", "topology", "objective") + tuple(
 PLOT_KEYS = tuple(k for k in KEYS if k not in PLOT_IGNORES and k != "profile")
 # The inputs no plot has a flag for: a plot takes them from its scenario file only.
 PLOT_FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")
-PATH_KEYS = ("presets", "profile")
+PATH_KEYS = ("presets", "profile", "nccl_tests")
 CHOICE_KEYS = {"message_dtype": "MessageDtype", "nccl_algo": "NcclAlgo"}  # key -> its enum in options
 FLAG = "--scenario"
 

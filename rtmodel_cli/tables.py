@@ -23,6 +23,7 @@ from runtime_model.columns import (
     consensus_text,
     runs_on_text,
 )
+from runtime_model.crossover import crossover_sentence
 from runtime_model.defaults import MIB
 from runtime_model.report import advice_to_dict
 from runtime_model.scenario import ClusterShape
@@ -191,6 +192,8 @@ def render_advice(advice: Advice, console: Console, header: str = "", verbose: b
     print_dropped(console, dropped, "--format json or csv")
     rec = advice.recommendation
     _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
+    if advice.crossovers:
+        _plain(console, crossover_sentence(advice.crossovers))
     console.print("Run it with:")
     width = max(console.width, 20)
     for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):

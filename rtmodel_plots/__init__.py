@@ -4,12 +4,13 @@ check, parity.
 Why a package of its own: `runtime_model` stays numpy/scipy only (the advisor never loads pandas or
 matplotlib); the figures, their pandas data layer and the results reader live here, one concern per
 module. Two layers: `sweeps` turns presets into tidy DataFrames; the figure modules (speedup,
-factors, whatif, variance, paper, parity_plot) draw such frames; `style` holds the looks and `save`.
+factors, whatif, variance, paper, parity_plot, crossover_plot) draw such frames; `style` holds the looks and `save`.
 
 `import rtmodel_plots as plots` gives every public name below; importing it never loads matplotlib.
 No module is named like a function it exports (`plots.sweep`, `plots.parity` are the functions).
 """
 
+from rtmodel_plots.crossover_plot import crossover_curve
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.factors import factor_breakdown_bars
 from rtmodel_plots.paper import paper_comparison
@@ -38,6 +39,7 @@ __all__ = [
     "PlotError",
     "WhatIf",
     "best_per_gpus",
+    "crossover_curve",
     "factor_breakdown_bars",
     "load_validation_results",
     "paper_comparison",

@@ -93,6 +93,8 @@ class Advice:
     objective: str = ITERATION
     local_sgd: list[LocalSgdRow] = field(default_factory=list)  # the third family (families.py)
     families: list[FamilyBest] = field(default_factory=list)  # each family's best, in the objective's order
+    # where the pick's speedup over All-Reduce crosses 1 (crossover.py); filled by with_crossovers
+    crossovers: list = field(default_factory=list)
 
     @property
     def family_verdict(self) -> str:
@@ -313,7 +315,7 @@ def _nic_bytes(scenario: Scenario, schedule) -> float | None:
     if schedule is None:
         return None
     net = scenario.network
-    return gossip_nic_bytes(schedule, scenario.shape, net.nics_per_node, scenario.buckets.message_bytes)
+    return gossip_nic_bytes(schedule, scenario.shape, net.nics_per_node, scenario.buckets.message_bytes, net)
 
 
 def _keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:

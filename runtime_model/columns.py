@@ -124,6 +124,17 @@ def _speedup(spec: str, suffix: str = "") -> Callable[[dict], str]:
     )
 
 
+def _crossover(quantity: str) -> Callable[[dict], str]:
+    """The pick's crossover in `quantity` (crossover.py), on its own row only; blank elsewhere or where
+    it wins (or loses) over the whole range searched."""
+
+    def text(entry: dict) -> str:
+        value = (entry.get("crossover") or {}).get(quantity)
+        return "" if value is None else f"{value:.6g}"
+
+    return text
+
+
 ADVICE_COLUMNS: tuple[Column, ...] = (
     Column(
         "topology",
@@ -179,6 +190,10 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
         _fraction("nic_bytes_per_iteration", 1e-6, ".1f"),
         priority=3,
     ),
+    Column("crossover_inter_bandwidth_gbit_s", None, _crossover("inter_bandwidth_gbit_s")),
+    Column("crossover_compute_ms", None, _crossover("compute_ms")),
+    Column("crossover_compute_cv", None, _crossover("compute_cv")),
 )
+
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)
 TABLE_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.label is not None)

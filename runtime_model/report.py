@@ -24,6 +24,11 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
                   equivalent: the options whose vs_best is "equivalent"; candidate: with too_close_to_call,
                   the decentralized option to validate; objective: "iteration" or "accuracy"
   margin: relative margin on speedups used for "too close to call" and for "equivalent"
+  crossover[] (advise's answer, not a sweep's): {quantity, topology, unit, current, crossover, wins,
+              searched}: where `topology` (the pick, or the best gossip option when All-Reduce is kept)
+              ties All-Reduce as inter_bandwidth_gbit_s, compute_ms or compute_cv moves alone; crossover
+              null where it wins (or loses) over the whole `searched` range; that topology's prediction
+              entry repeats the three as `crossover: {quantity: value}` (the CSV's crossover_* columns)
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import asdict
 from runtime_model.advisor import Advice, TopologyRow
 from runtime_model.columns import CSV_COLUMNS
 from runtime_model.convergence import EXACT, EXACT_COST, MEASURED, ConsensusCost
+from runtime_model.crossover import crossover_dict
 from runtime_model.family_report import allreduce_shared, families_dict, gossip_shared, local_sgd_entry
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
@@ -85,6 +91,10 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     }
     if advice.local_sgd:
         doc["families"] = families_dict(advice.families, advice.family_verdict, advice.objective)
+    if advice.crossovers:
+        doc["crossover"] = [crossover_dict(c) for c in advice.crossovers]
+        entry = next(e for e in preds if e["topology"] == advice.crossovers[0].topology)
+        entry["crossover"] = {c.quantity: c.at for c in advice.crossovers}
     return json_safe(doc)
 
 

@@ -35,7 +35,15 @@ scenarios moved only in their margin (the presets' measured error on the paper's
 again for the emulated benchmark's re-run with Decent-DP's per-bucket work measured in the profile:
 only the margins moved (the profiles' measured error); the recorded profiles hold no wrapped
 measurement, so their predictions are unchanged. Re-recorded for the emulated benchmark's run 6 (one
-OpenMP thread per rank on every emulated node): only the two profile scenarios' margins moved.)
+OpenMP thread per rank on every emulated node): only the two profile scenarios' margins moved. Re-recorded
+for NCCL's bytes on the wire (issue 47): a tree all-reduce over 2 nodes sends the message once per NIC,
+not twice, no faster than its intra-node chain (2-node groups and 2-node DDP moved: All-Reduce on 2
+nodes, the alternating ring's node pairs), every nic_bytes_per_iteration follows the algorithm each
+size gets, BlueFog's dynamic graph's consensus method is "product-svd" (same figures), and every preset
+margin moved with the paper comparison (0.1733 -> 0.1573); no pick moved. Then, for where the verdict
+flips (issue 47): `crossover[]` and the pick's entry's `crossover` added, and the CSV's last three
+columns; BlueFog's dynamic graph's consensus method is "hadamard-blocks" where advise knows the GPUs per
+node (same figures); every old key kept its value.)
 """
 
 import json

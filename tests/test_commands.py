@@ -57,6 +57,7 @@ BAD_INPUT = {
     ("plot", "factors"): ["--out", "f.png", "--gpus", "abc"],
     ("plot", "what-if"): ["--out", "f.png", "--gpus", "0:4"],
     ("plot", "variance"): ["--out", "f.png", "--straggler", "0.5"],
+    ("plot", "crossover"): ["--out", "f.png", "--nccl-tests", "/nonexistent/all_reduce.txt"],
     ("plot", "paper"): ["--out", "paper.pdf"],
     ("plot", "parity"): ["--out", "p.png", "--results", "/nonexistent/v.jsonl"],
 }

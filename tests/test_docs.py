@@ -22,6 +22,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
+from tests.nccl_tests_text import nccl_tests_output
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -31,6 +32,8 @@ runner = CliRunner()
 # steps of the docs would have made (a profile is measured by `rtmodel profile`, which is not run here).
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"  # stands in for profile.json
 VALIDATIONS = ROOT / "notebooks" / "data" / "example_validations.jsonl"  # for `validate --report`
+# an all_reduce_perf output across 2 nodes x 8 (written in nccl-tests' layout: tests/nccl_tests_text.py)
+NCCL_TESTS_RUN = nccl_tests_output({(1 << 20) << i: 60.0 + ((1 << 20) << i) / 45e3 for i in range(13)})
 
 TORCH_RANKS = "launches torch ranks (the profiler and validation tests run these)"
 ROOT_NETNS = "needs root and network namespaces (tests/test_emulation.py, marked emulated)"
@@ -114,6 +117,7 @@ def test_every_documented_command_runs(key, words, tmp_path, monkeypatch):
         pytest.skip(SKIPPED[key])
     assert words[0] == "rtmodel", f"{key!r}: not an `rtmodel` command; run it here or list it in SKIPPED"
     shutil.copy(PROFILE, tmp_path / "profile.json")
+    (tmp_path / "all_reduce.txt").write_text(NCCL_TESTS_RUN)  # what `--nccl-tests all_reduce.txt` reads
     (tmp_path / "data" / "rtmodel").mkdir(parents=True)
     shutil.copy(VALIDATIONS, tmp_path / "data" / "rtmodel" / "validations.jsonl")
     monkeypatch.chdir(tmp_path)

@@ -23,13 +23,19 @@ PLOT_OWN = {"out", "gpus", "topology", "batch_per_gpu", "scenario"}
 # command -> (its own options, the file keys it takes from the file only, the inputs it takes as flags only)
 COMMANDS = {
     ("advise",): ({"verbose", "format", "scenario"}, set(), set()),
-    ("plot", "speedup"): (PLOT_OWN | set(LOCAL_SGD_KEYS), {"precision", "mfu", "compute_cv"}, set()),
-    ("plot", "factors"): (PLOT_OWN, {"precision", "mfu", "compute_cv"}, set()),
-    ("plot", "what-if"): (PLOT_OWN, {"precision", "mfu", "compute_cv"}, set()),
+    # a sweep has no --nccl-tests: a file naming one is refused in one line (plot_common.refuse_nccl_tests)
+    ("plot", "speedup"): (PLOT_OWN | set(LOCAL_SGD_KEYS), {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
+    ("plot", "factors"): (PLOT_OWN, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
+    ("plot", "what-if"): (PLOT_OWN, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
     ("plot", "variance"): (
         PLOT_OWN | {"straggler_max", "cv_max"},
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
         {"profile"},  # a plot's file may not name a profile; plot variance's command line may
+    ),
+    ("plot", "crossover"): (
+        PLOT_OWN - {"topology"},
+        {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
+        {"profile"},
     ),
 }
 

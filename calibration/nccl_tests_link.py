@@ -1,0 +1,170 @@
+"""An nccl-tests run as the inter-node link model: fitted as calibration fits, inverted as the model costs.
+
+Why: a team that ran `all_reduce_perf` across two of its nodes holds the best description of its
+network there is; a preset only guesses it. The run's sizes from 1 MiB up are fitted as a profile's
+are (calibration.fitting.fit_regimes: robust affine, a second regime where one line misfits); the
+large-message line, inverted through the model's own formula (calibration.inversion, for the algorithm
+the model would run there: NCCL's ring, or its tree where that is cheaper, as on 2 nodes), the
+inter-node link for every other shape; that exact group shape keeps the run's own times size by size
+(runtime_model.scenario.TabulatedCost: NCCL's protocol and algorithm switches are not one line), so
+the run's own bus bandwidth is reproduced. `sendrecv_perf` is one flow: t = latency + S / bandwidth.
+The latency comes from the same line where the fit resolves it; else the preset's stays, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from calibration.fitting import AffineFit, fit_regimes
+from calibration.inversion import MeasuredLine, invert_line
+from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRun
+from runtime_model.collectives import (
+    allreduce_algorithm,
+    allreduce_s,
+    busbw_Bps,
+    global_allreduce_shape,
+    tree_nic_bytes,
+)
+from runtime_model.scenario import GroupShape, Link, Network, TabulatedCost
+
+MIN_BYTES = 1 << 20  # the bandwidth regime the fit and its check cover
+MIN_SIZES = 3
+BEYOND_PRESET = 1.1  # a measured NIC this much faster than the preset's achievable rate is said so
+
+
+@dataclass(frozen=True)
+class NcclTestsLink:
+    """The network an nccl-tests run gives, and how well it reproduces the run."""
+
+    network: Network
+    fit: AffineFit
+    group: GroupShape
+    algorithm: str
+    busbw_worst_rel: float  # max |predicted / measured busbw - 1| over the run's sizes >= 1 MiB
+    latency_from_run: bool
+    preset_Bps: float  # the preset's achievable per-NIC bandwidth it replaces
+
+    def provenance(self, run: NcclTestsRun) -> str:
+        link = self.network.inter
+        latency = "its fit" if self.latency_from_run else "the preset's: the fit does not resolve it"
+        return (
+            f"nccl-tests {run.path}: {run.collective}_perf on {run.ranks} ranks / {run.hosts} hosts, "
+            f"{_mib(self.fit.min_bytes)}-{_mib(self.fit.max_bytes)}; fit t = {self.fit.fixed_s * 1e6:.1f} us + "
+            f"S / {1e-9 / self.fit.per_byte_s:.2f} GB/s (R2 {self.fit.r2:.4f}, worst size "
+            f"{self.fit.worst_rel_residual:.1%}); inter-node {link.bandwidth_Bps * 8e-9:.1f} Gbit/s per NIC "
+            f"({self.algorithm}{self._bounded()}), latency {link.latency_s * 1e6:.1f} us ({latency}); reproduces "
+            "the run's bus "
+            f"bandwidth within {self.busbw_worst_rel:.1%} at >= 1 MiB; replaces the preset's inter-node link "
+            f"({self.preset_Bps * 8e-9:.1f} Gbit/s){self._beyond_preset()}"
+        )
+
+    def _bounded(self) -> str:
+        """Where the node's own link limits the run's largest sizes, the NICs are only known to be at least
+        this fast (any faster NIC gives the same times)."""
+        net, g, size = self.network, self.group, self.fit.max_bytes
+        if g.ranks_per_node <= 1:
+            return ""
+        nic_Bps = g.rails * net.inter.bandwidth_Bps
+        if self.algorithm == "tree":
+            bound = 2 * size / net.intra.bandwidth_Bps >= tree_nic_bytes(g.nodes, size) / nic_Bps
+        else:
+            bound = net.intra.bandwidth_Bps <= nic_Bps
+        return "; at least: the intra-node link bounds the run" if bound else ""
+
+    def _beyond_preset(self) -> str:
+        """A warning where the run beats the preset's NIC: the cluster has more than the preset says, or
+        NCCL ran what the model does not (NVLink SHARP, SHARP/CollNet), so other shapes may differ."""
+        if self.network.inter.bandwidth_Bps <= BEYOND_PRESET * self.preset_Bps:
+            return ""
+        return (
+            "; above the preset's rate: more or faster NICs than the preset, or NCCL ran what the model does "
+            "not (NVLS, SHARP/CollNet): shapes other than the run's may differ more"
+        )
+
+
+def nccl_tests_link(run: NcclTestsRun, network: Network) -> NcclTestsLink:
+    """`network` with its inter-node link (and the run's own group cost) from `run`."""
+    if run.hosts < 2:
+        raise NcclTestsError(
+            f"--nccl-tests {run.path}: all {run.ranks} ranks ran on one host: no network measured"
+        )
+    rows = [r for r in run.rows if r.nbytes >= MIN_BYTES]
+    if len({r.nbytes for r in rows}) < MIN_SIZES:
+        raise NcclTestsError(
+            f"--nccl-tests {run.path}: fewer than {MIN_SIZES} sizes of 1 MiB or more (run with -e 64M or larger)"
+        )
+    nbytes = np.array([r.nbytes for r in rows], dtype=float)
+    fit = fit_regimes(nbytes, np.array([r.time_s for r in rows])).large
+    transfer_s = fit.per_byte_s * fit.max_bytes  # the bandwidth part at the largest size
+    if fit.per_byte_s <= 0 or "per_byte_s" in fit.unresolved or transfer_s < 0.05 * fit.time_s(fit.max_bytes):
+        raise NcclTestsError(f"--nccl-tests {run.path}: its times do not grow with the size: no bandwidth")
+    if run.collective == ALL_REDUCE:
+        group = global_allreduce_shape(run.ranks, run.ranks_per_host, network.nics_per_node)
+        inter, algorithm, resolved = _allreduce_link(fit, group, network)
+        costs = {**network.group_costs, group.key: _cost(fit, run)}
+    else:
+        group = GroupShape(2, 2)
+        resolved = "fixed_s" not in fit.unresolved and fit.fixed_s > 0
+        latency = fit.fixed_s if resolved else network.inter.latency_s
+        inter = Link(latency, 1.0 / fit.per_byte_s, source="nccl-tests sendrecv_perf")
+        algorithm, costs = "one flow", dict(network.group_costs)
+    net = replace(network, inter=inter, group_costs=costs, name=f"nccl-tests ({network.name})")
+    worst = _busbw_worst(run, group, net) if run.collective == ALL_REDUCE else fit.worst_rel_residual
+    return NcclTestsLink(net, fit, group, algorithm, worst, resolved, network.inter.bandwidth_Bps)
+
+
+def _allreduce_link(fit: AffineFit, group: GroupShape, network: Network) -> tuple[Link, str, bool]:
+    """The inter-node link the fitted line gives under the algorithm the model then runs at its sizes:
+    each candidate's inversion is kept only if the model, with that link, picks that algorithm."""
+    line = MeasuredLine(
+        group, f"nccl-tests {group.key}", fit.fixed_s, fit.fixed_sd_s, fit.per_byte_s, fit.per_byte_rel_sd
+    )
+    candidates = [network.nccl_algo] if network.nccl_algo in ("ring", "tree") else ["ring", "tree"]
+    chosen = None
+    for algo in candidates:
+        est = invert_line(line, algo, network.intra)
+        link = Link(max(est.latency_s, 0.0), est.bandwidth_Bps, source="nccl-tests all_reduce_perf")
+        trial = replace(network, inter=link)
+        if allreduce_algorithm(group, fit.max_bytes, trial) == algo or len(candidates) == 1:
+            chosen = (est, algo)
+            break
+    est, algo = chosen or (invert_line(line, "ring", network.intra), "ring")
+    resolved = "fixed_s" not in fit.unresolved and est.latency_s > 0
+    latency = est.latency_s if resolved else network.inter.latency_s
+    return Link(latency, est.bandwidth_Bps, source="nccl-tests all_reduce_perf"), algo, resolved
+
+
+def _cost(fit: AffineFit, run: NcclTestsRun) -> TabulatedCost:
+    """The run's own shape, size by size from 1 MiB (the median where a size repeats), the line beyond."""
+    by_size: dict[int, list[float]] = {}
+    for r in run.rows:
+        if r.nbytes >= MIN_BYTES:
+            by_size.setdefault(r.nbytes, []).append(r.time_s)
+    sizes = tuple(sorted(by_size))
+    times = tuple(float(np.median(by_size[s])) for s in sizes)
+    fixed = min(fit.fixed_s, times[0])  # the latency part: never above a measured time (collectives.py)
+    return TabulatedCost(
+        fixed,
+        fit.per_byte_s,
+        "nccl-tests",
+        fit.fixed_sd_s,
+        fit.per_byte_rel_sd,
+        tuple(map(float, sizes)),
+        times,
+    )
+
+
+def _busbw_worst(run: NcclTestsRun, group: GroupShape, net: Network) -> float:
+    """How far the model's bus bandwidth for the run's own shape is from the run's, at >= 1 MiB."""
+    worst = 0.0
+    for r in run.rows:
+        if r.nbytes >= MIN_BYTES and r.busbw_GBps > 0:
+            predicted = busbw_Bps(group.size, r.nbytes, allreduce_s(group, r.nbytes, net)) / 1e9
+            worst = max(worst, abs(predicted / r.busbw_GBps - 1.0))
+    return worst
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:g} MiB"

@@ -1,0 +1,41 @@
+"""`rtmodel plot crossover`: the pick's speedup over All-Reduce against the inter-node bandwidth, with the
+band inside which it is too close to call and this cluster's bandwidth (the preset's or the profile's).
+
+Why a module of its own: like `plot variance` it takes a profile and answers at one n, so it builds its
+scenario as `rtmodel advise` does (plot_common.plotted_scenario); the advice's crossovers
+(runtime_model.crossover) mark where the verdict flips.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rtmodel_cli import scenario_file
+from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
+from rtmodel_cli.plot_common import OutOpt, PerGpuOpt, check_out, merged, plotted_scenario, render
+from rtmodel_cli.plot_variance import WITHOUT
+
+
+@takes_model_inputs(without=WITHOUT)
+def crossover(
+    out: OutOpt,
+    gpus: Annotated[int, typer.Option(help="Number of GPUs n.")] = 64,
+    batch_per_gpu: PerGpuOpt = None,
+    *,
+    inputs: ModelInputs,
+):
+    """Speedup of the pick (or, where All-Reduce is kept, the best gossip option) over All-Reduce from
+    1/64x to 64x this cluster's inter-node bandwidth; marks where it flips and the too-close band."""
+    import rtmodel_plots as plots
+    from runtime_model.advisor import advise
+    from runtime_model.crossover import with_crossovers
+    from runtime_model.scenario import check_gpus
+
+    check_out(out)
+    check_gpus("gpus", gpus)
+    o, taken = merged(inputs)
+    with scenario_file.blamed(o.scenario, taken):
+        sc, margin, where = plotted_scenario(o, gpus, batch_per_gpu)
+        render(lambda: plots.crossover_curve(with_crossovers(advise(sc, margin=margin)), where), out)

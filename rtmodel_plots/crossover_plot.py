@@ -1,0 +1,58 @@
+"""Speedup over All-Reduce against the inter-node bandwidth: where the verdict flips, the band inside
+which it is too close to call, and where this cluster sits (the preset's figure or the profile's
+measured one). Why: a user whose cluster is not a preset sees at once whether the verdict depends on
+the bandwidth they do not know."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rtmodel_plots.style import new_figure
+from runtime_model.crossover import BANDWIDTH, SPAN, bandwidth_speedups
+
+POINTS = 49  # 1/64x .. 64x in steps of 2^(1/4)
+
+
+def crossover_curve(advice, where: str):
+    """The figure for one advice (its scenario, pick, margin and crossovers; crossover.with_crossovers):
+    `where` names the current bandwidth's source ("preset eth-25g", "profile: measured")."""
+    from runtime_model.crossover import crossover_topology
+
+    sc = advice.scenario
+    topology = crossover_topology(advice)
+    current = sc.network.inter.bandwidth_Bps * 8 / 1e9
+    gbit = np.geomspace(current / SPAN, current * SPAN, POINTS)
+    fig = new_figure(7.2, 4.6)
+    ax = fig.subplots()
+    margin = advice.margin
+    ax.axhspan(
+        1 - margin, 1 + margin, color="0.85", alpha=0.6, lw=0, label=f"too close to call (±{margin:.1%})"
+    )
+    ax.axhline(1.0, color="black", ls="--", lw=0.9)
+    if topology is not None:
+        speedups = bandwidth_speedups(sc, topology, gbit)
+        ax.plot(gbit, speedups, color="#C44E52", lw=2.0, label=f"{topology} / All-Reduce")
+        crossing = next((c for c in advice.crossovers if c.quantity == BANDWIDTH and c.at is not None), None)
+        if crossing is not None:
+            ax.plot(
+                [crossing.at], [1.0], "o", color="black", ms=6, label=f"flips at {crossing.at:,.3g} Gbit/s"
+            )
+    ax.axvline(current, color="#4C72B0", lw=1.4, label=f"this cluster: {current:,.3g} Gbit/s ({where})")
+    ax.set_xscale("log")
+    _plain_x(ax)
+    ax.set_xlabel("inter-node bandwidth per NIC (Gbit/s, achievable)")
+    ax.set_ylabel("speedup over All-Reduce (x)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    title = f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}"
+    fig.suptitle(f"Where the verdict flips: {title}", fontsize=11)
+    return fig
+
+
+def _plain_x(ax) -> None:
+    """The bandwidth axis labelled 1, 2, 5, 10 ... (not 10^0); the speedup axis stays linear."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())

@@ -1,0 +1,61 @@
+"""nccl-tests outputs written as each version lays them out, from times a test chooses.
+
+Why written, not copied: the real outputs in public issues are others' logs; the layouts below follow
+nccl-tests' own source (src/common.cu / util.cu: the header, `#  Rank` lines, rows, footer), in its
+pre-2.13 form (no `root`, `error`), its current form (`redop root ... #wrong`) and under `srun --label`.
+"""
+
+from __future__ import annotations
+
+NEW_HEADER = (
+    "#                                                              out-of-place                       in-place          \n"
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
+)
+OLD_HEADER = (
+    "#                                                     out-of-place                       in-place          \n"
+    "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+    "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
+)
+
+
+def nccl_tests_output(
+    times_us: dict[int, float],
+    ranks: int = 16,
+    hosts: int = 2,
+    collective: str = "all_reduce",
+    layout: str = "new",
+    footer: bool = True,
+) -> str:
+    """The text `all_reduce_perf` (or `sendrecv_perf`) prints for these out-of-place times per size."""
+    per_host = ranks // hosts
+    lines = [
+        f"# nThread 1 nGpus 1 minBytes {min(times_us)} maxBytes {max(times_us)} step: 2(factor) warmup iters: 5 iters: 20 validation: 1",
+        "#",
+        "# Using devices",
+    ]
+    for r in range(ranks):
+        group = "" if layout == "old" else " Group  0"
+        lines.append(
+            f"#  Rank {r:2d}{group} Pid {1000 + r:6d} on {f'node{r // per_host:02d}':>10} device {r % per_host:2d} [0x{r:02x}] NVIDIA H100 80GB HBM3"
+        )
+    lines.append("NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>")  # launchers interleave such lines
+    lines.append(OLD_HEADER if layout == "old" else NEW_HEADER)
+    factor = 2 * (ranks - 1) / ranks if collective == "all_reduce" else 1.0
+    redop = "sum" if collective == "all_reduce" else "none"
+    for nbytes, t in sorted(times_us.items()):
+        algbw = nbytes / 1e9 / (t * 1e-6)
+        cells = f"{t:8.1f} {algbw:7.2f} {algbw * factor:7.2f}"
+        lead = f"{nbytes:12d} {nbytes // 4:13d}     float {redop:>7}"
+        if layout == "old":
+            lines.append(f"{lead} {cells}  0e+00 {cells}  0e+00")
+        else:
+            lines.append(f"{lead} {-1:7d} {cells}      0 {cells}      0")
+    if footer:
+        lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 12.345 ", "#"]
+        if layout != "old":
+            lines.append(f"# Collective test concluded: {collective}_perf")
+    text = "\n".join(lines) + "\n"
+    if layout == "slurm":
+        text = "".join(f" 0: {line}\n" for line in text.splitlines())
+    return text
