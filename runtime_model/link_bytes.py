@@ -54,7 +54,8 @@ def gossip_nic_bytes(
 
 def _tree_groups(rnd, shape: ClusterShape, nics_per_node: int, message_bytes: float, network: Network | None):
     """(each rank's group runs as NCCL's tree, the bytes each member node's NICs then send per rail)."""
-    if network is None or network.nccl_algo is None:
+    if network is None or network.nccl_algo is None or rnd.group_sizes().max() <= 2:
+        # gloo rings every group; a pair sends its message once by ring or tree alike
         return np.zeros(shape.gpus, dtype=bool), np.zeros(shape.gpus)
 
     def of_group(g: GroupShape) -> tuple[float, float]:
