@@ -23,7 +23,7 @@ from runtime_model.columns import (
     consensus_text,
     runs_on_text,
 )
-from runtime_model.crossover import crossover_sentence
+from runtime_model.crossover import crossover_sentence, settle_line
 from runtime_model.defaults import MIB
 from runtime_model.report import advice_to_dict
 from runtime_model.scenario import ClusterShape
@@ -194,6 +194,8 @@ def render_advice(advice: Advice, console: Console, header: str = "", verbose: b
     _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
     if advice.crossovers:
         _plain(console, crossover_sentence(advice.crossovers))
+        if settle := settle_line(advice):
+            _plain(console, settle, "yellow")
     console.print("Run it with:")
     width = max(console.width, 20)
     for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):

@@ -271,6 +271,57 @@ def _value(c: Crossover, v: float) -> str:
     return f"{v:,.3g}" if v < 1000 else f"{v:,.0f}"
 
 
+# How far a preset's network may be from the cluster it stands for: the largest miss among the published
+# checks the project keeps, the SGP paper's 10 GbE All-Reduce at >= 1,279 ms per iteration against 338 ms
+# predicted (docs/networks.md; BlueFog's 25 GbE Horovod run: 25-43 %, the paper's A100 rows below their
+# own NIC byte bound). A bandwidth crossover within this factor of a preset's figure is a live question.
+PRESET_NETWORK_SPREAD = 4.0
+
+
+def settle_line(advice) -> str:
+    """The one measurement that would settle the verdict ("" when nothing in reach would flip it): the
+    quantity whose crossover is nearest (a too-close verdict), or the network when its crossover lies
+    within PRESET_NETWORK_SPREAD of a preset's figure."""
+    found = [c for c in advice.crossovers if c.at is not None]
+    net = advice.scenario.network.inter
+    guessed = net.source.startswith("preset")
+    if not advice.recommendation.too_close_to_call:
+        found = [
+            c
+            for c in found
+            if c.quantity == BANDWIDTH
+            and guessed
+            and max(c.at, c.current) / min(c.at, c.current) <= PRESET_NETWORK_SPREAD
+        ]
+        if not found:
+            return ""
+        c = found[0]
+        return (
+            f"It depends on the network: it flips at {_value(c, c.at)}{c.unit}, within {PRESET_NETWORK_SPREAD:g}x "
+            f"of the preset's {_value(c, c.current)} (published clusters differ from their presets by that much). "
+            f"{MEASUREMENTS[BANDWIDTH]}"
+        )
+    if not found:
+        return f"What would settle it: {MEASUREMENTS['validation']}"
+    c = min(
+        found,
+        key=lambda c: (
+            abs(math.log(max(c.at, 1e-9) / max(c.current, 1e-9)))
+            if c.quantity != CV
+            else abs(c.at - c.current)
+        ),
+    )
+    return f"What would settle it: {MEASUREMENTS[c.quantity]}"
+
+
+MEASUREMENTS = {
+    BANDWIDTH: "run nccl-tests' all_reduce_perf across 2 of your nodes and give its output as --nccl-tests FILE.",
+    COMPUTE: "your own step time: --compute-ms from your training logs, or rtmodel profile on one node.",
+    CV: "the spread of your step times: rtmodel profile measures it per rank and iteration.",
+    "validation": "a short real run of both: rtmodel validate --recommended.",
+}
+
+
 def crossover_dict(c: Crossover) -> dict:
     """The JSON entry (report.py): the quantity, its unit, the value now, the crossover (null when the
     sign does not change in the range searched), which side the option wins on, and the range."""

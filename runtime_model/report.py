@@ -29,6 +29,7 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
               ties All-Reduce as inter_bandwidth_gbit_s, compute_ms or compute_cv moves alone; crossover
               null where it wins (or loses) over the whole `searched` range; that topology's prediction
               entry repeats the three as `crossover: {quantity: value}` (the CSV's crossover_* columns)
+  settle (with crossover[]): the one measurement that would settle the verdict, or null (crossover.settle_line)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dataclasses import asdict
 from runtime_model.advisor import Advice, TopologyRow
 from runtime_model.columns import CSV_COLUMNS
 from runtime_model.convergence import EXACT, EXACT_COST, MEASURED, ConsensusCost
-from runtime_model.crossover import crossover_dict
+from runtime_model.crossover import crossover_dict, settle_line
 from runtime_model.family_report import allreduce_shared, families_dict, gossip_shared, local_sgd_entry
 from runtime_model.iteration import IterationPrediction
 from runtime_model.jsonsafe import json_safe
@@ -93,6 +94,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
         doc["families"] = families_dict(advice.families, advice.family_verdict, advice.objective)
     if advice.crossovers:
         doc["crossover"] = [crossover_dict(c) for c in advice.crossovers]
+        doc["settle"] = settle_line(advice) or None
         entry = next(e for e in preds if e["topology"] == advice.crossovers[0].topology)
         entry["crossover"] = {c.quantity: c.at for c in advice.crossovers}
     return json_safe(doc)

@@ -43,7 +43,8 @@ size gets, BlueFog's dynamic graph's consensus method is "product-svd" (same fig
 margin moved with the paper comparison (0.1733 -> 0.1573); no pick moved. Then, for where the verdict
 flips (issue 47): `crossover[]` and the pick's entry's `crossover` added, and the CSV's last three
 columns; BlueFog's dynamic graph's consensus method is "hadamard-blocks" where advise knows the GPUs per
-node (same figures); every old key kept its value.)
+node (same figures); every old key kept its value. Then `settle` added (the measurement that would
+settle the verdict); no other key moved.)
 """
 
 import json

@@ -135,3 +135,44 @@ def test_plot_crossover_refuses_bad_input_in_one_line(tmp_path, args, says):
     res = runner.invoke(app, argv)
     assert res.exit_code == 2, res.output
     assert says in res.output and "Traceback" not in res.output
+
+
+def test_a_preset_network_near_its_crossover_is_named_as_what_to_measure():
+    """The bandwidth crossover (17.6 Gbit/s) lies within 4x of the preset's 8: published clusters miss
+    their presets by that much, so the verdict says it depends on the network and how to measure it."""
+    from runtime_model.crossover import settle_line, with_crossovers
+
+    adv = with_crossovers(advise(_overhead_scenario(1.2), topologies=["alternating-exp-ring"]))
+    assert not adv.recommendation.too_close_to_call
+    line = settle_line(adv)
+    assert line.startswith("It depends on the network: it flips at 17.6 Gbit/s per NIC")
+    assert "--nccl-tests" in line
+
+
+def test_a_measured_network_is_not_second_guessed():
+    from runtime_model.crossover import settle_line, with_crossovers
+
+    sc = _overhead_scenario(1.2)
+    sc = replace(
+        sc, network=replace(sc.network, inter=replace(sc.network.inter, source="nccl-tests run.txt"))
+    )
+    assert settle_line(with_crossovers(advise(sc, topologies=["alternating-exp-ring"]))) == ""
+
+
+def test_a_too_close_verdict_names_the_nearest_crossovers_measurement():
+    """Compute flips at 52.5 ms from 32 (1.6x), the network at 17.6 from 8 Gbit/s (2.2x): measure the step."""
+    from runtime_model.crossover import settle_line, with_crossovers
+
+    adv = with_crossovers(advise(_overhead_scenario(1.2), margin=0.5, topologies=["alternating-exp-ring"]))
+    assert adv.recommendation.too_close_to_call
+    assert settle_line(adv) == "What would settle it: " + (
+        "your own step time: --compute-ms from your training logs, or rtmodel profile on one node."
+    )
+
+
+def test_a_too_close_verdict_with_nothing_in_range_asks_for_a_validation_run():
+    from runtime_model.crossover import settle_line, with_crossovers
+
+    adv = with_crossovers(advise(scenario(n=16, k=4, sd=0.001), margin=0.9, topologies=["complete"]))
+    assert adv.recommendation.too_close_to_call
+    assert settle_line(adv).endswith("rtmodel validate --recommended.")
