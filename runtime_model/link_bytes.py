@@ -42,7 +42,7 @@ def gossip_nic_bytes(
             np.add.at(sent, nic[leaves], message_bytes)
         return float(sent.max())
     for rnd in schedule.rounds:
-        successor, size = ring_successors(rnd.labels)
+        successor, size = ring_successors(rnd)
         tree, tree_bytes = _tree_groups(rnd, shape, nics_per_node, message_bytes, network)
         leaves = (ranks // k != successor // k) & (size > 1) & ~tree
         np.add.at(sent, nic[leaves], (2 * (size[leaves] - 1) / size[leaves]) * message_bytes)
@@ -77,17 +77,16 @@ def _first_of_group_on_node(labels: np.ndarray, gpus_per_node: int) -> np.ndarra
     return mask
 
 
-def ring_successors(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(each rank's successor in its group's ring in rank order, its group's size), vectorised."""
-    order = np.lexsort((np.arange(labels.size), labels))
-    sorted_labels = labels[order]
-    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
-    sizes = np.diff(np.r_[starts, labels.size])
-    first = np.repeat(order[starts], sizes)  # the group's first rank, for each sorted position
+def ring_successors(rnd) -> tuple[np.ndarray, np.ndarray]:
+    """(each rank's successor in its group's ring in rank order, its group's size), vectorised over the
+    round's groups as Round.sorted_groups orders them (computed once per round, shared with the costs)."""
+    order, starts = rnd.sorted_groups
+    sizes = np.diff(np.r_[starts, order.size])
     nxt = np.r_[order[1:], order[0]]
-    last = np.r_[sorted_labels[1:] != sorted_labels[:-1], True]
+    last = np.zeros(order.size, dtype=bool)
+    last[np.r_[starts[1:], order.size] - 1] = True  # each group's last rank wraps to its first
     successor = np.empty_like(order)
-    successor[order] = np.where(last, first, nxt)
+    successor[order] = np.where(last, np.repeat(order[starts], sizes), nxt)
     size = np.empty_like(order)
     size[order] = np.repeat(sizes, sizes)
     return successor, size
