@@ -61,6 +61,12 @@ class NcclTestsRun:
 def read_nccl_tests(path: Path) -> NcclTestsRun:
     """Parse one nccl-tests output file; NcclTestsError (one line) for anything it cannot use."""
     try:
+        if not path.is_file():  # a FIFO or device would block the read, a directory fail it
+            raise NcclTestsError(
+                f"--nccl-tests {path}: is not a regular file"
+                if path.exists()
+                else f"--nccl-tests {path}: cannot read it (no such file)"
+            )
         if path.stat().st_size > MAX_FILE_BYTES:
             raise NcclTestsError(
                 f"--nccl-tests {path}: {path.stat().st_size:,} bytes is not an nccl-tests output"

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
+from tests.nccl_tests_text import nccl_tests_output
 
 ROOT = Path(__file__).parent.parent
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -80,6 +81,8 @@ FIXTURES = {
     "corrupt.json": '{"schema": "rtmodel-profile/1", "cluster": ',
     "params.json": '{"kept": true}\n',
     "notes.txt": "not a profile\n",
+    # an nccl-tests all_reduce_perf output whose 8 ranks ran on one host: it measured no network
+    "one-host.txt": nccl_tests_output({(1 << 20) << i: 50.0 + ((1 << 20) << i) / 9e4 for i in range(8)}, 8, 1),
     "unknown-key.toml": "gpu_count = 64\n",
     "wrong-type.toml": 'gpus = "64"\n',
     "zero-params.toml": "params = 0\ncompute_ms = 100\n",
@@ -213,6 +216,16 @@ CASES = [
     # special files: never read (they block) or renamed over (a device would be replaced)
     case("pipe.toml: is not a regular file", "advise", "--scenario", "pipe.toml"),
     case("pipe.json", "advise", "--profile", "pipe.json"),
+    # advise --nccl-tests: a file that is not an nccl-tests output, or measured no network
+    case("--nccl-tests", "advise", "--nccl-tests", "missing.txt"),
+    case("no nccl-tests column header", "advise", "--nccl-tests", "notes.txt"),
+    case("not a regular file", "advise", "--nccl-tests", "pipe.json"),
+    case("one host", "advise", "--nccl-tests", "one-host.txt"),
+    case("--nccl-tests replaces", "advise", "--profile", "profile.json", "--nccl-tests", "one-host.txt"),
+    # plot crossover
+    case("--gpus", "plot", "crossover", "--out", "x.png", "--gpus", "0"),
+    case("--out", "plot", "crossover", "--out", "x.txt"),
+    case("--nccl-tests", "plot", "crossover", "--out", "x.png", "--nccl-tests", "missing.txt"),
     case("pipe.json", "calibrate", "pipe.json"),
     # advise: what is ranked
     case("--objective must be one of iteration, accuracy", "advise", "--objective", "speed"),
