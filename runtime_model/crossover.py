@@ -78,7 +78,9 @@ def crossovers(advice) -> list[Crossover]:
     cv = _cv_search(sc)
     if cv is not None:
         searches.append(cv)
-    return _solve(searches, model, topology)
+    row = next(r for r in advice.rows if r.topology == topology)
+    now_log = math.log(advice.allreduce.mean_s / row.prediction.mean_s)  # every search starts from here
+    return _solve(searches, model, topology, now_log)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class _Search:
         return np.linspace(lo, hi, points)
 
 
-def _solve(searches: list[_Search], model, topology: str) -> list[Crossover]:
+def _solve(searches: list[_Search], model, topology: str, now_log: float) -> list[Crossover]:
     grids = [s.grid(s.low, s.high, GRID_POINTS) for s in searches]
     values = _speedup_logs([s.at(v) for s, g in zip(searches, grids, strict=True) for v in g], model)
     logs = np.split(values, np.cumsum([g.size for g in grids])[:-1])
@@ -114,10 +116,8 @@ def _solve(searches: list[_Search], model, topology: str) -> list[Crossover]:
         brackets = [
             _narrowed(b, s, next(parts)) if b else None for s, b in zip(searches, brackets, strict=True)
         ]
-    current_logs = _speedup_logs([s.at(s.current) for s in searches], model)
     return [
-        _crossover(s, topology, b, float(c), lg)
-        for s, b, c, lg in zip(searches, brackets, current_logs, logs, strict=True)
+        _crossover(s, topology, b, now_log, lg) for s, b, lg in zip(searches, brackets, logs, strict=True)
     ]
 
 
