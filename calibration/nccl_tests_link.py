@@ -19,7 +19,7 @@ import numpy as np
 
 from calibration.fitting import AffineFit, fit_regimes
 from calibration.inversion import MeasuredLine, invert_line
-from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRun
+from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRow, NcclTestsRun
 from runtime_model.collectives import (
     allreduce_algorithm,
     allreduce_s,
@@ -54,9 +54,9 @@ class NcclTestsLink:
             f"{_mib(self.fit.min_bytes)}-{_mib(self.fit.max_bytes)}; fit t = {self.fit.fixed_s * 1e6:.1f} us + "
             f"S / {1e-9 / self.fit.per_byte_s:.2f} GB/s (R2 {self.fit.r2:.4f}, worst size "
             f"{self.fit.worst_rel_residual:.1%}); inter-node {link.bandwidth_Bps * 8e-9:.1f} Gbit/s per NIC "
-            f"({self.algorithm}{self._bounded()}), latency {link.latency_s * 1e6:.1f} us ({latency}); reproduces "
-            "the run's bus "
-            f"bandwidth within {self.busbw_worst_rel:.1%} at >= 1 MiB; replaces the preset's inter-node link "
+            f"({self.algorithm}{self._bounded()}), latency {link.latency_s * 1e6:.1f} us ({latency}); "
+            f"reproduces the run's bus bandwidth within {self.busbw_worst_rel:.1%} at >= 1 MiB; replaces the "
+            "preset's inter-node link "
             f"({self.preset_Bps * 8e-9:.1f} Gbit/s){self._beyond_preset()}"
         )
 
@@ -103,7 +103,7 @@ def nccl_tests_link(run: NcclTestsRun, network: Network) -> NcclTestsLink:
     if run.collective == ALL_REDUCE:
         group = global_allreduce_shape(run.ranks, run.ranks_per_host, network.nics_per_node)
         inter, algorithm, resolved = _allreduce_link(fit, group, network)
-        costs = {**network.group_costs, group.key: _cost(fit, run)}
+        costs = {**network.group_costs, group.key: _cost(fit, rows)}
     else:
         group = GroupShape(2, 2)
         resolved = "fixed_s" not in fit.unresolved and fit.fixed_s > 0
@@ -136,12 +136,12 @@ def _allreduce_link(fit: AffineFit, group: GroupShape, network: Network) -> tupl
     return Link(latency, est.bandwidth_Bps, source="nccl-tests all_reduce_perf"), algo, resolved
 
 
-def _cost(fit: AffineFit, run: NcclTestsRun) -> TabulatedCost:
-    """The run's own shape, size by size from 1 MiB (the median where a size repeats), the line beyond."""
+def _cost(fit: AffineFit, rows: list[NcclTestsRow]) -> TabulatedCost:
+    """The run's own shape from the rows fitted (those from 1 MiB), size by size (the median where a
+    size repeats), the line beyond."""
     by_size: dict[int, list[float]] = {}
-    for r in run.rows:
-        if r.nbytes >= MIN_BYTES:
-            by_size.setdefault(r.nbytes, []).append(r.time_s)
+    for r in rows:
+        by_size.setdefault(r.nbytes, []).append(r.time_s)
     sizes = tuple(sorted(by_size))
     times = tuple(float(np.median(by_size[s])) for s in sizes)
     fixed = min(fit.fixed_s, times[0])  # the latency part: never above a measured time (collectives.py)
