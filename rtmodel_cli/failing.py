@@ -8,6 +8,7 @@ every error as well.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import os
@@ -23,6 +24,18 @@ from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
 USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+# The running command's option values by parameter name, set by `guarded`: checks that concern every
+# option at once (an output must not replace any input file) read them without each command listing them.
+_OPTIONS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "rtmodel_command_options", default=None
+)
+
+
+def command_options() -> dict:
+    """The running command's option values by parameter name ({} outside a command)."""
+    return dict(_OPTIONS.get() or {})
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -72,10 +85,13 @@ def guarded(command):
 
     @functools.wraps(command)
     def run(*args, **kwargs):
+        token = _OPTIONS.set(dict(kwargs))
         try:
             return command(*args, **kwargs)
         except (RtmodelError, OSError) as exc:
             report(exc, option_names)
+        finally:
+            _OPTIONS.reset(token)
 
     return run
 

@@ -29,10 +29,31 @@ PerGpuOpt = Annotated[
 
 
 def check_out(out: Path) -> None:
-    """Fail before any work if the output cannot be written as PNG or SVG (paths.check_output_path)."""
+    """Fail before any work if the output cannot be written as PNG or SVG (paths.check_output_path),
+    or would replace one of the files the command reads."""
     if out.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"--out must end in .png or .svg, got '{out}'")
-    check_output_path(out, "--out")
+    check_output_path(out, "--out", inputs=command_input_files())
+
+
+def command_input_files() -> dict[str, str]:
+    """Every option of the running command that names an existing file, by flag (--out aside): a figure
+    must never replace the profile, results or scenario it was drawn from, whichever option brought it."""
+    from rtmodel_cli.failing import command_options
+
+    found: dict[str, str] = {}
+    for name, value in command_options().items():
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if name != "out" and isinstance(item, str | Path) and _is_file(item):
+                found.setdefault(f"--{name.replace('_', '-')}", str(item))
+    return found
+
+
+def _is_file(path: str | Path) -> bool:
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):  # a name too long, or with a NUL: not an existing input
+        return False
 
 
 def render(make, out: Path) -> None:

@@ -65,6 +65,8 @@ def check_output_path(
     if not text.strip():
         raise OutputPathError(f"{flag} needs a file path, got an empty one")
     p = Path(text)
+    if not text.endswith(("/", os.sep)):
+        _check_name_length(p, f"{flag} {text}")  # first: stat() of a longer name raises
     if p.is_dir() or text.endswith(("/", os.sep)):
         raise OutputPathError(f"{flag} {text} is a directory; give a file path, e.g. {p / 'NAME'}")
     target = output_target(p)
@@ -75,6 +77,7 @@ def check_output_path(
         raise OutputPathError(f"{flag} {text}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"{flag} {text}: directory {parent} is not writable")
+    _check_name_length(target, f"{flag} {text}")
     if _existing_regular_file_mode(target, f"{flag} {text}") is not None:
         if not os.access(target, os.W_OK):
             raise OutputPathError(f"{flag} {text}: the file exists and is not writable")
@@ -85,6 +88,17 @@ def check_output_path(
                     "command reads: give another output file"
                 )
     return p
+
+
+def _check_name_length(target: Path, label: str) -> None:
+    """A name the file system cannot hold is refused before the work, not when the result is written."""
+    try:
+        name_max = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    length = len(os.fsencode(target.name))
+    if length > name_max:
+        raise OutputPathError(f"{label}: the file name is {length} bytes; this file system allows {name_max}")
 
 
 def _existing_regular_file_mode(target: Path, label: str) -> int | None:
@@ -114,7 +128,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, durable: bool = Tru
     (for a stats file rewritten every second by a time-critical process)."""
     target = output_target(path)
     old_mode = _existing_regular_file_mode(target, str(path))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".rtmodel-", suffix=".tmp")  # fits whatever the name
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -140,34 +154,56 @@ def _umask() -> int:
 
 
 def _lock_file(target: Path) -> Path:
-    """A lock file per output, in the temp directory: the user's folder gets no extra file."""
-    key = hashlib.sha256(os.path.realpath(target).encode()).hexdigest()[:24]
-    folder = Path(tempfile.gettempdir()) / f"rtmodel-locks-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder / f"{key}.lock"
+    """The output's lock, beside it: every job that can write the output finds the same lock whatever
+    its TMPDIR (SLURM gives each job its own). A fixed-length hidden name, whatever the output's length."""
+    real = Path(os.path.realpath(target))
+    key = hashlib.sha256(str(real).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return real.parent / f".rtmodel-lock-{key}"
 
 
 @contextlib.contextmanager
 def output_lock(path: str | os.PathLike, flag: str) -> Iterator[None]:
     """Hold an exclusive lock on the output `path` for the whole command; OutputPathError at once if
-    another rtmodel command holds it. Released when the process ends, however it ends (flock).
+    another rtmodel command holds it. Released when the process ends, however it ends (flock); the lock
+    file is removed on release (one a killed command left behind is simply taken again).
 
     A launcher that holds the lock sets LOCK_HELD_ENV for its ranks, which then skip it."""
     target = output_target(path)
     if os.environ.get(LOCK_HELD_ENV) == os.path.realpath(target):
         yield
         return
-    fd = os.open(_lock_file(target), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = _lock_file(target)
+    fd = _take_lock(lock, f"{flag} {path}")
     try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        os.close(fd)
+
+
+def _take_lock(lock: Path, label: str) -> int:
+    """flock on `lock`, retried when its holder removed the file between our open and our lock (we would
+    hold a lock on a name nobody else can find)."""
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as exc:
+            raise OutputPathError(
+                f"{label}: cannot create its lock file {lock.name}: {exc.strerror}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise OutputPathError(
-                f"{flag} {path}: another rtmodel command is writing this file now; wait for it or give "
-                "another file"
+                f"{label}: another rtmodel command is writing this file now; wait for it or give another file"
             ) from None
-        yield
-    finally:
+        try:
+            if os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
         os.close(fd)
 
 

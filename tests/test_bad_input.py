@@ -81,6 +81,8 @@ FIXTURES = {
     "corrupt.json": '{"schema": "rtmodel-profile/1", "cluster": ',
     "params.json": '{"kept": true}\n',
     "notes.txt": "not a profile\n",
+    "profile.png": PROFILE.read_text(),  # inputs a user named like figures: a plot must not replace them
+    "results.png": "",
     # an nccl-tests all_reduce_perf output whose 8 ranks ran on one host: it measured no network
     "one-host.txt": nccl_tests_output({(1 << 20) << i: 50.0 + ((1 << 20) << i) / 9e4 for i in range(8)}, 8, 1),
     "unknown-key.toml": "gpu_count = 64\n",
@@ -381,6 +383,12 @@ CASES = [
     case("--out pipe.png is a FIFO", "plot", "speedup", "--out", "pipe.png"),
     case("pipe.jsonl: not a regular file", "plot", "parity", "--out", "p.png", "--results", "pipe.jsonl"),
     case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
+    # plot: --out never names one of the command's own inputs, whichever option brought it
+    case("is also the input --results", "plot", "parity", "--out", "results.png", "--results", "results.png"),
+    case("is also the input --profile", "plot", "variance", "--out", "./profile.png", "--profile", "profile.png"),
+    case("is also the input --nccl-tests", "plot", "crossover", "--out", "profile.png", "--nccl-tests",
+         "profile.png"),
+    case("the file name is 260 bytes", "plot", "speedup", "--out", "f" * 256 + ".png"),
 ]
 
 

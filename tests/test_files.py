@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,7 +99,36 @@ def test_a_second_writer_of_one_output_is_refused_at_once(tmp_path):
             pass
     with output_lock(target, "--out"):  # released when the first writer ended
         pass
-    assert list(tmp_path.iterdir()) == []  # the lock lives in the temp directory, not beside the output
+    assert list(tmp_path.iterdir()) == []  # the lock beside the output is gone with its writer
+
+
+def test_writers_with_different_temp_directories_still_exclude_each_other(tmp_path):
+    """SLURM gives every job its own TMPDIR: the lock must live where every job finds it."""
+    target = tmp_path / "p.json"
+    other_tmp = tmp_path / "job2-tmp"
+    other_tmp.mkdir()
+    second = (
+        "import sys\nfrom rtmodel_util.files import OutputPathError, output_lock\n"
+        f"try:\n    with output_lock({str(target)!r}, '--out'):\n        sys.exit(0)\n"
+        "except OutputPathError as exc:\n    print(exc)\n    sys.exit(2)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(other_tmp)}
+    with output_lock(target, "--out"):
+        res = subprocess.run(
+            [sys.executable, "-c", second], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert res.returncode == 2 and "another rtmodel command is writing this file now" in res.stdout, res
+    res = subprocess.run([sys.executable, "-c", second], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res
+
+
+def test_a_name_the_file_system_cannot_hold_is_refused_before_the_work(tmp_path):
+    fits = "r" * 250 + ".json"  # 255 bytes: the temp file beside it has a short name of its own
+    assert check_output_path(tmp_path / fits, "--out") == tmp_path / fits
+    write_atomic(tmp_path / fits, "{}")
+    assert (tmp_path / fits).read_text() == "{}"
+    with pytest.raises(OutputPathError, match="the file name is 256 bytes; this file system allows 255"):
+        check_output_path(tmp_path / ("r" * 251 + ".json"), "--out")
 
 
 def test_a_second_profile_naming_the_same_out_is_refused_before_any_rank(tmp_path, monkeypatch):

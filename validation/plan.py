@@ -130,7 +130,12 @@ def resolve_workload(
 ) -> tuple[RunWorkload, list[str]]:
     """The run's workload: the profiled one (its recipe too), or --model/--model-arg/--precision/--optimizer
     overrides (said in a note)."""
-    from rtmodel_harness.model_choice import check_batch, check_model_choice
+    from rtmodel_harness.model_choice import (
+        BUILTIN_DEFAULTS,
+        check_batch,
+        check_model_choice,
+        resolve_model_args,
+    )
 
     wl = profile.workload
     prof_model = str(wl.model)
@@ -141,6 +146,7 @@ def resolve_workload(
     cap = wl.bucket_cap_mb or BUCKET_CAP_MIB
     notes: list[str] = []
     if model is None:
+        _refuse_documents_code(prof_model)
         run_model, run_args = prof_model, {**prof_args, **(model_args or {})}
     else:
         run_model, run_args = model, dict(model_args or {})
@@ -152,8 +158,8 @@ def resolve_workload(
     recipe, recipe_notes = _resolve_recipe(wl, precision, optimizer)
     notes.extend(recipe_notes)
     if model is not None or model_args:
-        try:
-            prof_resolved = check_model_choice(prof_model, prof_args)
+        try:  # the profile's own model is only described, never imported: a document runs no code
+            prof_resolved = resolve_model_args(prof_model, prof_args) if prof_model in BUILTIN_DEFAULTS else prof_args
         except ValueError:
             prof_resolved = prof_args
         if (run_model, resolved) != (prof_model, prof_resolved):
@@ -162,6 +168,19 @@ def resolve_workload(
                 "the predictions use the profile's compute times, so part of any error is that difference"
             )
     return RunWorkload(run_model, resolved, batch, cap, recipe.precision, recipe.optimizer), notes
+
+
+def _refuse_documents_code(prof_model: str) -> None:
+    """A profile is data shared between people and machines: the model it names runs only when it is
+    built in or the command line names it (--model), never because the document says so."""
+    from rtmodel_harness.model_choice import BUILTIN_DEFAULTS
+
+    if prof_model not in BUILTIN_DEFAULTS:
+        shown = ascii(prof_model[:120])
+        raise ValidationError(
+            f"the profile names a model of your own, {shown}; rtmodel runs no code a document names: "
+            "pass --model with the factory you want to train (and trust) on the command line"
+        )
 
 
 def _resolve_recipe(wl, precision: str | None, optimizer: str | None):
