@@ -2,7 +2,8 @@
 issue 14: `advise --gpus 1048576` <= 2x the wall time of `--gpus 64` and <= 300 MB, `--gpus 16777216`
 answers, `plot speedup --gpus 8:65536` <= 1.3x the time of `--gpus 8:16`).
 
-    python -m benchmarks.speed      # prints a table and writes benchmarks/results/speed.json
+    python -m benchmarks.speed        # prints a table and writes benchmarks/results/speed.json
+    python -m benchmarks.speed --cpu  # only issue 51's CPU ratios (advise against its import floor)
 
 Timings are medians of several runs on this machine, and the scale goals are ratios measured in one run
 (interleaved, so a noisy machine slows both sides alike); they are for docs/scale.md, not for tests.
@@ -11,6 +12,7 @@ Timings are medians of several runs on this machine, and the scale goals are rat
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -104,6 +106,41 @@ def scale(repeats: int = 5) -> dict:
     }
 
 
+# Issue 51's goals, in CPU time (the box is shared): `advise --gpus 64` <= 2x importing what it needs, and
+# `advise --profile` of a quick 2-node x 2-rank profile <= 2.5x `advise --gpus 64`.
+QUICK_PROFILES = {
+    "synthetic_2x2": Path(__file__).resolve().parents[1] / "tests" / "data" / "synthetic_profile_2x2.json",
+    "quick_2x2": RESULTS.parent / "quick-profile-2x2.json",
+}
+
+
+def _cpu_s(argv: list[str]) -> float:
+    """User + system CPU seconds of one child process (resource's children's counters around it)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def import_floor(repeats: int = 5) -> dict:
+    """CPU time of `advise --gpus 64` and of `advise --profile` against `python -c "import numpy, typer"`,
+    each side measured alternately in one run (median of `repeats`)."""
+    rtmodel = [sys.executable, "-m", "rtmodel_cli", "advise"]
+    sides = {"floor": [sys.executable, "-c", "import numpy, typer"], "advise_64": [*rtmodel, "--gpus", "64"]}
+    sides.update({f"advise_profile_{k}": [*rtmodel, "--profile", str(p)] for k, p in QUICK_PROFILES.items()
+                  if p.exists()})
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(repeats):
+        for k, argv in sides.items():
+            cpu[k].append(_cpu_s(argv))
+    med = {f"{k}_cpu_s": statistics.median(v) for k, v in cpu.items()}
+    out = {**med, "advise_64_vs_floor": med["advise_64_cpu_s"] / med["floor_cpu_s"]}
+    for k in QUICK_PROFILES:
+        if f"advise_profile_{k}_cpu_s" in med:
+            out[f"advise_profile_{k}_vs_advise_64"] = med[f"advise_profile_{k}_cpu_s"] / med["advise_64_cpu_s"]
+    return out
+
+
 def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
     from runtime_model.consensus import consensus_metrics
     from runtime_model.scenario import ClusterShape
@@ -121,10 +158,17 @@ def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--cpu"]:  # only issue 51's CPU ratios, merged into the committed results
+        res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        res["cpu"] = import_floor()
+        RESULTS.write_text(json.dumps(res, indent=2) + "\n")
+        print(json.dumps(res["cpu"], indent=2))
+        return
     res = {"advise_cli_s": advise_cli_s()}
     res["sweep_s"], res["sweep_points"] = sweep_s()
     res["consensus_65536_s"] = consensus_s()
     res["scale"] = scale()
+    res["cpu"] = import_floor()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(res, indent=2) + "\n")
     print(f"rtmodel advise --gpus 64 (whole process): {res['advise_cli_s']:.3f} s (goal 0.3 s)")

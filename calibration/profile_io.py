@@ -8,7 +8,6 @@ here and only here, so everything downstream reads named fields of well-formed d
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from pathlib import Path
@@ -54,13 +53,13 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(
             f"{p} is empty (the profiler writes it atomically: was it copied while incomplete?)"
         )
+    from rtmodel_util.json_document import DocumentError, parse_document
+
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(
-            f"{p} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            "the file looks truncated or corrupted: copy it again or rerun the profiler"
-        ) from None
+        doc = parse_document(text, nan_ok=True)  # the field checks name the sample that is NaN
+    except DocumentError as exc:
+        hint = "" if "not valid JSON" not in str(exc) else "; the file looks truncated or corrupted: copy it again or rerun the profiler"
+        raise ProfileError(f"{p} {exc}{hint}") from None
     return profile_from_document(doc, origin=str(p))
 
 
@@ -78,7 +77,7 @@ def validate_profile(doc: Any, origin: str = "profile") -> None:
     if tool != TOOL:
         raise ProfileError(f"{origin} is not an rtmodel profile (tool={tool!r}, expected {TOOL!r})")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version != SCHEMA_VERSION:  # true == 1 in Python, not in the schema
         raise ProfileError(
             f"{origin} has schema_version {version!r}; this rtmodel reads schema_version "
             f"{SCHEMA_VERSION} only (use the rtmodel version that wrote it, or re-profile)"
@@ -229,10 +228,12 @@ def _check_compute(compute: dict, world_size: int, n_ddp: int, n_gossip: int, or
     # optional: Decent-DP's per-bucket work, and the phases under DDP, in wrapped iterations
     for key in ("gossip_step_s", *DDP_WRAPPED_KEYS):
         _check_optional_rows(compute.get(key), key, world_size, origin)
-    present = [key for key in DDP_WRAPPED_KEYS if key in compute]
+    present = [key for key in DDP_WRAPPED_KEYS if compute.get(key) is not None]  # null is not measured
     if present and len(present) < len(DDP_WRAPPED_KEYS):
         missing = ", ".join(f"compute.{k}" for k in DDP_WRAPPED_KEYS if k not in present)
-        raise ProfileError(f"{_where(origin, 'compute.' + present[0])} comes without {missing} (re-profile)")
+        raise ProfileError(
+            f"{_where(origin, 'compute.' + present[0])} comes without {missing} (absent or null; re-profile)"
+        )
     iterations = [len(t) for t in compute["backward_s"]]
     for key, n_buckets in (("ddp_bucket_ready_s", n_ddp), ("gossip_bucket_ready_s", n_gossip)):
         per_rank = compute.get(key)

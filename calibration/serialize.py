@@ -26,7 +26,6 @@ stays standard JSON; floats otherwise round-trip exactly.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -290,8 +289,12 @@ def load_calibration(path) -> Calibration:
     p = Path(path)
     if not p.is_file():
         raise CalibrationError(f"calibration file not found: {p}")
+    from rtmodel_util.json_document import DocumentError, parse_document
+
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"{p} is not valid JSON ({exc}); rerun `rtmodel calibrate`") from None
+        doc = parse_document(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CalibrationError(f"{p} is not UTF-8 text ({exc.reason}); rerun `rtmodel calibrate`") from None
+    except DocumentError as exc:
+        raise CalibrationError(f"{p} {exc}; rerun `rtmodel calibrate`") from None
     return calibration_from_json(doc)

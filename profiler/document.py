@@ -8,9 +8,9 @@ shape and workload, and says clearly when it has to start over.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from rtmodel_util.json_document import DocumentError, parse_document
 from rtmodel_util.profile_schema import (
     SCHEMA_VERSION,
     SHAPE_KEYS,
@@ -44,9 +44,11 @@ def check_resumable(path: str | Path, flag: str = "--resume") -> None:
         return
     why = None
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        why = f"it is not readable JSON ({getattr(exc, 'msg', None) or getattr(exc, 'strerror', None) or exc})"
+        old = parse_document(path.read_text(encoding="utf-8"))
+    except DocumentError as exc:
+        why = f"it {exc}"
+    except (OSError, UnicodeDecodeError) as exc:
+        why = f"it is not readable JSON ({getattr(exc, 'strerror', None) or exc})"
     else:
         if not isinstance(old, dict) or old.get("tool") != TOOL:
             why = "it is not an rtmodel profile"
@@ -68,7 +70,7 @@ def resume_plan(path: str | Path, shape: dict, workload: dict, sizes: list[int])
     if not path.exists():
         return None, f"resume: no profile at {path} yet; starting a new one"
     check_resumable(path)
-    old = json.loads(path.read_text(encoding="utf-8"))
+    old = parse_document(path.read_text(encoding="utf-8"))
     old_shape = old.get("shape") or {}
     # which links were real: a profile from before it was recorded says nothing, so nothing to compare
     marks = (UNMEASURED_LINKS,) if isinstance(old_shape, dict) and UNMEASURED_LINKS in old_shape else ()

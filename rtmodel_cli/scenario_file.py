@@ -109,12 +109,18 @@ def _parse(path: Path) -> dict:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ScenarioFileError(path, f"not valid TOML: {' '.join(str(exc).split())}") from None
+        except RecursionError:
+            raise ScenarioFileError(path, "is nested too deeply to be a scenario file") from None
+        except ValueError as exc:  # an integer too long to convert
+            raise ScenarioFileError(
+                path, f"holds a value TOML cannot read: {' '.join(str(exc).split())[:120]}"
+            ) from None
+    from rtmodel_util.json_document import DocumentError, parse_document
+
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioFileError(
-            path, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
+        doc = parse_document(text)
+    except DocumentError as exc:
+        raise ScenarioFileError(path, str(exc).removeprefix("is ")) from None
     if not isinstance(doc, dict):
         raise ScenarioFileError(path, f"must hold a JSON object of option values, got {_shown(doc)}")
     return doc

@@ -29,6 +29,7 @@ from runtime_model.families import (
 )
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
 from runtime_model.link_bytes import gossip_nic_bytes
+from runtime_model.link_uncertainty import spread_s, topology_uncertainties, uncertainty_s
 from runtime_model.local_sgd import LocalSgd
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
@@ -178,31 +179,6 @@ def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[T
     return replace(rec, verdict=verdict, equivalent=same)
 
 
-def _uncertainty_s(scenario: Scenario, predict) -> float:
-    """1-sigma of a prediction from the inputs' stated uncertainties (links), by finite differences."""
-    net = scenario.network
-    if not any(
-        getattr(net, ln).bandwidth_rel_sd or getattr(net, ln).latency_sd_s for ln in ("intra", "inter")
-    ):
-        return 0.0
-    base = predict(scenario).mean_s
-    var = 0.0
-    for link_name in ("intra", "inter"):
-        link = getattr(net, link_name)
-        for field_name, delta in (
-            ("bandwidth_Bps", link.bandwidth_rel_sd * link.bandwidth_Bps),
-            ("latency_s", link.latency_sd_s),
-        ):
-            if delta <= 0:
-                continue
-            bumped = replace(link, **{field_name: getattr(link, field_name) - delta})
-            if field_name == "bandwidth_Bps" and bumped.bandwidth_Bps <= 0:
-                continue
-            s2 = replace(scenario, network=replace(net, **{link_name: bumped}, group_costs={}))
-            var += (predict(s2).mean_s - base) ** 2
-    return var**0.5
-
-
 def torchrun_line(scenario: Scenario) -> str:
     shape = scenario.shape
     return (
@@ -259,9 +235,18 @@ def advise_many(
                 continue
             pending.append(models[name].pending(scenario, ar))
         plans.append((scenario, ar, models))
-    preds = iter(run_pending(pending))
+    spreads = topology_uncertainties(plans)
+    results = run_pending(pending + [p for runs in spreads for p in runs])
+    preds, rest = iter(results[: len(pending)]), iter(results[len(pending) :])
+    sds = iter(
+        [
+            spread_s(runs[0].mean_s, [r.mean_s for r in runs[1:]]) if runs else 0.0
+            for runs in ([next(rest) for _ in runs] for runs in spreads)
+        ]
+    )
     advices = [
-        _advice(scenario, ar, models, preds, margin, provenance, objective) for scenario, ar, models in plans
+        _advice(scenario, ar, models, preds, sds, margin, provenance, objective)
+        for scenario, ar, models in plans
     ]
     return [_with_local_sgd(a, local_sgd or []) for a in advices]
 
@@ -277,9 +262,9 @@ def _with_local_sgd(advice: Advice, configs: list[LocalSgd]) -> Advice:
     return replace(advice, local_sgd=rows, families=best, provenance=provenance)
 
 
-def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) -> Advice:
-    """One scenario's Advice from its models and (the next of) the batch's predictions."""
-    ar_sd = _uncertainty_s(scenario, allreduce_prediction)
+def _advice(scenario, ar, models: dict, preds, sds, margin, provenance, objective) -> Advice:
+    """One scenario's Advice from its models and (the next of) the batch's predictions and their 1-sigma."""
+    ar_sd = uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
     for name, model in models.items():
         builtin = topology_info(name).decent_dp_name is not None
@@ -287,7 +272,7 @@ def _advice(scenario, ar, models: dict, preds, margin, provenance, objective) ->
             rows.append(TopologyRow(name, False, str(model), None, None, None, builtin))
             continue
         pred = next(preds)
-        sd = _uncertainty_s(scenario, lambda s, m=model: m.predict(s))
+        sd = next(sds)
         metrics = model.consensus()
         rows.append(
             TopologyRow(

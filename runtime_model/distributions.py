@@ -113,30 +113,34 @@ class EmpiricalCompute(ComputeDistribution):
         if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise UserError("empirical compute samples must be a non-empty list of finite times >= 0")
         object.__setattr__(self, "samples_s", tuple(sorted(arr.tolist())))
+        # the samples as one array, made once: the recurrence draws from them every iteration of every run
+        object.__setattr__(self, "_array", np.asarray(self.samples_s))
+        object.__setattr__(self, "_mean_s", float(np.mean(self._array)))
 
     @property
     def mean_s(self) -> float:  # type: ignore[override]
-        return float(np.mean(self.samples_s))
+        return self._mean_s
 
     @property
     def sd_s(self) -> float:  # type: ignore[override]
-        return float(np.std(self.samples_s, ddof=1)) if len(self.samples_s) > 1 else 0.0
+        return float(np.std(self._array, ddof=1)) if len(self.samples_s) > 1 else 0.0
 
     def ppf(self, q):
-        return np.quantile(np.asarray(self.samples_s), q, method="inverted_cdf")
+        return np.quantile(self._array, q, method="inverted_cdf")
 
     def sample(self, rng: np.random.Generator, size) -> np.ndarray:
-        return rng.choice(np.asarray(self.samples_s), size=size, replace=True)
+        # rng.choice(samples, size, replace=True) draws exactly these indices, at twice the cost
+        return self._array.take(rng.integers(self._array.size, size=size))
 
     def cdf(self, x):
-        return np.searchsorted(np.asarray(self.samples_s), x, side="right") / len(self.samples_s)
+        return np.searchsorted(self._array, x, side="right") / len(self.samples_s)
 
     def scaled(self, factor: float) -> EmpiricalCompute:
         return EmpiricalCompute(tuple(s * factor for s in self.samples_s))
 
     def expected_max(self, g: int) -> float:
         """Exact for the empirical distribution: P(max = x_(i)) = (i/N)^g - ((i-1)/N)^g."""
-        x = np.asarray(self.samples_s)
+        x = self._array
         n = x.size
         i = np.arange(1, n + 1) / n
         weights = i**g - (i - 1.0 / n) ** g

@@ -81,6 +81,13 @@ FIXTURES = {
     "corrupt.json": '{"schema": "rtmodel-profile/1", "cluster": ',
     "params.json": '{"kept": true}\n',
     "notes.txt": "not a profile\n",
+    # documents no JSON reader should meet with a traceback (one loader for all: rtmodel_util/json_document)
+    "deep.json": '{"tool": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "huge-int.json": PROFILE.read_text().replace('"batch_per_rank": ', '"batch_per_rank": ' + "9" * 5000 + ", \"x\": ", 1),
+    "surrogate.json": _impossible(lambda d: d["workload"].__setitem__("model", "evil\udc80")),
+    "nan-profile.json": PROFILE.read_text().replace('"batch_per_rank": ', '"batch_per_rank": NaN, "x": ', 1),
+    "true-schema.json": _impossible(lambda d: d.__setitem__("schema_version", True)),
+    "deep-scenario.json": '{"gpus": ' + "[" * 100_000 + "]" * 100_000 + "}",
     "profile.png": PROFILE.read_text(),  # inputs a user named like figures: a plot must not replace them
     "results.png": "",
     # an nccl-tests all_reduce_perf output whose 8 ranks ran on one host: it measured no network
@@ -107,6 +114,14 @@ FIXTURES = {
     "huge-bucket.json": _impossible(lambda d: d["workload"]["ddp_buckets_bytes"].__setitem__(0, 10**300)),
     "ghost-ranks.json": _impossible(_pattern("group_size", 64)),
     "half-ddp.json": _impossible(_ddp_rows(("ddp_forward_s", "ddp_backward_s"))),
+    "null-ddp-backward.json": _impossible(
+        lambda d: (_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"))(d),
+                   d["compute"].__setitem__("ddp_backward_s", None))
+    ),
+    "null-ddp-forward.json": _impossible(
+        lambda d: (_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"))(d),
+                   d["compute"].__setitem__("ddp_forward_s", None))
+    ),
     "short-ddp.json": _impossible(_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"), ranks=1)),
     "ghost-nodes.json": _impossible(_pattern("nodes_spanned", 9)),
     "ghost-groups.json": _impossible(_pattern("concurrent_groups", 5)),
@@ -210,6 +225,9 @@ CASES = [
     case("took 0 s in every iteration", "advise", "--profile", "zero-compute.json"),
     case("more than a day", "advise", "--profile", "day-long-step.json"),
     case("comes without compute.ddp_optimizer_s", "advise", "--profile", "half-ddp.json"),
+    case("comes without compute.ddp_backward_s (absent or null", "advise", "--profile", "null-ddp-backward.json"),
+    case("ddp_backward_s comes without compute.ddp_forward_s", "validate", "--profile", "null-ddp-forward.json",
+         "--topology", "ring"),
     case("ddp_forward_s must hold one list per rank", "advise", "--profile", "short-ddp.json"),
     case("must be at most 10,000,000,000,000", "calibrate", "huge-bucket.json"),
     case("group_size must be at most 4", "advise", "--profile", "ghost-ranks.json"),
@@ -321,7 +339,7 @@ CASES = [
     case("--out", "profile"),
     case("--out pipe.json is a FIFO", "profile", "--out", "pipe.json"),
     case("--out /dev/null is a character device", "profile", "--out", "/dev/null"),
-    case("--resume notes.txt: it is not readable JSON", "profile", "--resume", "notes.txt"),
+    case("--resume notes.txt: it is not valid JSON", "profile", "--resume", "notes.txt"),
     case("--resume params.json: it is not an rtmodel profile", "profile", "--resume", "params.json"),
     case("it is not an rtmodel profile", "profile", "--out", "params.json", "--resume", "params.json"),
     # calibrate
@@ -383,6 +401,16 @@ CASES = [
     case("--out pipe.png is a FIFO", "plot", "speedup", "--out", "pipe.png"),
     case("pipe.jsonl: not a regular file", "plot", "parity", "--out", "p.png", "--results", "pipe.jsonl"),
     case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
+    # damaged documents: each one line, whichever command reads them
+    case("deep.json is nested too deeply", "advise", "--profile", "deep.json"),
+    case("deep.json is nested too deeply", "calibrate", "deep.json"),
+    case("huge-int.json holds an integer of 5000 digits", "advise", "--profile", "huge-int.json"),
+    case("huge-int.json holds an integer of 5000 digits", "validate", "--profile", "huge-int.json", "--topology",
+         "ring"),
+    case("lone surrogate", "advise", "--profile", "surrogate.json"),
+    case("workload.batch_per_rank", "calibrate", "nan-profile.json"),
+    case("schema_version True", "advise", "--profile", "true-schema.json"),
+    case("--scenario deep-scenario.json: nested too deeply", "advise", "--scenario", "deep-scenario.json"),
     # plot: --out never names one of the command's own inputs, whichever option brought it
     case("is also the input --results", "plot", "parity", "--out", "results.png", "--results", "results.png"),
     case("is also the input --profile", "plot", "variance", "--out", "./profile.png", "--profile", "profile.png"),

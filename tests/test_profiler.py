@@ -124,7 +124,7 @@ def test_resume_plan_starts_over_on_another_shape(tmp_path):
     doc, msg = resume_plan(path, shape, {**workload, "model_args": {"layers": 3}}, [4096])
     assert doc is None and "model_args.layers 2 there, 3 now" in msg
     path.write_text("{not json")
-    with pytest.raises(ProfilingError, match="not readable JSON.*left untouched"):
+    with pytest.raises(ProfilingError, match="not valid JSON.*left untouched"):
         resume_plan(path, shape, workload, [4096])  # never overwritten: it may be the user's own file
     assert path.read_text() == "{not json"
 

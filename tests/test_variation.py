@@ -140,3 +140,15 @@ def test_factor_parts_sum_to_the_gap(kw):
         if row.applicable:
             gap = adv.allreduce.mean_s - row.prediction.mean_s
             assert row.prediction.factors.total_s == pytest.approx(gap, abs=1e-9)
+
+
+def test_the_anova_p_is_scipy_stats_f_oneway_without_importing_scipy_stats():
+    """variation_fit draws its F test from scipy.special (scipy.stats costs a second of import)."""
+    from scipy import stats
+
+    from calibration.variation_fit import one_way_anova_p
+
+    rng = np.random.default_rng(3)
+    for shift in (0.0, 0.02, 0.2):
+        rows = [rng.normal(1.0 + shift * i, 0.1, size=20 + i) for i in range(4)]
+        assert one_way_anova_p(rows) == pytest.approx(stats.f_oneway(*rows).pvalue, rel=1e-9, abs=1e-300)

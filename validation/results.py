@@ -189,14 +189,16 @@ def _parsed_lines(path: Path) -> list[tuple[int, dict | str]]:
     except (OSError, UnicodeDecodeError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise ValidationError(f"cannot read validation results {path}: {why}") from None
+    from rtmodel_util.json_document import DocumentError, parse_document
+
     out: list[tuple[int, dict | str]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            out.append((lineno, f"not JSON ({exc.msg})"))
+            doc = parse_document(line)
+        except DocumentError as exc:
+            out.append((lineno, str(exc).removeprefix("is ").replace("valid JSON", "JSON")))
             continue
         out.append((lineno, doc if isinstance(doc, dict) else "expected a JSON object per line"))
     return out
