@@ -38,7 +38,7 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
     def calibrate_cmd(
         profile: Annotated[Path, typer.Argument(help="profile JSON written by `rtmodel profile`")],
         out: Annotated[
-            Path | None,
+            str | None,
             typer.Option(
                 "--out", help="write the fitted parameters (PARAMS JSON) here; its directory must exist"
             ),

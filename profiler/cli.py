@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("profile")
     def profile(
-        out: Annotated[Path | None, typer.Option(
+        out: Annotated[str | None, typer.Option(
             help="Profile JSON to write (checkpointed after each section); its directory must exist.",
         )] = None,
         model: Annotated[str | None, typer.Option(
@@ -61,10 +61,11 @@ def register(app: typer.Typer) -> None:
         Run it plainly to launch local ranks, or under torchrun on every node (see docs/profiling.md)."""
         from profiler.launch import run_profile
         from rtmodel_harness.model_choice import parse_model_args
+        from rtmodel_util.files import output_path_arg
         from rtmodel_util.processes import launch_env
 
         launch_env()  # first: a bad RANK must not decide who checks --out (its rank says it: failing.report)
-        path = output_file(out, resume)
+        path = output_file(output_path_arg(out, "--out"), resume)
         run_profile(path, model, parse_model_args(model_arg), batch_per_rank, quick, nproc_per_node,
                     ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s,
                     iterations=iterations, warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,

@@ -71,6 +71,6 @@ def local_sgd_configs(opts: dict) -> list[LocalSgd]:
             overlap_steps=opts.get("local_sgd_overlap") or 0,
             fragments=1 if opts.get("local_sgd_fragments") is None else opts["local_sgd_fragments"],
             bits=opts.get("local_sgd_bits"),
-            replica=opts.get("local_sgd_replica") or "node",
+            replica="node" if opts.get("local_sgd_replica") is None else opts["local_sgd_replica"],
         )
     ]

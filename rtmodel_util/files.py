@@ -48,6 +48,16 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def output_path_arg(text: str | None, flag: str) -> Path | None:
+    """An output option as typed, as a Path (None: not given). A trailing slash means a directory, and a
+    Path drops it: `--out newdir/` would otherwise write a file named `newdir`."""
+    if text is None:
+        return None
+    if text.endswith(("/", os.sep)):
+        raise OutputPathError(f"{flag} {text} names a directory; give a file path, e.g. {text}NAME")
+    return Path(text)
+
+
 def output_target(path: str | os.PathLike) -> Path:
     """The file a write to `path` lands in: a symbolic link's target (the link itself stays)."""
     p = Path(os.fspath(path))

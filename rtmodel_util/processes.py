@@ -183,6 +183,7 @@ RANKS_PER_CPU = 8
 MIN_LOCAL_RANKS_BOUND = 16
 LOCAL_RANKS_CEILING = 1024
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MIN_TIMEOUT_S = 1.0  # a torchrun job's start-up (interpreters, rendezvous) takes seconds
 
 
 def max_local_ranks() -> int:
@@ -211,16 +212,16 @@ def check_local_ranks(value, flag: str, minimum: int = 1, error: type[UserError]
 
 
 def check_timeout_s(value, flag: str = "--timeout-s", error: type[UserError] = LaunchRefused) -> float:
-    """A finite timeout above 0 and at most 7 days (longer than any scheduler's time limit; `inf` would
-    overflow the rendezvous' timedelta and a collective's millisecond count)."""
+    """A finite timeout of at least MIN_TIMEOUT_S and at most 7 days (longer than any scheduler's time
+    limit; `inf` would overflow the rendezvous' timedelta and a collective's millisecond count)."""
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = math.nan
-    if isinstance(value, bool) or not (0 < seconds <= MAX_TIMEOUT_S):
+    if isinstance(value, bool) or not (MIN_TIMEOUT_S <= seconds <= MAX_TIMEOUT_S):
         raise error(
-            f"{flag} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:.0f} (7 days), "
-            f"got {value!r}"
+            f"{flag} must be a number of seconds from {MIN_TIMEOUT_S:.0f} (starting the ranks alone takes "
+            f"longer) to {MAX_TIMEOUT_S:.0f} (7 days), got {value!r}"
         )
     return seconds
 

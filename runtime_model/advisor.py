@@ -227,7 +227,7 @@ def advise_many(
     for scenario in scenarios:
         ar = allreduce_prediction(scenario)
         models: dict[str, object] = {}
-        for name in topologies or topology_names():
+        for name in dict.fromkeys(topologies or topology_names()):  # each once, however often it was named
             try:
                 models[name] = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
             except TopologyNotApplicable as exc:

@@ -74,6 +74,11 @@ NON_NEGATIVE = Interval(0.0, None, closed="left")
 FRACTION = Interval(0.0, 1.0, closed="both")
 POSITIVE_FRACTION = Interval(0.0, 1.0, closed="right")
 AT_LEAST_ONE = Interval(1, None, closed="left", integer=True)
+# Inter-node NICs per node: the most any published GPU node exposes is 32 (AWS p5.48xlarge: 32 EFA network
+# cards for 8 H100s); 64 leaves room for the next generation, and 2^63 NICs is a typo, not a node.
+NICS_PER_NODE = Interval(1, 64, closed="both", integer=True)
+# A global batch the user gives is counted in whole samples or tokens: 64.5 images is a typo.
+WHOLE_BATCH = Interval(0, None, closed="neither", integer=True, finite=True)
 # Model-FLOPs utilisation: the fraction of peak FLOP/s a training run turns into model FLOPs. Published
 # MFU of real training runs lies between ~0.05 (small models, slow links) and ~0.7 (tuned large-model
 # runs; PaLM 540B reports 0.46). 0.01 is below all of them; under it "compute time" is an artefact of the

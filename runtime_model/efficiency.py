@@ -97,8 +97,8 @@ def stand_in_chain(gpu: str) -> list[str]:
 def preset_mfu(gpu: str, gpus: dict[str, GpuPreset]) -> dict[str, float]:
     """gpus.toml's `mfu` table for `gpu`, per precision key, rounded as stored: its own derived figure,
     else the first of its stand-ins' (efficiency.toml [stand_in], followed as a chain), else the
-    precision's stand-in; a GPU without TF32 (tf32 peak = fp32 peak, T4) runs "tf32" as fp32. Only the
-    precisions the GPU lists in `tflops` (V100: fp32 and fp16)."""
+    precision's stand-in. Only the precisions the GPU's datasheet lists in `tflops` (V100, T4: fp32 and
+    fp16)."""
     derived, stand_in = derived_mfu(gpus), _data()["stand_in"]
     table = {}
     for precision, keys in PRECISION_KEYS.items():
@@ -107,8 +107,6 @@ def preset_mfu(gpu: str, gpus: dict[str, GpuPreset]) -> dict[str, float]:
                 table.update(dict.fromkeys(keys, round(derived[(name, precision)], 3)))
                 break
     peaks = gpus[gpu].tflops
-    if "tf32" in peaks and peaks["tf32"] == peaks.get("fp32") and "fp32" in table:
-        table["tf32"] = table["fp32"]
     return {key: value for key, value in table.items() if key in peaks}
 
 

@@ -98,11 +98,11 @@ def params_of(params: float | None, param_mb: float | None, element_bytes: int) 
             raise InvalidValue("params", f"{PARAMS.describe()} {PARAMS_WHY}", params)
         return int(params)
     POSITIVE.check("param_mb", param_mb)
-    count = max(1, round(param_mb * MIB / element_bytes))
-    if count > MAX_PARAMS:
+    exact = param_mb * MIB / element_bytes  # may be inf (1e308 MiB): compared before it is rounded
+    if exact > MAX_PARAMS:
         largest = MAX_PARAMS * element_bytes / MIB
         raise InvalidValue("param_mb", f"at most {largest:g} MiB, 1e11 parameters {PARAMS_WHY}", param_mb)
-    return count
+    return max(1, round(exact))
 
 
 def add_yours(

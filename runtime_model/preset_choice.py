@@ -17,7 +17,9 @@ from runtime_model.constraints import (
     DISPATCH_US,
     GLOBAL_BATCH,
     MFU,
+    NICS_PER_NODE,
     OPTIMIZER_MS,
+    WHOLE_BATCH,
     Interval,
 )
 from runtime_model.errors import InvalidCombination, InvalidValue
@@ -114,7 +116,7 @@ def resolve(
     if m.params_only and compute_ms is None:
         raise NeedsComputeMs(model)
     precision = g.default_precision if precision is None else precision
-    if precision not in g.tflops:
+    if precision not in g.tflops:  # a precision the GPU's datasheet does not list (T4: no TF32 or BF16)
         raise UnknownPreset("precision", precision, list(g.tflops), "precision")
     network, intra = link_names(network, intra, gpu, lib)
     choice = PresetChoice(
@@ -165,7 +167,7 @@ def _check_counts(gpus: int, gpus_per_node: int | None, nics_per_node: int | Non
     if gpus_per_node is not None:
         AT_LEAST_ONE.check("gpus_per_node", gpus_per_node)
     if nics_per_node is not None:
-        AT_LEAST_ONE.check("nics_per_node", nics_per_node)
+        NICS_PER_NODE.check("nics_per_node", nics_per_node)
     if nccl_algo is not None and nccl_algo not in NCCL_ALGORITHMS:
         raise UnknownPreset("NCCL algorithm", nccl_algo, list(NCCL_ALGORITHMS), "nccl_algo")
 
@@ -191,6 +193,8 @@ def _check_numbers(
     MFU.check("mfu", choice.mfu)
     COMPUTE_CV.check("compute_cv", choice.compute_cv)
     GLOBAL_BATCH.check("global_batch", choice.global_batch)
+    if global_batch is not None:
+        WHOLE_BATCH.check("global_batch", global_batch)
     # A GPU with less than one unit (token, image) of the batch has nothing to train on: refused for a
     # batch the user gave and for the model's default alike (the default is the batch its source trained
     # at, not one for any n). A measured compute_ms is at the user's own batch, so no batch is implied.

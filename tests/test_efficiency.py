@@ -63,9 +63,10 @@ def test_inference_only_gpus_scale_the_nearest_measured_training_iteration():
     assert efficiency.derived_mfu(GPUS)[("T4", "amp")] == pytest.approx(want, rel=1e-12)
 
 
-def test_gpus_without_tf32_run_tf32_as_fp32():
-    assert GPUS["T4"].tflops["tf32"] == GPUS["T4"].tflops["fp32"]
-    assert efficiency.preset_mfu("T4", GPUS)["tf32"] == efficiency.preset_mfu("T4", GPUS)["fp32"]
+def test_gpus_list_only_the_precisions_their_datasheets_do():
+    """Volta and Turing have neither TF32 nor BF16 tensor cores: asking for them is refused, not run as fp32."""
+    for gpu in ("T4", "V100", "V100-32GB"):
+        assert set(GPUS[gpu].tflops) == set(efficiency.preset_mfu(gpu, GPUS)) == {"fp32", "fp16"}
 
 
 def test_every_derived_efficiency_names_its_published_table():

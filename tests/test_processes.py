@@ -204,7 +204,7 @@ def test_timeouts_are_finite_positive_and_at_most_a_week(command, value, tmp_pat
 
 def test_check_timeout_s_values():
     assert check_timeout_s(600) == 600.0 and check_timeout_s(7 * 24 * 3600) == 7 * 24 * 3600
-    for bad in (math.inf, math.nan, 0, -1, True, "x", None, 7 * 24 * 3600 + 1):
+    for bad in (math.inf, math.nan, 0, 1e-300, 0.5, -1, True, "x", None, 7 * 24 * 3600 + 1):
         with pytest.raises(processes.LaunchRefused, match="--timeout-s"):
             check_timeout_s(bad)
 

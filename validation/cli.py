@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
         precision: Annotated[str | None, typer.Option(help="fp32|tf32|fp16|bf16 (default: the profile's).")] = None,
         optimizer: Annotated[str | None, typer.Option(help="adam|accum-adam (default: the profile's).")] = None,
         fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
-        results: Annotated[Path | None, typer.Option(
+        results: Annotated[str | None, typer.Option(
             "--results", show_default=str(default_results_path()),
             help=f"JSONL file each validation is appended to and --report reads (default: "
                  f"{DEFAULT_RESULTS_DOC}, its directory created on the first write; a path you give must be "
@@ -113,8 +113,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train with DDP and with Decent-DP (and local SGD with --local-sgd-h), measure per-iteration time,
         and compare with the model."""
+        from rtmodel_util.files import output_path_arg
         from validation.errors import ValidationError
 
+        results = output_path_arg(results, "--results")
         if fmt not in FORMATS:
             raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if report:
