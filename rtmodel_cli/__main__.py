@@ -1,3 +1,3 @@
-from rtmodel_cli.app import main
+from rtmodel_cli.entry import main
 
 main()

@@ -55,6 +55,10 @@ BATCH_UNITS = {"transformer-base": "token", "transformer-big": "token", "gpt2-sm
 MIN_BATCH = {"transformer-base": 32, "transformer-big": 32, "transformer-xl-base": 192}
 DEFAULT_BATCH = {"transformer-base": 1024, "transformer-big": 1024, "gpt2-small": 1024,
                  "transformer-xl-base": 192}
+# 2^20 units per rank: 200x the largest per-GPU batches published (NVIDIA's Transformer-big recipe 5,120
+# tokens per GPU; Llama 3 405B's 16M tokens over 16k GPUs is 1,024); beyond it the allocator, not rtmodel,
+# would answer (with a raw error and a 2 PB request).
+MAX_BATCH_PER_RANK = 1 << 20
 DEFAULT_BATCH_PER_RANK = 8  # samples: synthetic, mlp, transformer-tiny, resnet50 (images), your own model
 _WIDTH_DIVS = (1, 2, 4, 8, 16, 32, 64)  # every width stays divisible by the head count
 _SAMPLE = {"transformer-base": "32-token sentence", "transformer-big": "32-token sentence",
@@ -134,9 +138,10 @@ def default_batch(name: str) -> int:
 
 
 def check_batch(name: str, batch, flag: str = "--batch-per-rank") -> int:
-    """An integer >= 1 that holds at least one whole sample of the model; WorkloadError (one line) else."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise WorkloadError(f"{flag} must be an integer >= 1, got {batch!r}")
+    """An integer from 1 to MAX_BATCH_PER_RANK that holds at least one whole sample of the model;
+    WorkloadError (one line) else."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH_PER_RANK:
+        raise WorkloadError(f"{flag} must be an integer from 1 to {MAX_BATCH_PER_RANK:,}, got {batch!r}")
     least = MIN_BATCH.get(name, 1)
     if batch < least:
         raise WorkloadError(

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime_model.defaults import MAX_GPUS
 from runtime_model.errors import DEBUG_ENV, UserError
 
 __all__ = [
@@ -143,8 +144,8 @@ def check_launch_env(environ: Mapping[str, str] | None = None) -> LaunchEnv:
     for name in ("RANK", "WORLD_SIZE"):
         if not env.get(name):
             raise LaunchEnvError(f"{name} is not set ({_WHO}); every rank needs RANK and WORLD_SIZE")
+    world = _env_int(env, "WORLD_SIZE", 1, MAX_GPUS)  # no job has more ranks than rtmodel answers for
     rank = _env_int(env, "RANK", 0)
-    world = _env_int(env, "WORLD_SIZE", 1)
     port = _env_int(env, "MASTER_PORT", 1, 65535)
     local_rank = _env_int(env, "LOCAL_RANK", 0)
     local_world = _env_int(env, "LOCAL_WORLD_SIZE", 1)

@@ -414,8 +414,10 @@ CASES = [
     case("--timeout-s", "profile", "--out", "p.json", "--timeout-s", "0.5"),
     case("--out newdir/ is a directory", "calibrate", "profile.json", "--out", "newdir/"),
     case("--out newdir/ names a directory", "profile", "--out", "newdir/"),
-    case("--results newdir/ names a directory", "validate", "--profile", "profile.json", "--topology", "ring",
+    case("--results newdir/ is a directory", "validate", "--profile", "profile.json", "--topology", "ring",
          "--results", "newdir/"),
+    case("--batch-per-rank must be an integer from 1 to 1,048,576", "profile", "--out", "p.json",
+         "--batch-per-rank", "999999999999"),
     # damaged documents: each one line, whichever command reads them
     case("deep.json is nested too deeply", "advise", "--profile", "deep.json"),
     case("deep.json is nested too deeply", "calibrate", "deep.json"),

@@ -102,3 +102,33 @@ def test_profile_ranks_import_rtmodel_and_still_find_the_users_model(tmp_path):
     res = rtmodel("profile", "--out", "p.json", "--quick", "--model", "mymodels:build", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "p.json").is_file()
+
+
+def test_a_closed_stdout_is_one_line_not_a_traceback():
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "rtmodel"), "advise", "--format", "csv"],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),  # `rtmodel advise --format csv >&-`
+        timeout=300,
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: standard output is closed; redirect it (e.g. > out.txt or > /dev/null)"
+
+
+def test_ctrl_c_while_the_app_loads_is_one_line(monkeypatch, capsys):
+    """The entry point imports the app inside its guard: an interrupt during the imports is one line too."""
+    import types
+
+    from rtmodel_cli import entry
+
+    loading = types.ModuleType("rtmodel_cli.app")
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    loading.main = interrupted
+    monkeypatch.setitem(sys.modules, "rtmodel_cli.app", loading)
+    with pytest.raises(SystemExit) as ended:
+        entry.main()
+    assert ended.value.code == 130 and capsys.readouterr().err.strip() == "error: interrupted"

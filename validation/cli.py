@@ -18,7 +18,7 @@ from validation.results import DEFAULT_RESULTS_DOC, default_results_path
 FORMATS = ("table", "json")
 
 
-def results_file(results: Path | None, profile: Path | None = None) -> tuple[Path, bool]:
+def results_file(results: str | Path | None, profile: Path | None = None) -> tuple[Path, bool]:
     """(the results file, whether it is rtmodel's default), checked before any work.
 
     A --results path follows the one output rule (rtmodel_util.files: its directory must exist, and it is
@@ -31,7 +31,8 @@ def results_file(results: Path | None, profile: Path | None = None) -> tuple[Pat
 
     writer = is_lead_process()
     if results is not None:
-        checked = check_output_path(results, "--results", inputs={"--profile": profile}) if writer else results
+        # as typed: a trailing slash (a directory) is seen before a Path would drop it
+        checked = check_output_path(results, "--results", inputs={"--profile": profile}) if writer else Path(results)
         return checked, False
     path = default_results_path()
     return (check_default_results_path(path) if writer else path), True
@@ -113,10 +114,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train with DDP and with Decent-DP (and local SGD with --local-sgd-h), measure per-iteration time,
         and compare with the model."""
-        from rtmodel_util.files import output_path_arg
         from validation.errors import ValidationError
 
-        results = output_path_arg(results, "--results")
         if fmt not in FORMATS:
             raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if report:
