@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulation import netns, settings
+from emulation import guardian, netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
 from rtmodel_util.host_share import omp_threads_env
@@ -104,6 +104,7 @@ class EmulatedCluster:
         self.namespaces = [netns.namespace_name(self.token, i) for i in range(self.nodes)]
         self._created: list[str] = []
         self._forwarder: subprocess.Popen | None = None
+        self._guardian: subprocess.Popen | None = None  # ends the nodes if this process is SIGKILLed
         self._workdir: str | None = None
         self._procs: list[subprocess.Popen] = []
         self._prev_handlers: dict[int, object] = {}
@@ -136,6 +137,7 @@ class EmulatedCluster:
             self._workdir_stack = contextlib.ExitStack()
             run = self._workdir_stack.enter_context(run_directory(f"{netns.PREFIX}{self.token}-"))
             self._workdir = str(run.path)
+            self._guardian = guardian.start(self.namespaces, self.python, _pythonpath())
             for i, ns in enumerate(self.namespaces):
                 self._create_node(i, ns)
             self._start_forwarder()
@@ -213,6 +215,8 @@ class EmulatedCluster:
         while self._created:
             netns.delete_namespace(self._created[-1])
             self._created.pop()
+        guardian.release(self._guardian)
+        self._guardian = None
         if self._workdir:
             self._workdir_stack.close()
             self._workdir = None

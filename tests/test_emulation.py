@@ -276,3 +276,36 @@ def test_sigterm_tears_down_and_cleanup_stale_removes_leftovers_of_dead_runs(nee
     finally:
         for ns in (stale, alive):
             run_cmd(["ip", "netns", "del", ns], check=False)
+
+
+@emulated
+def test_sigkill_of_the_owner_ends_its_node_commands_and_namespaces(needs_root):
+    """No teardown runs after a SIGKILL: the guardian (emulation/guardian.py) does it instead."""
+    script = textwrap.dedent("""
+        import subprocess, time
+        from emulation import EmulatedCluster
+        with EmulatedCluster(2, 1, 100, 0.5) as c:
+            procs = [c.run_on_node(n, ["sleep", "300"]) for n in range(2)]
+            print(" ".join(c.namespaces), *[p.pid for p in procs], flush=True)
+            time.sleep(300)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    first = proc.stdout.readline().split()
+    names, pids = first[:2], [int(p) for p in first[2:]]
+    assert len(pids) == 2 and set(names) <= set(list_namespaces())
+    proc.kill()
+    proc.wait(timeout=20)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (set(names) & set(list_namespaces()) or any(_alive(p) for p in pids)):
+        time.sleep(0.2)
+    assert not set(names) & set(list_namespaces())
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    """A process that still runs (a zombie waiting for its reaper has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
