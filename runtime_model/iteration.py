@@ -119,10 +119,15 @@ def compute_wait_of_all(
         return dist.expected_max(n), dist.quantile_of_max(0.50, n), dist.quantile_of_max(0.99, n)
     if n > FULL_MAX_N and comp.variation.rank_factors is None:  # rank classes, no n-sized draws
         return max_of_ranks(dist, comp.variation, n, shape.gpus_per_node)
-    draw = replace(comp, distribution=dist).sampler(n, shape.gpus_per_node)
+    comp = replace(comp, distribution=dist)
     rng = np.random.default_rng(seed)
     iters = int(np.clip(DDP_SIM_BUDGET // max(n, 1), DDP_SIM_MIN_ITERS, DDP_SIM_MAX_ITERS))
-    maxima = np.array([draw(rng).max() for _ in range(iters)])
+    block = comp.block_sampler(n)  # every iteration's draws at once (<= DDP_SIM_BUDGET values), same stream
+    if block is not None:
+        maxima = block(rng, iters).max(axis=1)
+    else:
+        draw = comp.sampler(n, shape.gpus_per_node)
+        maxima = np.array([draw(rng).max() for _ in range(iters)])
     p50, p99 = np.quantile(maxima, [0.5, 0.99])
     return float(maxima.mean()), float(p50), float(p99)
 

@@ -178,6 +178,11 @@ def _draws(computes: Sequence[Compute], n: int, gpus_per_node: int, seed: int):
         while True:
             for z in rng.standard_normal((draw_block(n), n)):
                 yield (mean + sd * z) + opt
+    block = comp.block_sampler(n)
+    if block is not None:  # blocks of iterations, the same stream as one draw per iteration
+        while True:
+            for row in block(rng, draw_block(n)) + comp.optimizer_s:
+                yield row[None, :]
     draw = comp.sampler(n, gpus_per_node)
     while True:
         yield (draw(rng) + comp.optimizer_s)[None, :]

@@ -272,6 +272,18 @@ class Compute:
         s = var.factors(gpus)
         return lambda rng: var.sample(dist.sample(rng, gpus), dist.mean_s, rng, gpus_per_node, s)
 
+    def block_sampler(self, gpus: int):
+        """draw(rng, rows) -> `rows` iterations of sampler's draws at once: the very values `rows` calls of
+        its draw give (one stream consumed in the same order; tests/test_distributions.py holds them
+        equal). None with a node term, whose draws interleave with the ranks' iteration by iteration."""
+        dist, var = self.distribution, self.variation
+        if var.node_cv > 0:
+            return None
+        s = None if var.is_iid else var.factors(gpus)
+        if s is None:
+            return lambda rng, rows: dist.sample(rng, (rows, gpus))
+        return lambda rng, rows: s * dist.sample(rng, (rows, gpus))
+
     def scaled(self, factor: float) -> Compute:
         """What-if copy: forward, backward and optimizer times multiplied by `factor`."""
         return replace(

@@ -48,3 +48,42 @@ def test_zero_spread_is_deterministic():
     d = NormalCompute(0.5, 0.0)
     assert d.expected_max(1000) == 0.5
     assert d.quantile_of_max(0.99, 1000) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    "dist", [NormalCompute(0.03, 0.004), EmpiricalCompute(tuple(np.linspace(0.02, 0.05, 997)))], ids=str
+)
+@pytest.mark.parametrize(
+    "variation",
+    [
+        dict(),
+        dict(straggler_factor=1.5, straggler_count=2),
+        dict(rank_cv=0.1),
+        dict(rank_factors=(1.0, 1.1, 0.9)),
+    ],
+    ids=["iid", "stragglers", "rank-spread", "measured-factors"],
+)
+@pytest.mark.parametrize("n", [3, 8])
+def test_a_block_of_iterations_is_the_per_iteration_draws_bit_for_bit(dist, variation, n):
+    """Compute.block_sampler (advise --profile's speed) must give exactly what one draw per iteration gives."""
+    from runtime_model.scenario import Compute
+    from runtime_model.variation import Variation
+
+    if "rank_factors" in variation and n != 3:
+        variation = dict(rank_factors=tuple(1.0 + 0.01 * i for i in range(n)))
+    comp = Compute(0.01, 0.02, 0.005, distribution=dist, variation=Variation(**variation))
+    draw, block = comp.sampler(n, 2), comp.block_sampler(n)
+    one, other = np.random.default_rng(11), np.random.default_rng(11)
+    rows = np.stack([draw(one) for _ in range(300)])
+    assert np.array_equal(rows, np.concatenate([block(other, 100), block(other, 200)]))
+    assert one.random() == other.random()  # and the stream is left where the loop leaves it
+
+
+def test_a_node_term_keeps_the_per_iteration_loop():
+    from runtime_model.scenario import Compute
+    from runtime_model.variation import Variation
+
+    comp = Compute(
+        0.01, 0.02, 0.005, distribution=NormalCompute(0.03, 0.004), variation=Variation(node_cv=0.05)
+    )
+    assert comp.block_sampler(8) is None
