@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from calibration.profile import BucketReadyTimes, ComputeProfile, Profile
-from calibration.profile_io import CalibrationError
+from calibration.profile_io import CalibrationError, ProfileError
 from calibration.results import DdpWork, FitReport
 from calibration.variation_fit import fit_variation
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
@@ -147,10 +147,30 @@ def measured_ddp_work(comp: ComputeProfile) -> DdpWork | None:
     if comp.ddp_wrapped is None:
         return None
     bare = (comp.forward, comp.backward, comp.optimizer)
+    for name, wrapped, plain in zip(
+        ("forward", "backward", "optimizer"), comp.ddp_wrapped, bare, strict=True
+    ):
+        _check_wrapped(name, wrapped, plain)
     extra = [
         max(0.0, _low(wrapped) - _low(plain)) for wrapped, plain in zip(comp.ddp_wrapped, bare, strict=True)
     ]
     return DdpWork(*extra)
+
+
+# The most a phase may grow under DDP's wrapper: its hooks add bucket copies and launches to a phase, and
+# the profiles measured 1-3.5x (benchmarks/results/quick-profile-2x2.json: backward 20-23 ms wrapped, 6-13
+# ms bare); two orders of magnitude beyond is a damaged document (a day beside milliseconds printed
+# 500,000x speedups), not a measurement.
+MAX_WRAPPED_OVER_BARE = 100.0
+
+
+def _check_wrapped(name: str, wrapped, plain) -> None:
+    w, b = float(np.median(_pooled(wrapped))), float(np.median(_pooled(plain)))
+    if b > 0 and w > MAX_WRAPPED_OVER_BARE * b:
+        raise ProfileError(
+            f"compute.ddp_{name}_s is {w / b:,.0f}x compute.{name}_s (medians {w * 1e3:.4g} and {b * 1e3:.4g} ms): "
+            f"DDP's wrapper adds hook work to a phase but never makes it {MAX_WRAPPED_OVER_BARE:g}x slower; re-profile"
+        )
 
 
 LEAST_DISTURBED = 0.1  # the quantile of a phase's samples that stands for its undisturbed time

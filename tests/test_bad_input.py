@@ -118,6 +118,10 @@ FIXTURES = {
         lambda d: (_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"))(d),
                    d["compute"].__setitem__("ddp_backward_s", None))
     ),
+    "day-long-ddp.json": _impossible(
+        lambda d: (_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"))(d),
+                   d["compute"].__setitem__("ddp_backward_s", [[86400.0] * len(r) for r in d["compute"]["backward_s"]]))
+    ),
     "null-ddp-forward.json": _impossible(
         lambda d: (_ddp_rows(("ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"))(d),
                    d["compute"].__setitem__("ddp_forward_s", None))
@@ -226,6 +230,8 @@ CASES = [
     case("more than a day", "advise", "--profile", "day-long-step.json"),
     case("comes without compute.ddp_optimizer_s", "advise", "--profile", "half-ddp.json"),
     case("comes without compute.ddp_backward_s (absent or null", "advise", "--profile", "null-ddp-backward.json"),
+    case("compute.ddp_backward_s is 1,435,038x compute.backward_s", "advise", "--profile", "day-long-ddp.json"),
+    case("DDP's wrapper adds hook work", "calibrate", "day-long-ddp.json"),
     case("ddp_backward_s comes without compute.ddp_forward_s", "validate", "--profile", "null-ddp-forward.json",
          "--topology", "ring"),
     case("ddp_forward_s must hold one list per rank", "advise", "--profile", "short-ddp.json"),
