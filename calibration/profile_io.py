@@ -173,11 +173,12 @@ def _check_shape(shape: dict, origin: str) -> None:
         raise ProfileError(f"{_where(origin, 'shape.nccl_algo_env')} must be NCCL_ALGO's text or null, got {algo!r}")
     marks = shape.get(UNMEASURED_LINKS, {})  # optional: profiles before it lack it (every link measured)
     if not isinstance(marks, dict) or any(
-        cls not in LINK_CLASSES or not isinstance(why, str) or not why.strip() for cls, why in marks.items()
+        cls not in LINK_CLASSES or not isinstance(why, str) or not why.strip() or len(why) > 500
+        for cls, why in marks.items()
     ):
         raise ProfileError(
             f"{_where(origin, 'shape.' + UNMEASURED_LINKS)} must map link classes ({', '.join(LINK_CLASSES)}) to "
-            f"why each was not measured, got {marks!r}"
+            f"why each was not measured (a sentence of at most 500 characters), got {ascii(marks)[:200]}"
         )
 
 

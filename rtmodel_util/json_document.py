@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 64  # rtmodel's documents nest 5 levels deep; far beyond that is not one of them
+MAX_STRING_CHARS = 10_000  # names, versions, reasons: a longer string would be printed into tables whole
 MAX_INT_DIGITS = 1000  # far below Python's 4,300-digit conversion limit; physics checks bound the rest
 
 
@@ -69,6 +70,8 @@ def _check_tree(doc: Any) -> None:
 
 
 def _check_text(text: str) -> None:
+    if len(text) > MAX_STRING_CHARS:
+        raise DocumentError(f"holds a string of {len(text):,} characters (at most {MAX_STRING_CHARS:,})")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

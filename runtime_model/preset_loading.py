@@ -12,6 +12,7 @@ exception: it is one table of independent choices, replaced key by key.
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import MISSING, fields
@@ -266,12 +267,15 @@ def _add_dir(layers: _Layers, directory: Path) -> None:
         raise PresetFileError(str(directory), f"holds no preset files (expected some of: {', '.join(FILES)})")
     for file_name in FILES:  # a fixed order, so that references are checked the same way every time
         path = directory / file_name
-        if path.is_file():
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise PresetFileError(str(path), f"cannot be read: {exc}") from None
-            layers.add_file(file_name, str(path), text, builtin=False)
+        if not (path.exists() or path.is_symlink()):
+            continue
+        try:  # a FIFO, a directory or a symlink loop under a preset's name is said, never skipped
+            if not stat.S_ISREG(path.stat().st_mode):
+                raise PresetFileError(str(path), "is not a regular file (a directory, FIFO or device)")
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PresetFileError(str(path), f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        layers.add_file(file_name, str(path), text, builtin=False)
 
 
 @cache

@@ -84,6 +84,8 @@ FIXTURES = {
     # documents no JSON reader should meet with a traceback (one loader for all: rtmodel_util/json_document)
     "deep.json": '{"tool": ' + "[" * 100_000 + "]" * 100_000 + "}",
     "huge-int.json": PROFILE.read_text().replace('"batch_per_rank": ', '"batch_per_rank": ' + "9" * 5000 + ", \"x\": ", 1),
+    "long-reason.json": _impossible(lambda d: d["shape"].__setitem__("unmeasured_links", {"inter": "x" * 1000})),
+    "huge-string.json": _impossible(lambda d: d["workload"].__setitem__("model", "m" * 1_000_000)),
     "surrogate.json": _impossible(lambda d: d["workload"].__setitem__("model", "evil\udc80")),
     "nan-profile.json": PROFILE.read_text().replace('"batch_per_rank": ', '"batch_per_rank": NaN, "x": ', 1),
     "true-schema.json": _impossible(lambda d: d.__setitem__("schema_version", True)),
@@ -318,6 +320,9 @@ CASES = [
     case("--global-batch", "advise", "--profile", "profile.json", "--global-batch", "256"),
     case("--compute-cv", "advise", "--profile", "profile.json", "--compute-cv", "0.1"),
     case("nosuch-dir", "advise", "--presets", "nosuch-dir"),
+    case("presets-fifo/gpus.toml: is not a regular file", "advise", "--presets", "presets-fifo"),
+    case("presets-dir/gpus.toml: is not a regular file", "advise", "--presets", "presets-dir"),
+    case("presets-loop/gpus.toml: cannot be read", "advise", "--presets", "presets-loop"),
     # topologies
     case("--gpus", "topologies", "--gpus", "0"),
     case("--gpus", "topologies", "--gpus", "1000000000000"),
@@ -431,6 +436,9 @@ CASES = [
     case("huge-int.json holds an integer of 5000 digits", "validate", "--profile", "huge-int.json", "--topology",
          "ring"),
     case("lone surrogate", "advise", "--profile", "surrogate.json"),
+    case("a sentence of at most 500 characters", "advise", "--profile", "long-reason.json"),
+    case("holds a string of 1,000,000 characters", "validate", "--profile", "huge-string.json", "--topology",
+         "ring"),
     case("workload.batch_per_rank", "calibrate", "nan-profile.json"),
     case("schema_version True", "advise", "--profile", "true-schema.json"),
     case("--scenario deep-scenario.json: nested too deeply", "advise", "--scenario", "deep-scenario.json"),
@@ -456,6 +464,11 @@ def workdir(tmp_path, monkeypatch):
         (tmp_path / name).write_text(text)
     for name in FIFOS:
         os.mkfifo(tmp_path / name)
+    for folder in ("presets-fifo", "presets-dir", "presets-loop"):  # a preset file that is not a file
+        (tmp_path / folder).mkdir()
+    os.mkfifo(tmp_path / "presets-fifo" / "gpus.toml")
+    (tmp_path / "presets-dir" / "gpus.toml").mkdir()
+    (tmp_path / "presets-loop" / "gpus.toml").symlink_to("gpus.toml")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # validate's default results live there
     return tmp_path
