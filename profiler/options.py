@@ -11,6 +11,7 @@ from rtmodel_harness.model_choice import check_batch, default_batch
 from rtmodel_harness.recipe import check_optimizer, check_precision
 from rtmodel_util.backend_choice import BACKENDS
 from rtmodel_util.processes import check_local_ranks, check_timeout_s
+from runtime_model.constraints import BUCKET_CAP_MIB_RANGE, MAX_RUN_ITERATIONS
 
 # Without --model: the paper's recipe on a GPU host; on a CPU-only host a real model that profiles in
 # seconds (a quick CPU profile of full-width transformer-base took 3 minutes on 2 cores). The sleeping
@@ -61,8 +62,8 @@ class ProfileOptions:
         o = replace(self, **fill)
         check_precision(o.precision, error=ProfilingError)
         check_optimizer(o.optimizer, error=ProfilingError)
-        _check_int(o.iterations, "--iterations", 1)
-        _check_int(o.warmup, "--warmup", 0)
+        _check_int(o.iterations, "--iterations", 1, MAX_RUN_ITERATIONS)
+        _check_int(o.warmup, "--warmup", 0, MAX_RUN_ITERATIONS)
         _check_int(o.reps, "--reps", 1)
         _check_int(o.size_factor, "--size-factor", 2)
         try:
@@ -78,8 +79,8 @@ class ProfileOptions:
                     f"--ranks-per-node {o.ranks_per_node} does not divide --nproc-per-node {o.nproc_per_node}"
                 )
         check_timeout_s(o.timeout_s, "--timeout-s", ProfilingError)
-        if o.bucket_cap_mb is not None and not (o.bucket_cap_mb > 0):
-            raise ProfilingError(f"--bucket-cap-mb must be > 0, got {o.bucket_cap_mb}")
+        if o.bucket_cap_mb is not None and not BUCKET_CAP_MIB_RANGE.contains(o.bucket_cap_mb):
+            raise ProfilingError(f"--bucket-cap-mb must be {BUCKET_CAP_MIB_RANGE.describe()}, got {o.bucket_cap_mb}")
         if o.backend not in BACKENDS:
             raise ProfilingError(f"--backend must be one of {', '.join(BACKENDS)}, got {o.backend!r}")
         if not str(o.out):
@@ -96,6 +97,7 @@ class ProfileOptions:
         return ProfileOptions(**json.loads(text))
 
 
-def _check_int(value, flag: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ProfilingError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+def _check_int(value, flag: str, minimum: int, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum and value > maximum):
+        span = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum:,}"
+        raise ProfilingError(f"{flag} must be an integer {span}, got {value!r}")

@@ -69,6 +69,11 @@ class Interval:
         return value
 
 
+# Iterations a measuring run times (profile, validate): their figures settle within tens (the accuracy
+# benchmark times 40); 10^5 at 100 ms each is three hours, and 2^63 never ends.
+MAX_RUN_ITERATIONS = 100_000
+# DDP's and Decent-DP's bucket cap in MiB: above 0, and below a terabyte (inf overflowed in the ranks).
+BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
 POSITIVE = Interval(0.0, None, closed="neither")
 NON_NEGATIVE = Interval(0.0, None, closed="left")
 FRACTION = Interval(0.0, 1.0, closed="both")

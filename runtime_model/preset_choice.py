@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from runtime_model.constraints import (
     AT_LEAST_ONE,
+    BUCKET_CAP_MIB_RANGE,
     COMPUTE_CV,
     COMPUTE_MS,
     DISPATCH_US,
@@ -20,7 +21,6 @@ from runtime_model.constraints import (
     NICS_PER_NODE,
     OPTIMIZER_MS,
     WHOLE_BATCH,
-    Interval,
 )
 from runtime_model.errors import InvalidCombination, InvalidValue
 from runtime_model.own_model import NeedsComputeMs
@@ -36,7 +36,6 @@ MESSAGE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 # NCCL's own choice per call (cheaper of ring and tree) unless NCCL_ALGO fixes one (--nccl-algo).
 DEFAULT_NCCL_ALGO = "auto"
 # A bucket cap of a million MiB or more is a bytes-for-MiB mix-up, not a bucket.
-BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,8 @@ def test_profile_shape_mismatch_names_both_shapes(synthetic_profiles):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--iterations", "0"], "--iterations must be an integer >= 1"),
-        (["--warmup", "1"], "--warmup must be an integer >= 2"),
+        (["--iterations", "0"], "--iterations must be an integer from 1 to 100,000"),
+        (["--warmup", "1"], "--warmup must be an integer from 2 to 100,000"),
         (["--recommended"], "not both"),
         (["--format", "xml"], "--format must be one of"),
         (["--model-arg", "nope=1"], "has no argument 'nope'"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from runtime_model.constraints import MAX_RUN_ITERATIONS
 from runtime_model.defaults import BUCKET_CAP_MIB
 from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
 from validation.job import RankJob, RunWorkload
@@ -93,11 +94,11 @@ class Plan:
 
 
 def check_counts(iterations: int, warmup: int) -> None:
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValidationError(f"--iterations must be an integer >= 1, got {iterations!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < MIN_WARMUP:
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= MAX_RUN_ITERATIONS:
+        raise ValidationError(f"--iterations must be an integer from 1 to {MAX_RUN_ITERATIONS:,}, got {iterations!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not MIN_WARMUP <= warmup <= MAX_RUN_ITERATIONS:
         raise ValidationError(
-            f"--warmup must be an integer >= {MIN_WARMUP}, got {warmup!r} (Decent-DP sets up its buckets "
+            f"--warmup must be an integer from {MIN_WARMUP} to {MAX_RUN_ITERATIONS:,}, got {warmup!r} (Decent-DP sets up its buckets "
             "in its 2nd iteration and DDP rebuilds its buckets after the 1st: those must not be timed)"
         )
 
