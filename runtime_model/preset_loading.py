@@ -274,7 +274,9 @@ def _add_dir(layers: _Layers, directory: Path) -> None:
                 raise PresetFileError(str(path), "is not a regular file (a directory, FIFO or device)")
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise PresetFileError(str(path), f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+            raise PresetFileError(
+                str(path), f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
         layers.add_file(file_name, str(path), text, builtin=False)
 
 

@@ -113,7 +113,9 @@ def test_a_closed_stdout_is_one_line_not_a_traceback():
         timeout=300,
     )
     assert res.returncode == 2
-    assert res.stderr.strip() == "error: standard output is closed; redirect it (e.g. > out.txt or > /dev/null)"
+    assert (
+        res.stderr.strip() == "error: standard output is closed; redirect it (e.g. > out.txt or > /dev/null)"
+    )
 
 
 def test_ctrl_c_while_the_app_loads_is_one_line(monkeypatch, capsys):
@@ -132,3 +134,34 @@ def test_ctrl_c_while_the_app_loads_is_one_line(monkeypatch, capsys):
     with pytest.raises(SystemExit) as ended:
         entry.main()
     assert ended.value.code == 130 and capsys.readouterr().err.strip() == "error: interrupted"
+
+
+@pytest.mark.parametrize(
+    "command", [["validate", "--topology", "ring"], ["profile", "--quick", "--out", "p.json"]]
+)
+def test_a_launched_rank_whose_peers_never_come_says_so_in_one_line(tmp_path, command):
+    """Rank 0 of a two-rank job alone: the rendezvous times out, and the rank says which phase, not a traceback."""
+    pytest.importorskip("torch")
+    profile = (
+        ["--profile", str(ROOT / "tests" / "data" / "synthetic_profile_2x2.json")]
+        if command[0] == "validate"
+        else []
+    )
+    port = str(29_000 + os.getpid() % 1000)
+    res = rtmodel(
+        *command,
+        *profile,
+        "--timeout-s",
+        "3",
+        cwd=tmp_path,
+        RANK="0",
+        WORLD_SIZE="2",
+        LOCAL_RANK="0",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=port,
+    )
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("error: rank 0 failed during setup/init: "), (
+        res.stderr
+    )

@@ -260,7 +260,10 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
     from validation.runner import init_distributed, run_rank
 
     say = _printer(progress and env.rank == 0)
-    created = init_distributed(timeout_s, backend)
+    try:
+        created = init_distributed(timeout_s, backend)
+    except (RuntimeError, OSError, ValueError) as exc:  # the rendezvous: a rank missing, MASTER_ADDR unreachable
+        raise RankFailure(env.rank, "setup/init", f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
     if say:
         from rtmodel_harness.distributed import backend_note
 
