@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -56,6 +57,27 @@ def one_line(exc: BaseException, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# What a signal that ends a rank with no Python error usually means (the C library prints its own line,
+# e.g. glibc's "double free or corruption", just above rtmodel's).
+_SIGNAL_CAUSES = {
+    signal.SIGABRT: "an abort in native code: torch's C++ kernels or the C library caught a fault",
+    signal.SIGSEGV: "a crash in native code: torch's C++ kernels or an extension",
+    signal.SIGBUS: "a crash in native code: a bad memory access",
+    signal.SIGKILL: "from outside: often the kernel's out-of-memory killer, see dmesg",
+    signal.SIGILL: "an instruction this CPU does not have: a build for another CPU",
+}
+
+
+def _signal_words(number: int) -> str:
+    """'killed by signal 6 (SIGABRT, an abort in native code: ...)': the signal's name and its usual cause."""
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"killed by signal {number}"
+    cause = _SIGNAL_CAUSES.get(sig)
+    return f"killed by signal {number} ({sig.name}{', ' + cause if cause else ''})"
+
+
 def read_failures(directory: Path, exit_codes: dict[int, int], killed: set[int]) -> list[dict]:
     """Failure reports for ranks that failed, most likely root cause first."""
     reports = []
@@ -70,7 +92,7 @@ def read_failures(directory: Path, exit_codes: dict[int, int], killed: set[int])
         elif rank not in killed:
             phase_file = directory / f"rank{rank}.phase"
             phase = phase_file.read_text() if phase_file.exists() else "startup"
-            how = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+            how = _signal_words(-rc) if rc < 0 else f"exited with code {rc}"
             reports.append({"rank": rank, "phase": phase, "message": f"process {how} without an error message",
                             "order": (-1, 0.0), "traceback": ""})
     reports.sort(key=lambda r: r["order"])

@@ -357,3 +357,17 @@ def test_a_users_batches_are_moved_to_the_models_device():
     moved = on_device(batch, meta)
     assert moved[0]["tokens"].device == meta and moved[1][0].device == meta
     assert isinstance(moved[1], list) and moved[2:] == ("label", 3)
+
+
+def test_a_rank_ended_by_a_signal_is_named_with_its_usual_cause(tmp_path):
+    """A native abort (glibc's 'double free or corruption' in torch's CPU kernels) leaves no Python error:
+    the launcher names the signal and what it usually means instead of a bare number."""
+    from profiler.failures import read_failures
+
+    (tmp_path / "rank1.phase").write_text("setup/workload")
+    reports = read_failures(tmp_path, {0: 0, 1: -6, 2: -9, 3: -99}, killed=set())
+    messages = {r["rank"]: r["message"] for r in reports}
+    assert messages[1].startswith("process killed by signal 6 (SIGABRT, an abort in native code")
+    assert "out-of-memory killer" in messages[2]
+    assert messages[3] == "process killed by signal 99 without an error message"
+    assert [r["phase"] for r in reports if r["rank"] == 1] == ["setup/workload"]
