@@ -74,6 +74,19 @@ class Interval:
 MAX_RUN_ITERATIONS = 100_000
 # DDP's and Decent-DP's bucket cap in MiB: above 0, and below a terabyte (inf overflowed in the ranks).
 BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
+# A user's own presets are bounded as the flags are (a GPU of 1e-300 TFLOP/s printed 300-digit times):
+# dense peak TFLOP/s of one accelerator, from an old laptop GPU's 0.01 to 100,000 (B200's densest peak is
+# ~9,000); memory bandwidth in GB/s up to 100,000 (H200: 4,800; B200: 8,000); a link's Gbit/s from
+# 0.001 (1 Mbit/s) to 100,000 (NVLink 5 carries 14,400 per GPU); a latency in us up to a second.
+PEAK_TFLOPS = Interval(0.01, 1e5, closed="both")
+# A model's parameters: data parallelism keeps a whole replica on every GPU (1e11 fp32 gradients are 400 GB).
+MAX_PARAMS = 1e11
+PARAMS_RANGE = Interval(1, MAX_PARAMS, closed="both", integer=True)
+MEMORY_BANDWIDTH_GBPS = Interval(1.0, 1e5, closed="both")
+MEMORY_GIB = Interval(0.1, 1e5, closed="both")
+LINK_GBPS = Interval(1e-3, 1e5, closed="both")
+LATENCY_US = Interval(0.0, 1e6, closed="both")
+LAUNCH_US = Interval(0.0, 1e4, closed="both")
 POSITIVE = Interval(0.0, None, closed="neither")
 NON_NEGATIVE = Interval(0.0, None, closed="left")
 FRACTION = Interval(0.0, 1.0, closed="both")

@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 from types import MappingProxyType
 
-from runtime_model.constraints import POSITIVE, Interval
+from runtime_model.constraints import MAX_PARAMS, PARAMS_RANGE, POSITIVE
 from runtime_model.defaults import MIB
 from runtime_model.errors import InvalidCombination, InvalidValue, UserError
 from runtime_model.preset_types import MODES, PER_MODE_COUNTS, ModelPreset, PresetLibrary
@@ -23,8 +23,7 @@ OWN_MODEL = "your-model"  # the name --params / --param-mb give the user's model
 # Data parallelism keeps a whole replica on every GPU: 10^11 parameters' fp32 gradients alone are 400 GB,
 # more than any GPU holds (H200: 141 GB). Above it the count is a typo (an extra zero), and the model would
 # also cut over 15,000 buckets.
-MAX_PARAMS = 1e11
-PARAMS = Interval(1, MAX_PARAMS, closed="both", integer=True)
+PARAMS = PARAMS_RANGE
 PARAMS_WHY = "(data parallelism keeps a whole replica on every GPU: 1e11 fp32 gradients alone are 400 GB)"
 # Keys of a models.toml entry that make it params-only (any other ModelPreset key asks for all of them).
 PARAMS_ONLY_KEYS = ("params", "description", "source", "optimizer", "compute_cv")

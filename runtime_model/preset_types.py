@@ -15,8 +15,17 @@ from dataclasses import MISSING, dataclass, field
 from runtime_model.constraints import (
     AT_LEAST_ONE,
     COMPUTE_CV,
+    DISPATCH_US,
+    GLOBAL_BATCH,
+    LATENCY_US,
+    LAUNCH_US,
+    LINK_GBPS,
+    MEMORY_BANDWIDTH_GBPS,
+    MEMORY_GIB,
     MFU,
     NON_NEGATIVE,
+    PARAMS_RANGE,
+    PEAK_TFLOPS,
     POSITIVE,
     POSITIVE_FRACTION,
     Interval,
@@ -62,15 +71,15 @@ class GpuPreset:
     efficiencies large-batch training reaches on them, and the host's cost per eager op."""
 
     name: str
-    tflops: Mapping[str, float] = _toml(NUMBER_TABLE, POSITIVE)  # dense peak TFLOP/s per precision
-    memory_bandwidth_GBps: float = _toml(NUMBER, POSITIVE)  # 10^9 bytes per second
-    memory_GiB: float = _toml(NUMBER, POSITIVE)
+    tflops: Mapping[str, float] = _toml(NUMBER_TABLE, PEAK_TFLOPS)  # dense peak TFLOP/s per precision
+    memory_bandwidth_GBps: float = _toml(NUMBER, MEMORY_BANDWIDTH_GBPS)  # 10^9 bytes per second
+    memory_GiB: float = _toml(NUMBER, MEMORY_GIB)
     default_precision: str = _toml(TEXT)
     mfu: Mapping[str, float] = _toml(NUMBER_TABLE, MFU)  # per precision: fraction of peak at large batch
     memory_efficiency: float = _toml(NUMBER, POSITIVE_FRACTION)  # fraction of memory bandwidth streamed
-    dispatch_us: float = _toml(NUMBER, POSITIVE)  # host CPU time per kernel-launching op of eager PyTorch
+    dispatch_us: float = _toml(NUMBER, DISPATCH_US)  # host CPU time per kernel-launching op of eager PyTorch
     # what a CUDA launch adds on the host per kernel-launching op, above the CPU's dispatch
-    launch_us: float = _toml(NUMBER, NON_NEGATIVE, default=0.0)
+    launch_us: float = _toml(NUMBER, LAUNCH_US, default=0.0)
     default_intra: str | None = _toml(TEXT, ref=INTRA, default=None)  # None: the library's default
     source: str = _toml(TEXT)
     mfu_source: str = _toml(TEXT, default="")
@@ -101,8 +110,8 @@ class LinkPreset:
 
     name: str
     description: str = _toml(TEXT)
-    bandwidth_Gbps: float = _toml(NUMBER, POSITIVE)  # 10^9 bits per second
-    latency_us: float = _toml(NUMBER, NON_NEGATIVE)  # per ring step, software + wire
+    bandwidth_Gbps: float = _toml(NUMBER, LINK_GBPS)  # 10^9 bits per second
+    latency_us: float = _toml(NUMBER, LATENCY_US)  # per ring step, software + wire
     # achievable all-reduce bus bandwidth / line rate (published nccl-tests results for the fabric)
     efficiency: float = _toml(NUMBER, POSITIVE_FRACTION, default=1.0)
     source: str = _toml(TEXT)
@@ -132,11 +141,11 @@ class ModelPreset:
 
     name: str
     description: str = _toml(TEXT)
-    params: int = _toml(INTEGER, AT_LEAST_ONE)
+    params: int = _toml(INTEGER, PARAMS_RANGE)
     train_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # forward + backward matmul FLOPs per batch unit
     forward_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # the forward's share of them
     unit: str = _toml(TEXT)  # the batch unit: "image", "token"
-    default_global_batch: float = _toml(NUMBER, POSITIVE)  # in units
+    default_global_batch: float = _toml(NUMBER, GLOBAL_BATCH)  # in units
     embedding_params: int = _toml(INTEGER, NON_NEGATIVE_INTEGER)  # gradients ready at the end of backward
     compute_cv: float = _toml(NUMBER, COMPUTE_CV)  # coefficient of variation of forward + backward time
     # Per mode (MODES): kernel-launching ops per iteration, and bytes the memory-bound (non-matmul)

@@ -323,6 +323,7 @@ CASES = [
     case("presets-fifo/gpus.toml: is not a regular file", "advise", "--presets", "presets-fifo"),
     case("presets-dir/gpus.toml: is not a regular file", "advise", "--presets", "presets-dir"),
     case("presets-loop/gpus.toml: cannot be read", "advise", "--presets", "presets-loop"),
+    case("tflops", "advise", "--presets", "presets-tiny", "--gpu", "X1"),
     # topologies
     case("--gpus", "topologies", "--gpus", "0"),
     case("--gpus", "topologies", "--gpus", "1000000000000"),
@@ -476,6 +477,12 @@ def workdir(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "presets-fifo" / "gpus.toml")
     (tmp_path / "presets-dir" / "gpus.toml").mkdir()
     (tmp_path / "presets-loop" / "gpus.toml").symlink_to("gpus.toml")
+    (tmp_path / "presets-tiny").mkdir()  # a user's GPU at the flags' extremes: 1e-300 TFLOP/s
+    (tmp_path / "presets-tiny" / "gpus.toml").write_text(
+        '[X1]\ntflops = { fp32 = 1e-300 }\nmemory_bandwidth_GBps = 100\nmemory_GiB = 16\n'
+        'default_precision = "fp32"\nmfu = { fp32 = 0.5 }\nmemory_efficiency = 0.8\ndispatch_us = 20\n'
+        'source = "a typo"\n'
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # validate's default results live there
     return tmp_path
