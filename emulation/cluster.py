@@ -105,6 +105,7 @@ class EmulatedCluster:
         self._created: list[str] = []
         self._forwarder: subprocess.Popen | None = None
         self._guardian: subprocess.Popen | None = None  # ends the nodes if this process is SIGKILLed
+        self._muted = threading.Event()  # set while tearing down: dying nodes' tracebacks are not echoed
         self._workdir: str | None = None
         self._procs: list[subprocess.Popen] = []
         self._prev_handlers: dict[int, object] = {}
@@ -132,6 +133,7 @@ class EmulatedCluster:
         self._install_signal_handlers()
         atexit.register(self.down)
         self._is_up = True
+        self._muted.clear()
         try:
             # the forwarder's config, log and stats; removed however this process ends (a SIGKILL too)
             self._workdir_stack = contextlib.ExitStack()
@@ -203,6 +205,7 @@ class EmulatedCluster:
                 self._tearing_down = False
 
     def _teardown(self) -> None:
+        self._muted.set()
         for proc in self._procs:
             _kill_group(proc)
         self._procs.clear()
@@ -246,6 +249,7 @@ class EmulatedCluster:
             prev(signum, frame)
         elif signum == signal.SIGINT:
             raise KeyboardInterrupt
+        sys.stderr.write(f"error: stopped by {signal.Signals(signum).name}; the emulated cluster is torn down\n")
         raise SystemExit(128 + signum)
 
     # ---- addressing and running ------------------------------------------------------------------------
@@ -318,8 +322,8 @@ class EmulatedCluster:
             outs.append([])
             errs.append([])
             for stream, sink in ((proc.stdout, outs[-1]), (proc.stderr, errs[-1])):
-                t = threading.Thread(target=_pump, args=(stream, sink, f"[node{node}] " if echo else None),
-                                     daemon=True)
+                t = threading.Thread(target=_pump, args=(stream, sink, f"[node{node}] " if echo else None,
+                                                         self._muted), daemon=True)
                 t.start()
                 readers.append(t)
         failed, timed_out = None, False
@@ -380,10 +384,10 @@ class EmulatedCluster:
         return "\n".join(lines)
 
 
-def _pump(stream, sink: list[str], prefix: str | None) -> None:
+def _pump(stream, sink: list[str], prefix: str | None, muted: threading.Event) -> None:
     for line in iter(stream.readline, ""):
         sink.append(line)
-        if prefix is not None:
+        if prefix is not None and not muted.is_set():
             sys.stdout.write(prefix + line)
             sys.stdout.flush()
     stream.close()

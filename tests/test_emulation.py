@@ -309,3 +309,35 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@emulated
+def test_sigterm_to_emulate_run_is_one_line_without_the_nodes_tracebacks(needs_root, tmp_path):
+    """torchrun prints a traceback when its agent is terminated; the teardown does not echo it."""
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import time\ntime.sleep(300)\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtmodel_cli", "emulate", "run", "--nodes", "2", "--", str(sleeper)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _a_process_runs(str(sleeper)):
+        time.sleep(0.5)
+    time.sleep(2)  # the agents are up and monitoring
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in out + err, (out + err)[-2000:]
+    assert err.strip().splitlines()[-1] == "error: stopped by SIGTERM; the emulated cluster is torn down"
+
+
+def _a_process_runs(text: str) -> bool:
+    """Some process's command line holds `text` (each node's rank runs the sleeper)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if text.encode() in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
