@@ -194,15 +194,28 @@ def _compute_provenance(cf: ComputeFit, distribution: str) -> dict[str, str]:
     return provenance
 
 
+def _network_name(profile: Profile, provenance: dict[str, str]) -> str:
+    """What the header calls the network: "measured 2x2 gloo" only where both links were measured; a link
+    taken from a preset is named as one (a two-rank profile measures one link class, or none)."""
+    where = f"{profile.shape.nodes}x{profile.shape.gpus_per_node} {profile.backend or ''}".rstrip()
+    source = {cls: provenance.get(f"{cls}.bandwidth_Bps", "measured") for cls in ("intra", "inter")}
+    presets = {cls: s.removeprefix("preset ") for cls, s in source.items() if s.startswith("preset ")}
+    if not presets:
+        return f"measured {where}"
+    if len(presets) == 2:
+        return f"presets {presets['intra']} + {presets['inter']} (neither link measured)"
+    (cls, name), other = next(iter(presets.items())), ("inter" if "intra" in presets else "intra")
+    return f"{other} measured {where}, {cls} preset {name}"
+
+
 def _measured_network(
     profile: Profile, links: dict[str, Link], group_costs: dict[str, AffineCost], provenance: dict[str, str]
 ) -> Network:
     """The Network of the calibrated links and measured group costs, with the backend's concurrency."""
-    measured = profile.shape
     network = Network(
         intra=links["intra"],
         inter=links["inter"],
-        name=f"measured {measured.nodes}x{measured.gpus_per_node} {profile.backend or ''}".rstrip(),
+        name=_network_name(profile, provenance),
         group_costs=group_costs,
         concurrent_collectives=GLOO_WORKER_THREADS if profile.backend == "gloo" else 1,
         # shapes the profile did not measure: NCCL's ring/tree as NCCL_ALGO left it, the flat ring gloo runs

@@ -44,7 +44,9 @@ margin moved with the paper comparison (0.1733 -> 0.1573); no pick moved. Then, 
 flips (issue 47): `crossover[]` and the pick's entry's `crossover` added, and the CSV's last three
 columns; BlueFog's dynamic graph's consensus method is "hadamard-blocks" where advise knows the GPUs per
 node (same figures); every old key kept its value. Then `settle` added (the measurement that would
-settle the verdict); no other key moved.)
+settle the verdict); no other key moved. Re-recorded for issue 51's speed-ups of advise --profile: no
+file moved (the draws are the same stream); then for the network's name, which says which link a profile
+measured (profile-real: "inter measured 2x1 gloo, intra preset nvlink3"); no other key moved.)
 """
 
 import json

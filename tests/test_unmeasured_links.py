@@ -187,6 +187,10 @@ def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
     )
     assert both.network.inter.bandwidth_Bps == fallback.inter.bandwidth_Bps and not both.network.group_costs
     assert PRETEND in both.provenance["inter-node link"]
+    # the network's name (advise's header) says which link was measured
+    assert plain.network.name == "measured 2x2 synthetic"
+    assert cal.network.name == "inter measured 2x2 synthetic, intra preset pcie4"
+    assert both.network.name == "presets pcie4 + eth-25g (neither link measured)"
 
 
 def test_validation_keeps_a_marked_link_as_measured(tmp_path):
