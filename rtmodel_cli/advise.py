@@ -44,6 +44,10 @@ ObjectiveOpt = Annotated[
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", help="Print every note on the inputs under the verdict.")
 ]
+BriefOpt = Annotated[
+    bool,
+    typer.Option("--brief", help="Only the verdict, the fastest rows and the lines to run (15 lines at most)."),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -297,6 +301,7 @@ def advise(
     local_sgd_bits: LocalSgdBitsOpt = None,
     local_sgd_replica: LocalSgdReplicaOpt = None,
     verbose: VerboseOpt = False,
+    brief: BriefOpt = False,
     format: FormatOpt = Format.table,
 ):
     """Predict per-iteration time of All-Reduce, each gossip topology and local SGD; recommend one."""
@@ -310,10 +315,14 @@ def advise(
         local_sgd_bits=local_sgd_bits,
         local_sgd_replica=local_sgd_replica,
     )
+    if brief:
+        from rtmodel_cli.brief import refuse_beside
+
+        refuse_beside(verbose, None if format is Format.table else format.value)
     path = inputs.scenario
     opts, taken = scenario_file.merge(given, scenario_file.read(path) if path else {})
     with scenario_file.blamed(path, taken):
-        _advise(opts, format, verbose)
+        _advise(opts, format, "brief" if brief else "verbose" if verbose else "")
 
 
 def scenario_request(opts: dict) -> dict:
@@ -330,7 +339,7 @@ def scenario_request(opts: dict) -> dict:
     return {**request, **own, **varied}
 
 
-def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
+def _advise(opts: dict, format: Format, view: str = "") -> None:
     """`advise` once the scenario file (if any) is merged under the command line's options."""
     from runtime_model import report
     from runtime_model.advisor import advise as run_advice
@@ -358,10 +367,15 @@ def _advise(opts: dict, format: Format, verbose: bool = False) -> None:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
     elif format is Format.csv:
         sys.stdout.write(report.to_csv(adv, inputs))
+    elif view == "brief":
+        from rtmodel_cli.brief import render_brief
+        from rtmodel_cli.tables import terminal_console
+
+        render_brief(adv, terminal_console())
     else:
         from rtmodel_cli.tables import render_advice, terminal_console
 
-        render_advice(adv, terminal_console(), verbose=verbose)
+        render_advice(adv, terminal_console(), verbose=view == "verbose")
 
 
 def _objective(given: str | None) -> str:

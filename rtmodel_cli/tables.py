@@ -125,7 +125,7 @@ def _wrap_words(words: list[str], width: int, join: str, cont: str, indent: str)
     return [*lines, cur]
 
 
-def _code_lines(code: str, width: int) -> list[str]:
+def code_lines(code: str, width: int) -> list[str]:
     """Python lines that stay valid when copied: comments on their own line, breaks after ', ' inside
     the call's parentheses."""
     out = []
@@ -140,7 +140,7 @@ def _code_lines(code: str, width: int) -> list[str]:
     return out
 
 
-def _shell_lines(cmd: str, width: int) -> list[str]:
+def shell_lines(cmd: str, width: int) -> list[str]:
     """A command broken before its options with backslash continuations, so it still runs when copied."""
     if cell_len(cmd) <= width:
         return [cmd]
@@ -198,7 +198,7 @@ def render_advice(advice: Advice, console: Console, header: str = "", verbose: b
             _plain(console, settle, "yellow")
     console.print("Run it with:")
     width = max(console.width, 20)
-    for line in _code_lines(rec.code_line, width) + _shell_lines(rec.torchrun_line, width):
+    for line in code_lines(rec.code_line, width) + shell_lines(rec.torchrun_line, width):
         _plain(console, line)
     if advice.family_verdict:
         _plain(console, advice.family_verdict, "bold")

@@ -413,6 +413,8 @@ CASES = [
     case("--out pipe.png is a FIFO", "plot", "speedup", "--out", "pipe.png"),
     case("pipe.jsonl: not a regular file", "plot", "parity", "--out", "p.png", "--results", "pipe.jsonl"),
     case("nosuch.jsonl", "plot", "parity", "--out", "p.png", "--results", "nosuch.jsonl"),
+    case("--brief is the table view's short form", "advise", "--brief", "--format", "csv"),
+    case("cannot be used with --verbose", "advise", "--brief", "--verbose"),
     # numbers physics bounds, refused where the option is read (issue 51)
     case("--param-mb must be at most", "advise", "--param-mb", "1e308", "--compute-ms", "100"),
     case("--param-mb must be at most", "plot", "speedup", "--out", "f.png", "--param-mb", "1e308", "--compute-ms",

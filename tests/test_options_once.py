@@ -22,7 +22,7 @@ CLI = Path(__file__).resolve().parent.parent / "rtmodel_cli"
 PLOT_OWN = {"out", "gpus", "topology", "batch_per_gpu", "scenario"}
 # command -> (its own options, the file keys it takes from the file only, the inputs it takes as flags only)
 COMMANDS = {
-    ("advise",): ({"verbose", "format", "scenario"}, set(), set()),
+    ("advise",): ({"verbose", "brief", "format", "scenario"}, set(), set()),
     # a sweep has no --nccl-tests: a file naming one is refused in one line (plot_common.refuse_nccl_tests)
     ("plot", "speedup"): (PLOT_OWN | set(LOCAL_SGD_KEYS), {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
     ("plot", "factors"): (PLOT_OWN, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),

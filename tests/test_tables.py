@@ -12,7 +12,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from rtmodel_cli.fitted_tables import FitColumn, fit_columns
-from rtmodel_cli.tables import _code_lines, _shell_lines, render_advice, render_topologies
+from rtmodel_cli.tables import code_lines, render_advice, render_topologies, shell_lines
 from runtime_model import presets
 from runtime_model.advisor import advise
 from runtime_model.columns import TABLE_COLUMNS
@@ -211,16 +211,16 @@ def test_code_and_shell_lines_stay_runnable_when_wrapped():
         'model = DecentralizedDataParallel(model, optim_fn=lambda p: AccumAdam(p, lr=1e-3), topology="base-2")'
     )
     for width in (40, 60, 80):
-        lines = _code_lines(code, width)
+        lines = code_lines(code, width)
         assert all(len(ln) <= width for ln in lines), lines
         compile("\n".join(lines), "<wrapped>", "exec")  # still valid Python
     cmd = "torchrun --nnodes 8 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 train.py"
     for width in (40, 60, 80):
-        lines = _shell_lines(cmd, width)
+        lines = shell_lines(cmd, width)
         assert all(len(ln) <= width for ln in lines), lines
         joined = " ".join(ln.removesuffix(" \\").strip() for ln in lines)
         assert shlex.split(joined) == shlex.split(cmd)
-    assert _shell_lines(cmd, 200) == [cmd]
+    assert shell_lines(cmd, 200) == [cmd]
 
 
 def test_fit_columns_priorities_and_minimums():

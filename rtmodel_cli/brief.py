@@ -1,0 +1,113 @@
+"""`rtmodel advise --brief`: the answer in at most BRIEF_MAX_LINES lines at the terminal's width.
+
+Why a view of its own: the full answer (table, why, where it flips, sources, notes) runs to 60-80
+lines; a user who asks "which one, how much faster, what do I run" needs three things: the verdict with
+its margin, the few rows it was chosen from, and the lines to run. Everything else is one flag away
+(the default view, --verbose, --format json).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from runtime_model.advisor import Advice, speedup_uncertainty
+from runtime_model.crossover import settle_line
+from runtime_model.errors import UserError
+
+BRIEF_MAX_LINES = 15
+BRIEF_TOPOLOGIES = 3  # the fastest runnable topologies listed under All-Reduce (the pick always among them)
+
+
+def brief_lines(advice: Advice, width: int) -> list[str]:
+    """The brief answer as lines of at most `width` columns (where a word fits), BRIEF_MAX_LINES at most:
+    the settle line and then rows are dropped before the verdict or the lines to run."""
+    from rtmodel_cli.tables import code_lines, shell_lines
+
+    rec = advice.recommendation
+    verdict = _wrapped(_verdict(advice), width)
+    run = ["Run it with:", *code_lines(rec.code_line, width), *shell_lines(rec.torchrun_line, width)]
+    hint = _wrapped("(without --brief: the full table, why, where it flips and the sources)", width)
+    rows = _rows(advice)
+    settle = _wrapped(settle_line(advice) or "", width) if advice.crossovers else []
+    while len(verdict) + len(rows) + len(settle) + len(run) + len(hint) > BRIEF_MAX_LINES:
+        if settle:
+            settle = []
+        elif len(rows) > 2:
+            rows = rows[:-1]
+        else:
+            hint = []
+            break
+    return [*verdict, *rows, *settle, *run, *hint]
+
+
+def refuse_beside(verbose: bool, other_format: str | None) -> None:
+    """--brief is the table view's short form: with --verbose or another --format it means nothing."""
+    if verbose or other_format is not None:
+        clash = "--verbose" if verbose else f"--format {other_format}"
+        raise UserError(f"--brief is the table view's short form: it cannot be used with {clash}")
+
+
+def render_brief(advice: Advice, console: Console) -> None:
+    for line in brief_lines(advice, max(console.width, 20)):
+        console.print(Text(line), soft_wrap=True)
+
+
+def _verdict(advice: Advice) -> str:
+    """One sentence: the pick, its speedup with the stated uncertainty, or why All-Reduce stays."""
+    rec, ar, sc = advice.recommendation, advice.allreduce, advice.scenario
+    nodes = f"{sc.shape.nodes} node{'' if sc.shape.nodes == 1 else 's'}"
+    head = f"{sc.shape.gpus} GPUs ({nodes} x {sc.shape.gpus_per_node}), {sc.network.name}: "
+    rows = {r.topology: r for r in advice.rows if r.prediction is not None}
+    name = rec.candidate if rec.too_close_to_call and rec.candidate else rec.topology
+    row = rows.get(name)
+    if row is None:
+        return (
+            head + f"keep All-Reduce ({ar.mean_s * 1e3:.1f} ms per iteration). {rec.verdict.split('. ')[0]}."
+        )
+    unc = speedup_uncertainty(row, ar, advice.allreduce_uncertainty_s, advice.margin)
+    speed = (
+        f"{row.speedup:.2f}x All-Reduce ({row.prediction.mean_s * 1e3:.1f} vs {ar.mean_s * 1e3:.1f} ms per "
+        f"iteration, ±{unc:.0%} on the speedup)"
+    )
+    if rec.too_close_to_call:
+        return head + f"too close to call: {name} would run at {speed}; validate before you switch."
+    if rec.topology == "allreduce":
+        return head + f"keep All-Reduce; the fastest other, {name}, runs at {speed}."
+    fastest = min(rows.values(), key=lambda r: r.prediction.mean_s)
+    why = (
+        f" Not the fastest ({fastest.topology}, {fastest.prediction.mean_s * 1e3:.1f} ms) but within the "
+        f"±{advice.margin:.0%} margin of it, with the better consensus."
+        if fastest.topology != name and fastest.runnable
+        else ""
+    )
+    return head + f"use {name}: {speed}.{why}"
+
+
+def _rows(advice: Advice) -> list[str]:
+    """All-Reduce and the fastest runnable topologies (the pick marked), one line each."""
+    rec, ar = advice.recommendation, advice.allreduce
+    ranked = sorted(
+        (r for r in advice.rows if r.prediction is not None and r.runnable), key=lambda r: r.prediction.mean_s
+    )
+    shown = ranked[:BRIEF_TOPOLOGIES]
+    pick = next((r for r in ranked if r.topology in (rec.topology, rec.candidate)), None)
+    if pick is not None and pick not in shown:
+        shown = [*shown[: BRIEF_TOPOLOGIES - 1], pick]
+    lines = [f"  {'allreduce (DDP)':<22}{ar.mean_s * 1e3:>10.1f} ms   1.00x"]
+    for r in shown:
+        mark = "  <- pick" if r is pick and rec.topology != "allreduce" else ""
+        lines.append(f"  {r.topology:<22}{r.prediction.mean_s * 1e3:>10.1f} ms {r.speedup:>6.2f}x{mark}")
+    return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """`text` filled into lines of at most `width` columns (a longer word keeps its own line)."""
+    lines, cur = [], ""
+    for word in text.split():
+        if cur and len(cur) + 1 + len(word) > width:
+            lines.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    return [*lines, cur] if cur else lines
