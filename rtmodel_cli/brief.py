@@ -102,12 +102,7 @@ def _rows(advice: Advice) -> list[str]:
 
 
 def _wrapped(text: str, width: int) -> list[str]:
-    """`text` filled into lines of at most `width` columns (a longer word keeps its own line)."""
-    lines, cur = [], ""
-    for word in text.split():
-        if cur and len(cur) + 1 + len(word) > width:
-            lines.append(cur)
-            cur = word
-        else:
-            cur = f"{cur} {word}" if cur else word
-    return [*lines, cur] if cur else lines
+    """`text` filled into lines of at most `width` columns (tables.wrap_words); none for no text."""
+    from rtmodel_cli.tables import wrap_words
+
+    return wrap_words(text.split(), width, " ", "", "") if text.strip() else []

@@ -112,7 +112,7 @@ def _legend(console: Console, printed: str, margin: float | None = None) -> None
             _plain(console, line.format(margin=f"{margin or 0:.1%}"), "dim")
 
 
-def _wrap_words(words: list[str], width: int, join: str, cont: str, indent: str) -> list[str]:
+def wrap_words(words: list[str], width: int, join: str, cont: str, indent: str) -> list[str]:
     """Greedy fill of `words` into lines of at most `width`; every line but the last ends in `cont`."""
     lines, cur = [], ""
     for w in words:
@@ -132,10 +132,10 @@ def code_lines(code: str, width: int) -> list[str]:
     for line in code.splitlines():
         if cell_len(line) > width and "  # " in line:
             stmt, comment = line.split("  # ", 1)
-            out.extend(_wrap_words(f"# {comment}".split(" "), width, " ", "", "# "))
+            out.extend(wrap_words(f"# {comment}".split(" "), width, " ", "", "# "))
             line = stmt
         out.extend(
-            _wrap_words(line.split(", "), width, ", ", ",", "    ") if cell_len(line) > width else [line]
+            wrap_words(line.split(", "), width, ", ", ",", "    ") if cell_len(line) > width else [line]
         )
     return out
 
@@ -150,7 +150,7 @@ def shell_lines(cmd: str, width: int) -> list[str]:
             words[-1] += " " + tok  # an option with its value
         else:
             words.append(tok)
-    return _wrap_words(words, width, " ", " \\", "    ")
+    return wrap_words(words, width, " ", " \\", "    ")
 
 
 def _flagged(runs_on: str) -> Cell:

@@ -53,9 +53,17 @@ def output_path_arg(text: str | None, flag: str) -> Path | None:
     Path drops it: `--out newdir/` would otherwise write a file named `newdir`."""
     if text is None:
         return None
-    if text.endswith(("/", os.sep)):
-        raise OutputPathError(f"{flag} {text} names a directory; give a file path, e.g. {text}NAME")
+    if _spells_directory(text):
+        raise _directory_error(flag, text)
     return Path(text)
+
+
+def _spells_directory(text: str) -> bool:
+    return text.endswith(("/", os.sep))
+
+
+def _directory_error(flag: str, text: str) -> OutputPathError:
+    return OutputPathError(f"{flag} {text} is a directory; give a file path, e.g. {Path(text) / 'NAME'}")
 
 
 def output_target(path: str | os.PathLike) -> Path:
@@ -75,10 +83,10 @@ def check_output_path(
     if not text.strip():
         raise OutputPathError(f"{flag} needs a file path, got an empty one")
     p = Path(text)
-    if not text.endswith(("/", os.sep)):
+    if not _spells_directory(text):
         _check_name_length(p, f"{flag} {text}")  # first: stat() of a longer name raises
-    if p.is_dir() or text.endswith(("/", os.sep)):
-        raise OutputPathError(f"{flag} {text} is a directory; give a file path, e.g. {p / 'NAME'}")
+    if p.is_dir() or _spells_directory(text):
+        raise _directory_error(flag, text)
     target = output_target(p)
     parent = target.parent  # Path("x.json").parent is Path("."): the working directory
     if not parent.exists():

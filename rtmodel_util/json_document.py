@@ -10,7 +10,6 @@ error type, which names the file. Standard library only: launchers and ranks cal
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 64  # rtmodel's documents nest 5 levels deep; far beyond that is not one of them
@@ -20,6 +19,9 @@ MAX_INT_DIGITS = 1000  # far below Python's 4,300-digit conversion limit; physic
 
 class DocumentError(ValueError):
     """Why a text is not a readable JSON document (one line, without the file's name)."""
+
+
+TOO_DEEP = f"is nested too deeply to be an rtmodel document (at most {MAX_DEPTH} levels)"
 
 
 def _int(text: str) -> int:
@@ -43,9 +45,7 @@ def parse_document(text: str, nan_ok: bool = False) -> Any:
             f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
     except RecursionError:
-        raise DocumentError(
-            f"is nested too deeply to be an rtmodel document (at most {MAX_DEPTH} levels)"
-        ) from None
+        raise DocumentError(TOO_DEEP) from None
     _check_tree(doc)
     return doc
 
@@ -56,9 +56,7 @@ def _check_tree(doc: Any) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise DocumentError(
-                f"is nested too deeply to be an rtmodel document (at most {MAX_DEPTH} levels)"
-            )
+            raise DocumentError(TOO_DEEP)
         if isinstance(node, dict):
             for key, value in node.items():
                 _check_text(key)
@@ -78,11 +76,3 @@ def _check_text(text: str) -> None:
         raise DocumentError(
             f"holds a string that is not valid Unicode (a lone surrogate): {ascii(text[:60])}"
         ) from None
-
-
-def load_document(text: str, error: Callable[[str], Exception], label: str) -> Any:
-    """parse_document, its refusal raised as `error(f"{label} {why}")`: the caller's one-line error type."""
-    try:
-        return parse_document(text)
-    except DocumentError as exc:
-        raise error(f"{label} {exc}") from None

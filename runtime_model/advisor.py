@@ -29,7 +29,7 @@ from runtime_model.families import (
 )
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
 from runtime_model.link_bytes import gossip_nic_bytes
-from runtime_model.link_uncertainty import spread_s, topology_uncertainties, uncertainty_s
+from runtime_model.link_uncertainty import spreads_s, topology_uncertainties, uncertainty_s
 from runtime_model.local_sgd import LocalSgd
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
@@ -236,14 +236,9 @@ def advise_many(
             pending.append(models[name].pending(scenario, ar))
         plans.append((scenario, ar, models))
     spreads = topology_uncertainties(plans)
-    results = run_pending(pending + [p for runs in spreads for p in runs])
-    preds, rest = iter(results[: len(pending)]), iter(results[len(pending) :])
-    sds = iter(
-        [
-            spread_s(runs[0].mean_s, [r.mean_s for r in runs[1:]]) if runs else 0.0
-            for runs in ([next(rest) for _ in runs] for runs in spreads)
-        ]
-    )
+    results = iter(run_pending(pending + [p for runs in spreads for p in runs]))
+    preds = iter([next(results) for _ in pending])
+    sds = iter(spreads_s(spreads, results))
     advices = [
         _advice(scenario, ar, models, preds, sds, margin, provenance, objective)
         for scenario, ar, models in plans

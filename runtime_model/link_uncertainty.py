@@ -53,8 +53,16 @@ def topology_uncertainties(plans) -> list:
     for scenario, _, models in plans:
         bumped = _bumped_links(scenario)
         for model in models.values():
-            if not isinstance(model, TopologyNotApplicable) and bumped:
-                out.append([model.pending(s, None) for s in (scenario, *bumped)])
-            elif not isinstance(model, TopologyNotApplicable):
-                out.append([])
+            if not isinstance(model, TopologyNotApplicable):
+                out.append([model.pending(s, None) for s in (scenario, *bumped)] if bumped else [])
+    return out
+
+
+def spreads_s(runs_per_topology: list[list], results) -> list[float]:
+    """Each topology's 1-sigma from the results of its runs (topology_uncertainties), taken in order
+    from the iterator `results`; 0 where the links state no uncertainty."""
+    out = []
+    for runs in runs_per_topology:
+        means = [next(results).mean_s for _ in runs]
+        out.append(spread_s(means[0], means[1:]) if means else 0.0)
     return out

@@ -434,7 +434,7 @@ CASES = [
     case("--warmup must be an integer from 2 to 100,000", "validate", "--profile", "profile.json",
          "--topology", "ring", "--warmup", str(2**63 - 1)),
     case("--out newdir/ is a directory", "calibrate", "profile.json", "--out", "newdir/"),
-    case("--out newdir/ names a directory", "profile", "--out", "newdir/"),
+    case("--out newdir/ is a directory", "profile", "--out", "newdir/"),
     case("--results newdir/ is a directory", "validate", "--profile", "profile.json", "--topology", "ring",
          "--results", "newdir/"),
     case("--batch-per-rank must be an integer from 1 to 1,048,576", "profile", "--out", "p.json",
