@@ -8,6 +8,8 @@ p.requires_grad]`, the list both libraries bucket.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable
 
 from runtime_model.bucketing import BucketLayout, layout_from_order
@@ -39,15 +41,37 @@ def trace_backward_order(model, run_backward: Callable[[], None]) -> list[int]:
 def ddp_first_bucket_mb(bucket_cap_mb: float | None) -> float:
     """DDP's first-bucket cap for a given `bucket_cap_mb` argument of DistributedDataParallel.
 
-    Recent torch (its DDP has a _BucketCapacityConfig, e.g. 2.13) uses the 1 MiB first bucket only when
-    bucket_cap_mb is left at None; an explicit cap applies to the first bucket too (checked against
-    DDP's own buckets in tests). Older torch always used 1 MiB."""
-    if bucket_cap_mb is None:
+    Torch of today (2.13, and 2.11 as DDP's own buckets on an H200 host showed:
+    benchmarks/results/gpu-compute/h200-2026-11-27) uses the 1 MiB first bucket only when bucket_cap_mb
+    is None; an explicit cap sizes the first bucket too. Older torch passed 1 MiB always. Checked against
+    DDP's own buckets in tests."""
+    if bucket_cap_mb is None or _first_bucket_always_default():
         return DDP_FIRST_BUCKET_MIB
+    return float(bucket_cap_mb)
+
+
+@functools.cache
+def _first_bucket_always_default() -> bool:
+    """Whether this torch's DDP hands its Reducer dist._DEFAULT_FIRST_BUCKET_BYTES whatever the cap (the
+    old rule, recognised in DDP's source: no version number marks the change; anything else is read as
+    today's rule)."""
+    import inspect
+
     import torch.nn.parallel.distributed as ddp_mod
 
-    new_style = hasattr(ddp_mod, "_BucketCapacityConfig") or hasattr(ddp_mod, "BucketCapacityConfig")
-    return float(bucket_cap_mb) if new_style else DDP_FIRST_BUCKET_MIB
+    if hasattr(ddp_mod, "_BucketCapacityConfig") or hasattr(ddp_mod, "BucketCapacityConfig"):
+        return False
+    try:
+        source = inspect.getsource(ddp_mod.DistributedDataParallel)
+    except (OSError, TypeError):  # no source shipped
+        return False
+    return reducer_gets_default_first_bucket(source)
+
+
+def reducer_gets_default_first_bucket(ddp_source: str) -> bool:
+    """Whether DDP's source passes dist._DEFAULT_FIRST_BUCKET_BYTES as the Reducer call's last argument
+    with nothing conditional about it (the old rule)."""
+    return re.search(r"_DEFAULT_FIRST_BUCKET_BYTES,?\s*\)", ddp_source) is not None
 
 
 def bucket_layout(

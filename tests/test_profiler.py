@@ -184,6 +184,20 @@ def test_slow_ranks_multiply_their_compute_every_iteration():
     assert got == pytest.approx(1.5 * jitter_multiplier("normal", 0.2, 0, 0, 3))
 
 
+def test_the_first_bucket_rule_is_read_from_ddps_own_source():
+    """Old torch handed the Reducer 1 MiB for the first bucket whatever the cap; torch 2.11 (measured on an
+    H200 host, where the layout test below failed with the old check) and later size it by an explicit cap."""
+    from rtmodel_harness.buckets import reducer_gets_default_first_bucket
+
+    old = "param_to_name_mapping,\n            # bucket.\n            dist._DEFAULT_FIRST_BUCKET_BYTES,\n        )"
+    older = "param_to_name_mapping,\n            dist._DEFAULT_FIRST_BUCKET_BYTES\n        )"
+    new = ("param_to_name_mapping,\n            (\n                dist._DEFAULT_FIRST_BUCKET_BYTES\n"
+           "                if self.bucket_bytes_cap_default\n                else self.bucket_bytes_cap\n            ),\n        )")
+    initial = "bucket_size_limits = [\n    dist._DEFAULT_FIRST_BUCKET_BYTES,\n    self.bucket_bytes_cap,\n]"
+    assert reducer_gets_default_first_bucket(old) and reducer_gets_default_first_bucket(older)
+    assert not reducer_gets_default_first_bucket(new + initial)
+
+
 @pytest.mark.slow
 def test_bucket_layout_matches_ddp_and_decent_dp():
     """Our layout against the libraries' own buckets (world of one gloo rank), on the device Decent-DP
