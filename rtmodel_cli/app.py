@@ -9,30 +9,24 @@ import it only when run.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Iterable
 from typing import Annotated
 
 import typer
 
 from rtmodel_cli.failing import OneLineUsageErrors, guard_app
 
-COMMAND_MODULES = (  # in the order `rtmodel --help` lists them
-    "rtmodel_cli.advise",
-    "rtmodel_cli.topologies",
-    "rtmodel_cli.presets_cmd",
-    "profiler.cli",
-    "calibration.cli",
-    "validation.cli",
-    "emulation.cli",
-    "rtmodel_cli.plot",
-)
-
-app = typer.Typer(
-    help="Will decentralized (gossip) training beat All-Reduce on your cluster? Predict, profile, validate.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    cls=OneLineUsageErrors,
-)
+COMMAND_MODULES = {  # each command and the module that registers it, in the order `rtmodel --help` lists them
+    "advise": "rtmodel_cli.advise",
+    "topologies": "rtmodel_cli.topologies",
+    "presets": "rtmodel_cli.presets_cmd",
+    "profile": "profiler.cli",
+    "calibrate": "calibration.cli",
+    "validate": "validation.cli",
+    "emulate": "emulation.cli",
+    "plot": "rtmodel_cli.plot",
+}
 
 
 def _version(value: bool) -> None:
@@ -47,7 +41,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     show_version: Annotated[
         bool,
@@ -57,10 +50,36 @@ def _root(
     pass
 
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
-guard_app(app)
+def build_app(commands: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
+    """The app with `commands` registered (all of them unless told)."""
+    built = typer.Typer(
+        help="Will decentralized (gossip) training beat All-Reduce on your cluster? Predict, profile, validate.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        cls=OneLineUsageErrors,
+    )
+    built.callback()(_root)
+    for name in commands:
+        importlib.import_module(COMMAND_MODULES[name]).register(built)
+    return guard_app(built)
+
+
+def commands_for(argv: list[str]) -> tuple[str, ...]:
+    """Only the command a command line runs, when its first word names one: the others' modules (torch-free
+    but many) are neither imported nor built, the cost the main job would pay for them (docs/scale.md).
+    Anything else (--help, --version, a mistyped name that deserves the whole list) gets every command."""
+    first = argv[0] if argv else ""
+    return (first,) if first in COMMAND_MODULES else tuple(COMMAND_MODULES)
+
+
+def __getattr__(name: str):
+    """`app`, with every command, built on first use (tests and `python -c` users import it by name)."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    app()
+    build_app(commands_for(sys.argv[1:]))()

@@ -140,6 +140,30 @@ def test_advise_never_imports_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_the_executable_builds_only_the_command_it_runs():
+    """`rtmodel advise` neither imports nor builds the other commands (issue 51: the main job near its import
+    floor); --help, --version and a mistyped name get every command, so the list and the suggestion stay."""
+    from rtmodel_cli.app import COMMAND_MODULES, build_app, commands_for
+
+    assert commands_for(["advise", "--gpus", "64"]) == ("advise",)
+    for argv in ([], ["--help"], ["--version"], ["advize"], ["--gpus", "advise"]):
+        assert commands_for(argv) == tuple(COMMAND_MODULES)
+    built = build_app(commands_for(["plot", "speedup"]))
+    assert [g.name for g in built.registered_groups] == ["plot"] and not built.registered_commands
+    code = (
+        "import sys\n"
+        "sys.argv = ['rtmodel', 'advise', '--gpus', '64', '--format', 'json']\n"
+        "from rtmodel_cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "others = [m for m in ('profiler.cli', 'calibration.cli', 'validation.cli', 'emulation.cli', 'rtmodel_cli.plot')\n"
+        "          if m in sys.modules]\n"
+        "assert not others, others\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["recommendation"]
+
+
 def test_advise_from_a_profile_says_what_was_measured():
     """A real CPU profile (2 pretend nodes x 1 rank) drives the prediction at a larger shape."""
     res = run("advise", "--profile", "tests/data/real_profile_2x1.json", "--gpus", "16", "--gpus-per-node", "1",
