@@ -80,7 +80,13 @@ class _Run:
 
         if section and section not in self.doc["sections_done"]:
             self.doc["sections_done"].append(section)
-        write_json_atomic(self.opts.out, self.doc)
+        try:
+            write_json_atomic(self.opts.out, self.doc)
+        except OSError as exc:  # a full disk, a quota, a file system gone read-only: one line, not a trace
+            raise RankFailure(
+                self.rank, f"writing the profile after {section or 'its start'}",
+                f"could not write {self.opts.out}: {exc.strerror or exc}",
+            ) from exc
 
     def workload(self) -> None:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""

@@ -196,14 +196,15 @@ def _check_numbers(
         WHOLE_BATCH.check("global_batch", global_batch)
     # A GPU with less than one unit (token, image) of the batch has nothing to train on: refused for a
     # batch the user gave and for the model's default alike (the default is the batch its source trained
-    # at, not one for any n). A measured compute_ms is at the user's own batch, so no batch is implied.
+    # at, not one for any n). A measured compute_ms does not lift it for a preset model, whose host work
+    # and provenance still take the batch per GPU from the global batch; a params-only model has none.
     if global_batch is not None and choice.global_batch < gpus:
         raise InvalidValue(
             "global_batch",
             f">= the number of GPUs ({gpus}): at least one {m.unit} per GPU",
             choice.global_batch,
         )
-    if global_batch is None and compute_ms is None and choice.global_batch < gpus:
+    if global_batch is None and not m.params_only and choice.global_batch < gpus:
         raise InvalidCombination(
             f"{{gpus}} is more GPUs than {model}'s default global batch has {m.unit}s "
             f"({choice.global_batch:,.0f}, the batch its source trained at): give {{global_batch}} "

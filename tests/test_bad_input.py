@@ -216,6 +216,8 @@ CASES = [
     case("--model cannot be used with --profile", "advise", "--profile", "profile.json", "--compute-ms", "100",
          "--model", "resnet50"),
     case("--compute-ms must be in [0.001, 8.64e+07]", "advise", "--compute-ms", "1e300"),
+    case("default global batch has images", "advise", "--gpus", "4096", "--gpus-per-node", "8", "--model",
+         "resnet50", "--compute-ms", "50"),  # a measured compute does not make 0.25 image per GPU right
     case("--compute-ms", "advise", "--compute-ms", "1e-300"),
     case("--optimizer-ms", "advise", "--optimizer-ms", "1e300"),
     case("--global-batch must be in (0, 1e+10]", "advise", "--global-batch", "1e300"),

@@ -361,7 +361,15 @@ def test_global_batch_minimum_is_one_unit_per_gpu_and_says_so():
     with pytest.raises(InvalidCombination, match="gpus 2048 is more GPUs than resnet50's default global batch"):
         presets.resolve(2048, model="resnet50")
     assert presets.resolve(1024, model="resnet50").global_batch == 1024  # one image per GPU: fine
-    assert presets.resolve(2048, model="resnet50", compute_ms=100).gpus == 2048  # measured: no batch implied
+    # a measured compute does not lift it for a preset model (its host work and provenance still take the
+    # batch per GPU from it: 0.5 image per GPU otherwise, issue 51); a params-only model has no batch
+    with pytest.raises(InvalidCombination, match="default global batch"):
+        presets.resolve(2048, model="resnet50", compute_ms=100)
+    assert presets.resolve(2048, model="resnet50", compute_ms=100, global_batch=4096).gpus == 2048
+    from runtime_model import own_model
+
+    lib = own_model.add_yours(presets.builtin_library(), 10**8, None, 4, compute_ms=100)
+    assert presets.resolve(2048, model=own_model.OWN_MODEL, compute_ms=100, library=lib).gpus == 2048
 
 
 @pytest.mark.parametrize("gpus", [0, -1, MAX_GPUS + 1, 2**25, 10**12, 2.5])

@@ -343,6 +343,30 @@ def test_a_failing_rank_is_named_with_its_phase(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "p.json").read_text())["sections_done"] == ["shape"]
 
 
+def test_a_full_disk_while_the_lead_checkpoints_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    """ENOSPC (or a quota, a read-only remount) while rank 0 writes the profile: a RankFailure saying which
+    file and why, which the launcher prints as one line beside the partial profile, not the rank's OSError."""
+    import errno
+    import types
+
+    import rtmodel_util.files as files
+    from profiler.rank import PhaseTracker, _Run
+
+    def full(path, doc, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(files, "write_json_atomic", full)
+    run = _Run.__new__(_Run)
+    run.opts, run.rank, run.tracker = types.SimpleNamespace(out=tmp_path / "p.json"), 0, PhaseTracker(0)
+    run.doc = {"sections_done": ["shape"]}
+    with pytest.raises(RankFailure) as info:
+        run.checkpoint("compute")
+    assert str(info.value) == (
+        f"rank 0 failed during writing the profile after compute: could not write {tmp_path / 'p.json'}: "
+        "No space left on device"
+    )
+
+
 @pytest.mark.parametrize("model, expected", [
     ("nosuchpkg.models:factory", "cannot import 'nosuchpkg.models'"),
     ("resnet9000", "unknown model 'resnet9000'"),
