@@ -22,7 +22,8 @@ import numpy as np
 
 from runtime_model.distributions import NormalCompute
 from runtime_model.order_stats import _STD, base_cdf, erfc
-from runtime_model.recurrence import Growth, batch_se, draw_block, step_draws, stream_key
+from runtime_model.recurrence import Growth, batch_se
+from runtime_model.recurrence_draws import draw_block, step_draws, stream_key
 from runtime_model.scenario import Compute
 
 BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
@@ -94,7 +95,7 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
 
 
 def _draws(jobs: Sequence[CompleteJob], n: int, k: int, seed: int):
-    """Each job's C + t_O per iteration, shape (jobs, n): Compute.sampler's stream (recurrence._draws)."""
+    """Each job's C + t_O per iteration, shape (jobs, n): Compute.sampler's stream (recurrence_draws.compute_draws)."""
     rng = np.random.default_rng(seed)
     comp = jobs[0].compute
     if stream_key(comp) == "normal":

@@ -30,7 +30,18 @@ class ComputeDistribution:
         raise NotImplementedError
 
     def sample(self, rng: np.random.Generator, size) -> np.ndarray:
-        """i.i.d. draws (used by the gossip recurrence's Monte-Carlo)."""
+        """i.i.d. draws (used by the gossip recurrence's Monte-Carlo): from_raw(raw_draw(rng, size))."""
+        return self.from_raw(self.raw_draw(rng, size))
+
+    def raw_key(self) -> object:
+        """What a draw's randomness is besides the stream: distributions with equal keys turn one raw draw
+        into each one's own samples (recurrence.run_jobs batches their runs on it)."""
+        raise NotImplementedError
+
+    def raw_draw(self, rng: np.random.Generator, size) -> np.ndarray:
+        raise NotImplementedError
+
+    def from_raw(self, raw: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def cdf(self, x):
@@ -75,8 +86,14 @@ class NormalCompute(ComputeDistribution):
             return (x >= self.mean_s).astype(float)
         return 0.5 * (1.0 + _erf((x - self.mean_s) / (self.sd_s * math.sqrt(2.0))))
 
-    def sample(self, rng: np.random.Generator, size) -> np.ndarray:
-        return self.mean_s + self.sd_s * rng.standard_normal(size)
+    def raw_key(self) -> object:
+        return "normal"
+
+    def raw_draw(self, rng: np.random.Generator, size) -> np.ndarray:
+        return rng.standard_normal(size)
+
+    def from_raw(self, raw: np.ndarray) -> np.ndarray:
+        return self.mean_s + self.sd_s * raw
 
     def scaled(self, factor: float) -> NormalCompute:
         return NormalCompute(self.mean_s * factor, self.sd_s * factor)
@@ -128,9 +145,15 @@ class EmpiricalCompute(ComputeDistribution):
     def ppf(self, q):
         return np.quantile(self._array, q, method="inverted_cdf")
 
-    def sample(self, rng: np.random.Generator, size) -> np.ndarray:
+    def raw_key(self) -> object:
+        return ("empirical", self._array.size)
+
+    def raw_draw(self, rng: np.random.Generator, size) -> np.ndarray:
         # rng.choice(samples, size, replace=True) draws exactly these indices, at twice the cost
-        return self._array.take(rng.integers(self._array.size, size=size))
+        return rng.integers(self._array.size, size=size)
+
+    def from_raw(self, raw: np.ndarray) -> np.ndarray:
+        return self._array.take(raw)
 
     def cdf(self, x):
         return np.searchsorted(self._array, x, side="right") / len(self.samples_s)

@@ -24,6 +24,7 @@ upper bound.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -113,7 +114,17 @@ def compute_wait_of_all(
     """(mean, p50, p99) of max over all n ranks of C: exact order statistics when every rank draws from
     one distribution (F(x)^n); with stragglers, a rank spread or node-correlated terms a seeded
     Monte-Carlo of the same draws the gossip recurrence uses (exact without i.i.d. variance), and above
-    symmetry.FULL_MAX_N the rank classes of order_stats.max_of_ranks (no n-sized arrays)."""
+    symmetry.FULL_MAX_N the rank classes of order_stats.max_of_ranks (no n-sized arrays).
+
+    Remembered per (compute, shape, seed): a crossover's bandwidth search asks the same compute at
+    every point (advise --profile asked 137 times for 31 answers, each a Monte-Carlo of its own)."""
+    try:
+        return _remembered_wait(comp, shape, seed)
+    except TypeError:  # an input that cannot be hashed (a what-if's own Compute): computed afresh
+        return _wait_of_all(comp, shape, seed)
+
+
+def _wait_of_all(comp: Compute, shape: ClusterShape, seed: int) -> tuple[float, float, float]:
     dist, n = comp.wait_distribution, shape.gpus  # C and the step's deviation: DDP steps, then computes
     if comp.variation.is_iid:
         return dist.expected_max(n), dist.quantile_of_max(0.50, n), dist.quantile_of_max(0.99, n)
@@ -130,6 +141,9 @@ def compute_wait_of_all(
         maxima = np.array([draw(rng).max() for _ in range(iters)])
     p50, p99 = np.quantile(maxima, [0.5, 0.99])
     return float(maxima.mean()), float(p50), float(p99)
+
+
+_remembered_wait = functools.lru_cache(maxsize=256)(_wait_of_all)
 
 
 def plan_job(

@@ -21,19 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_model.distributions import NormalCompute
+from runtime_model.recurrence_draws import compute_draws, shared_stream_key, step_draws_of
 from runtime_model.scenario import Compute
 from runtime_model.schedule import Schedule
-
-DRAW_VALUES = (
-    1 << 15
-)  # normals drawn at once, whole iterations (the stream is that of one draw per iteration)
-
-
-def draw_block(n: int) -> int:
-    """Iterations drawn at once: a block stays in cache (the generator is ~2x slower past it)."""
-    return max(1, DRAW_VALUES // max(n, 1))
-
 
 CACHE_ROUNDS = 256  # distinct iterations' merged steps at most (they repeat with the periods' lcm)
 CACHE_ENTRIES = 1 << 21  # array entries the kept steps may hold (16 MiB); beyond, each job steps alone
@@ -115,22 +105,11 @@ class Job:
 
     def batch_key(self) -> tuple:
         """Jobs with equal keys run in one batch (run_jobs): they draw from one stream."""
-        return ("recurrence", self.schedule.n, self.gpus_per_node, stream_key(self.compute))
+        return ("recurrence", self.schedule.n, self.gpus_per_node, shared_stream_key(self.compute))
 
     @staticmethod
     def run_batch(jobs: Sequence[Job], seed: int) -> list[Growth]:
         return run_jobs(jobs, seed)
-
-
-STEP_STREAM = 7  # the step deviations' own stream beside the seed
-
-
-def stream_key(compute: Compute) -> object:
-    """What decides a run's compute draws besides n and the seed: for i.i.d. Normal compute only the
-    standard normals (C = mean + sd z, so runs with different means share them), else the compute itself."""
-    if compute.variation.is_iid and type(compute.distribution) is NormalCompute and not compute.step_varies:
-        return "normal"
-    return compute
 
 
 @dataclass(frozen=True)
@@ -163,39 +142,6 @@ def _computes(jobs: Sequence[Job]) -> list[int]:
             same = len(distinct) - 1
         out.append(same)
     return out
-
-
-def _draws(computes: Sequence[Compute], n: int, gpus_per_node: int, seed: int):
-    """C_i(t) + t_O for t = 0, 1, ..., per distinct compute (shape (computes, n)): the seeded stream each
-    job's own run draws. i.i.d. Normal draws are standard normals in blocks (the stream of one draw per
-    iteration), each compute's mean + sd z formed as Compute.sampler forms it; otherwise one compute."""
-    rng = np.random.default_rng(seed)
-    comp = computes[0]
-    if stream_key(comp) == "normal":
-        mean = np.array([c.distribution.mean_s for c in computes])[:, None]
-        sd = np.array([c.distribution.sd_s for c in computes])[:, None]
-        opt = np.array([c.optimizer_s for c in computes])[:, None]
-        while True:
-            for z in rng.standard_normal((draw_block(n), n)):
-                yield (mean + sd * z) + opt
-    block = comp.block_sampler(n)
-    if block is not None:  # blocks of iterations, the same stream as one draw per iteration
-        while True:
-            for row in block(rng, draw_block(n)) + comp.optimizer_s:
-                yield row[None, :]
-    draw = comp.sampler(n, gpus_per_node)
-    while True:
-        yield (draw(rng) + comp.optimizer_s)[None, :]
-
-
-def step_draws(compute: Compute, n: int, seed: int):
-    """Each rank's step deviation per iteration (Compute.step_deviations), on a stream of its own so the
-    compute draws stay those of a run without it; None without a measured spread."""
-    draw = compute.step_deviations(n)
-    if draw is None:
-        return None
-    rng = np.random.default_rng((seed, STEP_STREAM))
-    return (draw(rng) for _ in itertools.repeat(None))
 
 
 def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
@@ -235,9 +181,9 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     distinct = [
         next(j.compute for j, u in zip(jobs, which, strict=True) if u == v) for v in range(max(which) + 1)
     ]
-    draws = _draws(distinct, n, jobs[0].gpus_per_node, seed)
-    spread = step_draws(distinct[0], n, seed)  # one distinct compute whenever it has a spread
-    share = np.array([j.step_share for j in jobs])[:, None]
+    draws = compute_draws(distinct, n, jobs[0].gpus_per_node, seed)
+    spread = step_draws_of(distinct, n, seed)  # (computes, n) per iteration
+    share, of_job = np.array([j.step_share for j in jobs])[:, None], np.array(which)
     live = list(range(count))
     for t in range(stop):
         c = next(draws)
@@ -246,7 +192,7 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
         if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
             d = next(spread)
             c = c + d
-            p.reshape(count, 2, n)[:, 0] += share * d
+            p.reshape(count, 2, n)[:, 0] += share * d[of_job]
         x3, new3 = x.reshape(count, 2, n), new.reshape(count, 2, n)
         for u, rows in runs:
             np.add(x3[rows], c[u], out=new3[rows])

@@ -79,6 +79,24 @@ def test_a_block_of_iterations_is_the_per_iteration_draws_bit_for_bit(dist, vari
     assert one.random() == other.random()  # and the stream is left where the loop leaves it
 
 
+@pytest.mark.parametrize(
+    "spread", [NormalCompute(0.004, 0.001), EmpiricalCompute(tuple(np.linspace(0.001, 0.009, 331)))], ids=str
+)
+@pytest.mark.parametrize("n", [3, 8])
+def test_the_step_spread_drawn_in_blocks_is_the_per_iteration_draws_bit_for_bit(spread, n):
+    """recurrence_draws.step_draws (the measured step's deviation, advise --profile's speed) gives exactly what one
+    Compute.step_deviations draw per iteration on its stream gives, across the blocks' seams."""
+    from runtime_model.recurrence_draws import STEP_STREAM, draw_block, step_draws
+    from runtime_model.scenario import Compute
+
+    comp = Compute(0.01, 0.02, 0.005, distribution=NormalCompute(0.03, 0.004), step_spread=spread)
+    one, rows = np.random.default_rng((5, STEP_STREAM)), 2 * draw_block(n) + 7
+    draw = comp.step_deviations(n)
+    expected = np.stack([draw(one) for _ in range(rows)])
+    blocks = step_draws(comp, n, 5)
+    assert np.array_equal(expected, np.stack([next(blocks) for _ in range(rows)]))
+
+
 def test_a_node_term_keeps_the_per_iteration_loop():
     from runtime_model.scenario import Compute
     from runtime_model.variation import Variation
