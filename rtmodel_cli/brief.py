@@ -19,13 +19,13 @@ BRIEF_MAX_LINES = 15
 BRIEF_TOPOLOGIES = 3  # the fastest runnable topologies listed under All-Reduce (the pick always among them)
 
 
-def brief_lines(advice: Advice, width: int) -> list[str]:
+def brief_lines(advice: Advice, width: int, assumed: str | None = None) -> list[str]:
     """The brief answer as lines of at most `width` columns (where a word fits), BRIEF_MAX_LINES at most:
-    the settle line and then rows are dropped before the verdict or the lines to run."""
+    the settle line and then rows are dropped before the verdict, what it assumed or the lines to run."""
     from rtmodel_cli.tables import code_lines, shell_lines
 
     rec = advice.recommendation
-    verdict = _wrapped(_verdict(advice), width)
+    verdict = _wrapped(_verdict(advice), width) + (_wrapped(assumed, width) if assumed else [])
     run = ["Run it with:", *code_lines(rec.code_line, width), *shell_lines(rec.torchrun_line, width)]
     hint = _wrapped("(without --brief: the full table, why, where it flips and the sources)", width)
     rows = _rows(advice)
@@ -48,8 +48,9 @@ def refuse_beside(verbose: bool, other_format: str | None) -> None:
         raise UserError(f"--brief is the table view's short form: it cannot be used with {clash}")
 
 
-def render_brief(advice: Advice, console: Console) -> None:
-    for line in brief_lines(advice, max(console.width, 20)):
+def render_brief(advice: Advice, console: Console, assumed=None) -> None:
+    """`assumed` (a preset answer's assumptions.Assumptions): its short line follows the verdict."""
+    for line in brief_lines(advice, max(console.width, 20), None if assumed is None else assumed.short()):
         console.print(Text(line), soft_wrap=True)
 
 

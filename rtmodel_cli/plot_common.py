@@ -148,11 +148,11 @@ def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
         )
         if o.nccl_tests is None:
             return sc, margin_for(PRESETS)[0], f"preset {sc.network.name}"
-        from rtmodel_cli.advise import with_nccl_tests
+        from rtmodel_cli.advice_inputs import with_nccl_tests
 
         sc, _line = with_nccl_tests(sc, Path(o.nccl_tests))
         return sc, margin_for(PRESETS)[0], f"nccl-tests {Path(o.nccl_tests).name}"
-    from rtmodel_cli.advise import scenario_for, scenario_request
+    from rtmodel_cli.advice_inputs import scenario_for, scenario_request
 
     if batch_per_gpu is not None:
         raise UserError("--batch-per-gpu cannot be used with --profile: the profile measured its batch")

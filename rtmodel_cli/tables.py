@@ -167,13 +167,19 @@ def _reason_lines(console: Console, entries: list[dict]) -> None:
             _plain(console, f"{e['topology']}: {runs_on}: {e['reason']}", "yellow")
 
 
-def render_advice(advice: Advice, console: Console, header: str = "", verbose: bool = False) -> None:
+def render_advice(
+    advice: Advice, console: Console, header: str = "", verbose: bool = False, assumed=None
+) -> None:
     """The human view: one row per topology, the verdict and the exact lines to run it, then where the
-    numbers came from; the notes (a profile has dozens) only with `verbose`, else their count."""
+    numbers came from; the notes (a profile has dozens) only with `verbose`, else their count.
+    `assumed` (assumptions.Assumptions of a preset answer): its line heads the table, its warnings follow
+    the verdict."""
     sc = advice.scenario
     title = header or (
         f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}, network {sc.network.name}"
     )
+    if assumed is not None:
+        title += "\n" + assumed.line()
     entries = advice_to_dict(advice)["predictions"]
     headers = [c.label for c in TABLE_COLUMNS]
     rows = [[_flagged(col.table(e)) for col in TABLE_COLUMNS] for e in entries]
@@ -192,6 +198,8 @@ def render_advice(advice: Advice, console: Console, header: str = "", verbose: b
     print_dropped(console, dropped, "--format json or csv")
     rec = advice.recommendation
     _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
+    if assumed is not None and assumed.nic_hint is not None:  # the batch's warning is in the head line
+        _plain(console, f"note: {assumed.nic_hint}", "yellow")
     if advice.crossovers:
         _plain(console, crossover_sentence(advice.crossovers))
         if settle := settle_line(advice):

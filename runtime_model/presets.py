@@ -142,19 +142,24 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     )
 
 
+def ddp_iteration_parts(choice: PresetChoice, library: PresetLibrary | None = None) -> dict:
+    """A DDP iteration of the preset compute by part (Work: host and device seconds each)."""
+    w = iteration_work(choice, library)
+    return {
+        "forward": w.forward,
+        "backward": w.backward,
+        "DDP's bucket copies": w.ddp_copies,
+        "step": w.optimizer,
+    }
+
+
 def host_floor_line(choice: PresetChoice, library: PresetLibrary | None = None) -> str | None:
     """One line on what binds a DDP iteration of the preset compute: the host's issue time per part
     against the device's work (None where measured times replace the presets' compute)."""
     lib = library or builtin_library()
     if choice.compute_ms is not None or lib.model(choice.model).params_only:
         return None
-    w = iteration_work(choice, lib)
-    parts = {
-        "forward": w.forward,
-        "backward": w.backward,
-        "DDP's bucket copies": w.ddp_copies,
-        "step": w.optimizer,
-    }
+    parts = ddp_iteration_parts(choice, lib)
     host_ms = sum(p.host_s for p in parts.values()) * 1e3
     device_ms = sum(p.device_s for p in parts.values()) * 1e3
     each = ", ".join(f"{name} {p.host_s * 1e3:.1f}" for name, p in parts.items())

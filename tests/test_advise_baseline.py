@@ -46,7 +46,10 @@ columns; BlueFog's dynamic graph's consensus method is "hadamard-blocks" where a
 node (same figures); every old key kept its value. Then `settle` added (the measurement that would
 settle the verdict); no other key moved. Re-recorded for issue 51's speed-ups of advise --profile: no
 file moved (the draws are the same stream); then for the network's name, which says which link a profile
-measured (profile-real: "inter measured 2x1 gloo, intra preset nvlink3"); no other key moved.)
+measured (profile-real: "inter measured 2x1 gloo, intra preset nvlink3"); no other key moved. Re-recorded
+for what a preset answer assumed (issue 50): `inputs.assumptions` added to the preset scenarios (the
+per-GPU batch, host- or device-bound step, NICs per node and where each came from); every old key kept
+its value, the profile scenarios and the CSV are unchanged.)
 """
 
 import json

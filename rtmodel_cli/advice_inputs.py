@@ -1,0 +1,276 @@
+"""What `rtmodel advise` (and the plots that answer the same question) predict from: the user's options
+as presets.resolve's request, a profile calibrated on the fly or an nccl-tests output in place of a
+preset link, with where each input came from and what a preset answer assumed.
+
+Why a module of its own: the advise command and the plots assemble the same inputs; the command module
+keeps only its options and its views.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rtmodel_cli.options import network_kw, own_numbers, variation_kw
+
+DEFAULT_GPUS = 64
+
+# What a profile measured on the user's cluster (compute time, its variance and each rank's speed, the
+# gradient buckets):
+# the preset options that would set these have no effect with --profile, so giving one is refused
+# rather than silently ignored. --compute-ms is the exception: it replaces the profile's compute
+# (with_compute_ms), e.g. to ask about a bigger batch or another precision on the profiled cluster. --gpus, --gpus-per-node (the target shape) and --network/--intra
+# (links the profile could not measure) still apply.
+PROFILE_REPLACES = (
+    "gpu",
+    "precision",
+    "mfu",
+    "model",
+    "global_batch",
+    "compute_cv",
+    "straggler",
+    "rank_cv",
+    "node_cv",
+    "bucket_cap_mb",
+    "ddp_bucket_view",
+    "cluster",
+    "optimizer_ms",
+    "dispatch_us",
+    "message_dtype",
+    "params",
+    "param_mb",
+)
+# How collectives use the links: with a profile they are measured (NCCL's own algorithm choice on NCCL,
+# gloo's ring on gloo), so these options would be silently ignored; they are refused instead.
+PROFILE_MEASURES_COLLECTIVES = ("nics_per_node", "nccl_algo")
+# The preset link options, by the link class they name: they fill only a link the profile did not measure.
+LINK_OPTIONS = {"network": "inter", "intra": "intra"}
+# presets.resolve's keyword arguments that every model takes (the user's own numbers go by own_numbers).
+REQUEST_KEYS = (
+    "gpus",
+    "gpus_per_node",
+    "gpu",
+    "network",
+    "intra",
+    "model",
+    "global_batch",
+    "precision",
+    "mfu",
+    "compute_cv",
+    "bucket_cap_mb",
+    "ddp_bucket_view",
+    "cluster",
+    "nics_per_node",
+    "nccl_algo",
+)
+
+
+def refuse_options_a_profile_replaces(given: dict) -> None:
+    """UserError naming every option in PROFILE_REPLACES that the user gave (not None) with --profile."""
+    from rtmodel_cli.failing import flag_of
+    from runtime_model.errors import UserError
+
+    flags = [flag_of(name) for name in PROFILE_REPLACES if given.get(name) is not None]
+    if flags:
+        which, them = (flags[0], "it") if len(flags) == 1 else (", ".join(flags), "them")
+        raise UserError(
+            f"{which} cannot be used with --profile: the profile measured compute (each rank's too) and "
+            f"gradient buckets on your cluster; drop {them} (--network and --intra may still name links it could not measure)"
+        )
+
+
+def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str]) -> None:
+    """UserError for an option that would have no effect with this profile: how collectives use the
+    links (always measured), or a preset for a link class the profile measured itself."""
+    from rtmodel_cli.failing import flag_of
+    from runtime_model.errors import UserError
+
+    for name in PROFILE_MEASURES_COLLECTIVES:
+        if given.get(name) is not None:
+            raise UserError(
+                f"{flag_of(name)} cannot be used with --profile: the profile measured how collectives run on "
+                "your cluster (its NICs and NCCL's or gloo's own algorithms); drop it"
+            )
+    for name, cls in LINK_OPTIONS.items():
+        if given.get(name) is not None and provenance.get(f"{cls}.bandwidth_Bps", "").startswith("measured"):
+            where = "between nodes" if cls == "inter" else "inside a node"
+            raise UserError(
+                f"{flag_of(name)} {given[name]} would not be used: the profile measured the link {where} itself; "
+                f"drop {flag_of(name)} (it names only a link a profile could not measure)"
+            )
+
+
+def scenario_for(
+    preset_request: dict,
+    profile: Path | None,
+    preset_dirs: list[Path] | None = None,
+    nccl_tests: Path | None = None,
+):
+    """Presets, or a profile calibrated on the fly (same data types either way); `nccl_tests` (an
+    nccl-tests output) replaces the presets' inter-node link (with_nccl_tests).
+
+    `preset_request` holds `presets.resolve`'s keyword arguments (the user's preset choices); with a
+    profile only gpus, gpus_per_node and the network names are used (the latter for links the profile
+    could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`). Your own
+    model's size (`your_model.KEYS`) adds it to the library as the model.
+    Returns (scenario, provenance, notes, inputs)."""
+    from runtime_model import presets
+
+    library = presets.load_library(preset_dirs or ())
+    if profile is None:
+        return _preset_scenario(preset_request, library, nccl_tests)
+    if nccl_tests is not None:
+        from runtime_model.errors import UserError
+
+        raise UserError(
+            "--nccl-tests replaces a preset's inter-node link; with --profile the profile's measured links "
+            "are used (give one or the other)"
+        )
+    from calibration import scenario_from_profile
+    from calibration.unmeasured import say_link_choice
+
+    refuse_options_a_profile_replaces(preset_request)
+    network, intra = presets.link_names(
+        preset_request.get("network"), preset_request.get("intra"), library=library
+    )
+    fallback = presets.network_preset(network, intra, library)
+    profiled = scenario_from_profile(
+        profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
+    )
+    refuse_options_a_profile_measured(preset_request, profiled.provenance)
+    provenance = dict(profiled.provenance)  # a link the profile marks unmeasured: whose preset stands in
+    say_link_choice(
+        provenance, {cls: preset_request.get(name) for name, cls in LINK_OPTIONS.items()}, "the default"
+    )
+    measured = profiled.measured_shape
+    margin, why = profiled.margin()
+    inputs = {
+        "profile": str(profile),
+        "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
+        "profile_margin": margin,
+    }
+    scenario, notes = profiled.scenario, list(profiled.notes)
+    if preset_request.get("compute_ms") is not None:
+        scenario, line = with_compute_ms(scenario, preset_request["compute_ms"])
+        provenance["compute"] = scenario.compute.source
+        notes.append(line)
+        print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
+    return scenario, {**provenance, "margin": why}, notes, inputs
+
+
+def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
+    """scenario_for's presets: (scenario, provenance, notes, inputs), the network from nccl-tests if given."""
+    from rtmodel_cli import your_model
+    from runtime_model import presets
+    from runtime_model.assumptions import preset_assumptions
+
+    request = {k: v for k, v in preset_request.items() if k not in your_model.KEYS}
+    library, request["model"] = your_model.add(
+        library,
+        your_model.given(preset_request),
+        request.get("model"),
+        request.get("compute_ms"),
+        request.get("message_dtype"),
+    )
+    choice = presets.resolve(**request, library=library)
+    sc = presets.scenario_from_choice(choice, library)
+    unit = library.model(choice.model).unit
+    prov = {"compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s"}
+    if (dispatch := host_dispatch_provenance(choice, library)) is not None:
+        prov["host dispatch"] = dispatch
+    if (floor := presets.host_floor_line(choice, library)) is not None:
+        prov["host floor"] = floor
+    prov["network"] = f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)"
+    machine_keys = ("gpu", "network", "intra", "gpus_per_node", "cluster")
+    if all(preset_request.get(k) is None for k in machine_keys):
+        prov["machine"] = (
+            f"{library.defaults.machine} (the defaults; --cluster, --gpu, --network choose yours)"
+        )
+    inputs = {
+        "preset": dict(vars(choice)),
+        "assumptions": preset_assumptions(choice, library, request).to_dict(),
+    }
+    yours = your_model.provenance(library, choice, request.get("compute_cv") is not None)
+    if yours is not None:
+        prov["compute"], inputs["your_model"] = yours
+    if nccl_tests is not None:
+        sc, prov["network"] = with_nccl_tests(sc, nccl_tests)
+        inputs["nccl_tests"] = str(nccl_tests)
+    return sc, prov, [], inputs
+
+
+def with_nccl_tests(scenario, path: Path):
+    """(scenario with the nccl-tests run's inter-node link and its own group cost, the provenance line)."""
+    from dataclasses import replace
+
+    from calibration.nccl_tests_link import nccl_tests_link
+    from calibration.nccl_tests_output import read_nccl_tests
+
+    run = read_nccl_tests(path)
+    link = nccl_tests_link(run, scenario.network)
+    return replace(scenario, network=link.network), link.provenance(run)
+
+
+def host_dispatch_provenance(choice, library) -> str | None:
+    """Where the host's cost per op came from: your --dispatch-us, else the GPU preset's figure and its
+    source (a host that is not yours), each plus the CUDA launch cost measured on a GPU host; None when
+    your measured times leave nothing for it to price."""
+    if choice.compute_ms is not None and choice.optimizer_ms is not None and choice.dispatch_us is None:
+        return None
+    g = library.gpu(choice.gpu)
+    launch = f" + {g.launch_us:g} us/op CUDA launch (measured on an H100 host: gpus.toml launch_source)"
+    if choice.dispatch_us is not None:
+        return f"{choice.dispatch_us:g} us/op (--dispatch-us, this host's opcount --dispatch){launch}"
+    return (  # where the preset's figure was measured: gpus.toml's dispatch_source (`rtmodel presets`)
+        f"{g.dispatch_us:g} us/op from the {g.name} preset, measured on another host{launch}: give "
+        "--dispatch-us from `python -m profiler.opcount --model transformer-base --dispatch` on yours"
+    )
+
+
+def with_compute_ms(scenario, compute_ms: float):
+    """(scenario with forward + backward = compute_ms per iteration, the line that says so).
+
+    Only the compute changes: forward/backward keep the profile's split, the spread across iterations
+    and ranks scales with it, and the optimizer time and gradient buckets stay as measured."""
+    from dataclasses import replace
+
+    def scaled(compute):
+        factor = compute_ms * 1e-3 / compute.compute_s if compute.compute_s > 0 else 1.0
+        return replace(
+            compute,
+            forward_s=compute.forward_s * factor,
+            backward_s=compute.backward_s * factor,
+            distribution=compute.distribution.scaled(factor),
+            source=f"your --compute-ms {compute_ms:g} ms (profile's forward/backward split and spread; "
+            f"optimizer {compute.optimizer_s * 1e3:.3g} ms and buckets as profiled)",
+        )
+
+    measured_ms = scenario.compute.compute_s * 1e3
+    gossip = None if scenario.gossip_compute is None else scaled(scenario.gossip_compute)
+    line = (
+        f"--compute-ms {compute_ms:g}: replaces the profile's compute ({measured_ms:,.1f} ms forward + backward "
+        "per iteration); its communication, optimizer time and buckets are kept"
+    )
+    return replace(scenario, compute=scaled(scenario.compute), gossip_compute=gossip), line
+
+
+def scenario_request(opts: dict) -> dict:
+    """`scenario_for`'s request from a command's merged options (scenario_file.KEYS but margin, topology
+    and objective): the presets' choices, your own numbers and the variation, checked; --gpus defaults."""
+    from rtmodel_cli import your_model
+
+    own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"], opts["dispatch_us"])
+    own.update(your_model.given(opts))
+    request = {name: opts[name] for name in REQUEST_KEYS}
+    request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
+    request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
+    varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
+    return {**request, **own, **varied}
+
+
+def assumed_of(inputs: dict):
+    """The preset answer's assumptions (None for a profile, whose network name says what it measured)."""
+    from runtime_model.assumptions import Assumptions
+
+    doc = inputs.get("assumptions")
+    return None if doc is None else Assumptions.from_dict(doc)
