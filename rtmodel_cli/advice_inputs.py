@@ -9,11 +9,13 @@ keeps only its options and its views.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rtmodel_cli.options import network_kw, own_numbers, variation_kw
 
 DEFAULT_GPUS = 64
+TUNED_DDP_SCENARIO = "tuned_ddp_scenario"  # an inputs key no document carries: advise pops it
 
 # What a profile measured on the user's cluster (compute time, its variance and each rank's speed, the
 # gradient buckets):
@@ -190,6 +192,12 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
         "preset": dict(vars(choice)),
         "assumptions": preset_assumptions(choice, library, request).to_dict(),
     }
+    if (
+        not choice.ddp_bucket_view
+    ):  # DDP as it could run with its own bucket view (tuned_ddp; popped by advise)
+        inputs[TUNED_DDP_SCENARIO] = presets.scenario_from_choice(
+            replace(choice, ddp_bucket_view=True), library
+        )
     yours = your_model.provenance(library, choice, request.get("compute_cv") is not None)
     if yours is not None:
         prov["compute"], inputs["your_model"] = yours

@@ -10,7 +10,13 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli.advice_inputs import DEFAULT_GPUS, assumed_of, scenario_for, scenario_request
+from rtmodel_cli.advice_inputs import (
+    DEFAULT_GPUS,
+    TUNED_DDP_SCENARIO,
+    assumed_of,
+    scenario_for,
+    scenario_request,
+)
 from rtmodel_cli.local_sgd_options import (
     LocalSgdBitsOpt,
     LocalSgdFragmentsOpt,
@@ -111,6 +117,9 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
         local_sgd=local_sgd,
     )
     adv.notes.extend(notes)
+    tuned_sc = inputs.pop(TUNED_DDP_SCENARIO, None)
+    if tuned_sc is not None:
+        adv = _with_tuned_ddp(adv, tuned_sc, margin, opts["topology"] or None, prov, objective, local_sgd)
     adv = with_crossovers(adv)
     if format is Format.json:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
@@ -125,6 +134,23 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
         from rtmodel_cli.tables import render_advice, terminal_console
 
         render_advice(adv, terminal_console(), verbose=view == "verbose", assumed=assumed_of(inputs))
+
+
+def _with_tuned_ddp(adv, tuned_sc, margin, topologies, prov, objective, local_sgd):
+    """DDP's bucket view beside the answer; where it changes the verdict, the whole answer against the
+    tuned DDP (tuned_ddp.led_by_tuning)."""
+    from dataclasses import replace
+
+    from runtime_model.advisor import advise as run_advice
+    from runtime_model.tuned_ddp import led_by_tuning, tuned_ddp
+
+    tuned = tuned_ddp(adv, tuned_sc)
+    if tuned is None:
+        return adv
+    if not tuned.changes_verdict:
+        return replace(adv, tuned_ddp=tuned)
+    kw = dict(margin=margin, topologies=topologies, provenance=prov, objective=objective, local_sgd=local_sgd)
+    return led_by_tuning(replace(run_advice(tuned_sc, **kw), notes=adv.notes), tuned)
 
 
 def _objective(given: str | None) -> str:

@@ -25,7 +25,14 @@ def brief_lines(advice: Advice, width: int, assumed: str | None = None) -> list[
     from rtmodel_cli.tables import code_lines, shell_lines
 
     rec = advice.recommendation
-    verdict = _wrapped(_verdict(advice), width) + (_wrapped(assumed, width) if assumed else [])
+    tuned = advice.tuned_ddp
+    first = (
+        f"Tune DDP first: {tuned.setting} takes All-Reduce from {tuned.today_s * 1e3:.1f} to "
+        f"{tuned.tuned_s * 1e3:.1f} ms; then "
+        if tuned is not None and tuned.changes_verdict
+        else ""
+    )
+    verdict = _wrapped(first + _verdict(advice), width) + (_wrapped(assumed, width) if assumed else [])
     run = ["Run it with:", *code_lines(rec.code_line, width), *shell_lines(rec.torchrun_line, width)]
     hint = _wrapped("(without --brief: the full table, why, where it flips and the sources)", width)
     rows = _rows(advice)

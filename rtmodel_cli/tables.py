@@ -176,7 +176,8 @@ def render_advice(
     the verdict."""
     sc = advice.scenario
     title = header or (
-        f"{sc.shape.gpus} GPUs = {sc.shape.nodes} nodes x {sc.shape.gpus_per_node}, network {sc.network.name}"
+        f"{sc.shape.gpus} GPUs = {sc.shape.nodes} node{'' if sc.shape.nodes == 1 else 's'} x "
+        f"{sc.shape.gpus_per_node}, network {sc.network.name}"
     )
     if assumed is not None:
         title += "\n" + assumed.line()
@@ -198,6 +199,10 @@ def render_advice(
     print_dropped(console, dropped, "--format json or csv")
     rec = advice.recommendation
     _plain(console, rec.verdict, "yellow" if rec.too_close_to_call else "bold green")
+    if (
+        advice.tuned_ddp is not None and not advice.tuned_ddp.changes_verdict
+    ):  # else the verdict leads with it
+        _plain(console, advice.tuned_ddp.sentence())
     if assumed is not None and assumed.nic_hint is not None:  # the batch's warning is in the head line
         _plain(console, f"note: {assumed.nic_hint}", "yellow")
     if advice.crossovers:

@@ -96,6 +96,9 @@ class Advice:
     families: list[FamilyBest] = field(default_factory=list)  # each family's best, in the objective's order
     # where the pick's speedup over All-Reduce crosses 1 (crossover.py); filled by with_crossovers
     crossovers: list = field(default_factory=list)
+    tuned_ddp: object = (
+        None  # tuned_ddp.TunedDdp: All-Reduce with DDP's own setting; filled by with_tuned_ddp
+    )
 
     @property
     def family_verdict(self) -> str:
@@ -296,6 +299,19 @@ def _nic_bytes(scenario: Scenario, schedule) -> float | None:
         return None
     net = scenario.network
     return gossip_nic_bytes(schedule, scenario.shape, net.nics_per_node, scenario.buckets.message_bytes, net)
+
+
+def recommend_against(
+    advice: Advice, allreduce: IterationPrediction, allreduce_sd_s: float
+) -> Recommendation:
+    """The recommendation were All-Reduce to run as `allreduce` (DDP tuned): the same rows, ranked and
+    judged against it (a gossip row does not depend on DDP's settings)."""
+    rows = [
+        r if r.prediction is None else replace(r, speedup=allreduce.mean_s / r.prediction.mean_s)
+        for r in advice.rows
+    ]
+    rec = _recommend(advice.scenario, allreduce, allreduce_sd_s, rows, advice.margin, advice.objective)
+    return _with_equivalents(rec, allreduce, rows, advice.margin)
 
 
 def _keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:

@@ -64,8 +64,8 @@ class Assumptions:
                 parts.append(f"{per_gpu} (your global batch {self.global_batch:,.0f})")
             elif thin:
                 parts.append(
-                    f"{per_gpu}, the model's default global batch {self.global_batch:,.0f} spread thin: a host-bound "
-                    "step (--global-batch N sets yours)"
+                    f"{per_gpu} (the model's default {self.global_batch:,.0f} spread thin: host-bound; "
+                    "--global-batch N sets yours)"
                 )
             else:
                 parts.append(f"{per_gpu} (the model's default global batch {self.global_batch:,.0f})")

@@ -92,6 +92,8 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     }
     if advice.local_sgd:
         doc["families"] = families_dict(advice.families, advice.family_verdict, advice.objective)
+    if advice.tuned_ddp is not None:
+        doc["tuned_ddp"] = advice.tuned_ddp.to_dict()
     if advice.crossovers:
         doc["crossover"] = [crossover_dict(c) for c in advice.crossovers]
         doc["settle"] = settle_line(advice) or None

@@ -25,8 +25,8 @@ def test_the_default_batch_spread_thin_is_said_with_its_host_bound_step():
     )
     assert a.step_bound == "host" and a.host_ms > a.device_ms
     assert a.line() == (
-        "assumed: 391 tokens per GPU, the model's default global batch 25,000 spread thin: a host-bound step "
-        "(--global-batch N sets yours); 1 NIC per node (the default)"
+        "assumed: 391 tokens per GPU (the model's default 25,000 spread thin: host-bound; --global-batch N "
+        "sets yours); 1 NIC per node (the default)"
     )
     assert any("--global-batch N" in w for w in a.warnings())  # in the JSON's warnings too
 
@@ -72,7 +72,7 @@ def test_the_answer_heads_with_it_in_every_view_and_the_json_carries_it():
     assert table.exit_code == 0, table.output
     lines = table.output.splitlines()
     assert lines[1].strip().startswith("assumed: 391 tokens per GPU")
-    assert "spread thin: a host-bound step (--global-batch N sets yours)" in " ".join(table.output.split())
+    assert "spread thin: host-bound; --global-batch N sets yours)" in " ".join(table.output.split())
     h100 = runner.invoke(
         app, ["advise", "--gpus", "64", "--gpu", "H100", "--gpus-per-node", "8"], terminal_width=80
     )
