@@ -15,6 +15,7 @@ from pathlib import Path
 from rtmodel_cli.options import network_kw, own_numbers, variation_kw
 
 DEFAULT_GPUS = 64
+STEP_KEYS = ("step_ms", "step_gpus")  # your measured DDP step and its n (advise's, not presets.resolve's)
 TUNED_DDP_SCENARIO = "tuned_ddp_scenario"  # an inputs key no document carries: advise pops it
 
 # What a profile measured on the user's cluster (compute time, its variance and each rank's speed, the
@@ -41,6 +42,8 @@ PROFILE_REPLACES = (
     "message_dtype",
     "params",
     "param_mb",
+    "step_ms",
+    "step_gpus",
 )
 # How collectives use the links: with a profile they are measured (NCCL's own algorithm choice on NCCL,
 # gloo's ring on gloo), so these options would be silently ignored; they are refused instead.
@@ -166,14 +169,18 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     from runtime_model import presets
     from runtime_model.assumptions import preset_assumptions
 
-    request = {k: v for k, v in preset_request.items() if k not in your_model.KEYS}
+    request = {k: v for k, v in preset_request.items() if k not in (*your_model.KEYS, *STEP_KEYS)}
+    step_ms, step_gpus = (preset_request.get(k) for k in STEP_KEYS)
     library, request["model"] = your_model.add(
         library,
         your_model.given(preset_request),
         request.get("model"),
-        request.get("compute_ms"),
+        request.get("compute_ms") if step_ms is None else step_ms,  # a step stands in for your compute
         request.get("message_dtype"),
     )
+    anchor = None
+    if step_ms is not None or step_gpus is not None:
+        request, anchor = _anchored(request, library, step_ms, step_gpus)
     choice = presets.resolve(**request, library=library)
     sc = presets.scenario_from_choice(choice, library)
     unit = library.model(choice.model).unit
@@ -190,7 +197,7 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
         )
     inputs = {
         "preset": dict(vars(choice)),
-        "assumptions": preset_assumptions(choice, library, request).to_dict(),
+        "assumptions": preset_assumptions(choice, library, request, anchor).to_dict(),
     }
     if (
         not choice.ddp_bucket_view
@@ -198,6 +205,8 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
         inputs[TUNED_DDP_SCENARIO] = presets.scenario_from_choice(
             replace(choice, ddp_bucket_view=True), library
         )
+    if anchor is not None:
+        prov["step anchor"], inputs["step_anchor"] = anchor.line(), anchor.to_dict()
     yours = your_model.provenance(library, choice, request.get("compute_cv") is not None)
     if yours is not None:
         prov["compute"], inputs["your_model"] = yours
@@ -205,6 +214,47 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
         sc, prov["network"] = with_nccl_tests(sc, nccl_tests)
         inputs["nccl_tests"] = str(nccl_tests)
     return sc, prov, [], inputs
+
+
+def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | None):
+    """(request with the compute backed out of your DDP step, the StepAnchor): step_anchor.py."""
+    from runtime_model import presets
+    from runtime_model.confidence import PRESETS, margin_for
+    from runtime_model.constraints import AT_LEAST_ONE
+    from runtime_model.errors import InvalidCombination, InvalidValue, UserError
+    from runtime_model.iteration import allreduce_prediction
+    from runtime_model.step_anchor import anchor_compute
+
+    if step_ms is None:
+        raise InvalidCombination(
+            "{step_gpus} says where your --step-ms was measured: give the step too", step_gpus=step_gpus
+        )
+    if request.get("compute_ms") is not None:
+        raise InvalidCombination(
+            "{step_ms} backs the compute out of your DDP step and {compute_ms} gives it: give one",
+            step_ms=step_ms,
+            compute_ms=request["compute_ms"],
+        )
+    n = request["gpus"] if step_gpus is None else step_gpus
+    AT_LEAST_ONE.check("step_gpus", n)
+    try:  # the shape at the step's n, checked once with the names the user typed
+        presets.scenario_from_choice(
+            presets.resolve(**{**request, "gpus": n, "compute_ms": 1.0}, library=library), library
+        )
+    except (InvalidValue, InvalidCombination) as exc:
+        from rtmodel_cli.failing import flag_of
+
+        raise UserError(
+            exc.message_for(lambda name: "--step-gpus" if name == "gpus" else flag_of(name))
+        ) from exc
+
+    def step_ms_at(compute_ms: float | None) -> float:
+        choice = presets.resolve(**{**request, "gpus": n, "compute_ms": compute_ms}, library=library)
+        return allreduce_prediction(presets.scenario_from_choice(choice, library)).mean_s * 1e3
+
+    own = library.model(request["model"] or library.defaults.model).params_only  # yours: no preset compute
+    anchor = anchor_compute(step_ms_at, step_ms, n, None if own else step_ms_at(None), margin_for(PRESETS)[0])
+    return {**request, "compute_ms": anchor.compute_ms}, anchor
 
 
 def with_nccl_tests(scenario, path: Path):
@@ -270,6 +320,7 @@ def scenario_request(opts: dict) -> dict:
     own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"], opts["dispatch_us"])
     own.update(your_model.given(opts))
     request = {name: opts[name] for name in REQUEST_KEYS}
+    request.update({name: opts.get(name) for name in STEP_KEYS})  # advise's; a plot has none
     request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
     varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])

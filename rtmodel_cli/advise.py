@@ -43,6 +43,14 @@ ObjectiveOpt = Annotated[
         "iterations first, hopeless consensus never). Default: iteration."
     ),
 ]
+StepMsOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Your measured DDP iteration time in ms (from your training logs): the compute is backed out "
+        "of it and the presets' own prediction there is shown beside it. At --step-gpus, else at --gpus."
+    ),
+]
+StepGpusOpt = Annotated[int | None, typer.Option(help="The GPU count your --step-ms was measured at.")]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", help="Print every note on the inputs under the verdict.")
 ]
@@ -64,6 +72,8 @@ def advise(
     margin: MarginOpt = None,
     topology: TopologiesOpt = None,
     objective: ObjectiveOpt = None,
+    step_ms: StepMsOpt = None,
+    step_gpus: StepGpusOpt = None,
     local_sgd_h: LocalSgdHOpt = None,
     local_sgd_overlap: LocalSgdOverlapOpt = None,
     local_sgd_fragments: LocalSgdFragmentsOpt = None,
@@ -77,6 +87,7 @@ def advise(
     from rtmodel_cli import scenario_file
 
     given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
+    given.update(step_ms=step_ms, step_gpus=step_gpus)
     given.update(
         local_sgd_h=local_sgd_h,
         local_sgd_overlap=local_sgd_overlap,

@@ -203,8 +203,8 @@ def render_advice(
         advice.tuned_ddp is not None and not advice.tuned_ddp.changes_verdict
     ):  # else the verdict leads with it
         _plain(console, advice.tuned_ddp.sentence())
-    if assumed is not None and assumed.nic_hint is not None:  # the batch's warning is in the head line
-        _plain(console, f"note: {assumed.nic_hint}", "yellow")
+    for note in [] if assumed is None else assumed.notes():  # the batch's warning is in the head line
+        _plain(console, f"note: {note}", "yellow")
     if advice.crossovers:
         _plain(console, crossover_sentence(advice.crossovers))
         if settle := settle_line(advice):

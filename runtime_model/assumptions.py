@@ -29,6 +29,11 @@ class Assumptions:
     nics_per_node: int
     nics_from: str  # "yours" | "cluster NAME" | "the default"
     nic_hint: str | None  # a cited node of this GPU with more NICs, when one NIC was only the default
+    anchor_line: str | None = None  # your DDP step, the compute backed out of it, the presets' residual
+
+    def notes(self) -> list[str]:
+        """What the table prints under the verdict (the batch's warning is in the head line)."""
+        return [n for n in (self.anchor_line, self.nic_hint) if n is not None]
 
     def to_dict(self) -> dict:
         return {**asdict(self), "warnings": self.warnings()}
@@ -71,6 +76,8 @@ class Assumptions:
                 parts.append(f"{per_gpu} (the model's default global batch {self.global_batch:,.0f})")
         elif self.global_batch_from == "your compute":
             parts.append("your measured compute (--compute-ms) at your own batch")
+        elif self.global_batch_from == "your step":
+            parts.append("the compute backed out of your DDP step (--step-ms)")
         if self.step_bound is not None and not thin:
             parts.append(f"{self.step_bound}-bound step")
         nics = f"{self.nics_per_node} NIC{'' if self.nics_per_node == 1 else 's'} per node"
@@ -85,13 +92,12 @@ class Assumptions:
                 f"at {_units(self.batch_per_gpu)} {self.unit}s per GPU the step is host-bound: this answers for "
                 "the model's published batch spread thin; give --global-batch N you train with (or --compute-ms)"
             )
-        if self.nic_hint is not None:
-            out.append(self.nic_hint)
-        return out
+        return out + self.notes()
 
 
-def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict) -> Assumptions:
-    """`given`: the user's own preset request (which options they set, by resolve's keyword names)."""
+def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict, anchor=None) -> Assumptions:
+    """`given`: the user's own preset request (which options they set, by resolve's keyword names);
+    `anchor`: the step_anchor.StepAnchor the compute was backed out of, if any."""
     model = library.model(choice.model)
     measured = choice.compute_ms is not None and given.get("global_batch") is None
     batch = None if model.params_only or measured else choice.global_batch
@@ -112,7 +118,9 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
         batch_per_gpu=None if batch is None else batch / choice.gpus,
         unit=model.unit,
         global_batch=batch,
-        global_batch_from="yours" if given.get("global_batch") is not None else _default_batch(measured),
+        global_batch_from="yours"
+        if given.get("global_batch") is not None
+        else _default_batch(measured, anchor),
         step_bound=bound,
         host_ms=host_ms,
         device_ms=device_ms,
@@ -121,6 +129,7 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
         nic_hint=_nic_hint(choice, library)
         if nics_from == "the default" and choice.gpus > choice.gpus_per_node
         else None,
+        anchor_line=None if anchor is None else anchor.line(),
     )
 
 
@@ -138,8 +147,8 @@ def _nic_hint(choice: PresetChoice, library: PresetLibrary) -> str | None:
     return None
 
 
-def _default_batch(measured: bool) -> str:
-    return "your compute" if measured else "the model's default"
+def _default_batch(measured: bool, anchor) -> str:
+    return "your step" if anchor is not None else "your compute" if measured else "the model's default"
 
 
 def _units(count: float) -> str:

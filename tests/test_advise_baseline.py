@@ -49,7 +49,9 @@ file moved (the draws are the same stream); then for the network's name, which s
 measured (profile-real: "inter measured 2x1 gloo, intra preset nvlink3"); no other key moved. Re-recorded
 for what a preset answer assumed (issue 50): `inputs.assumptions` added to the preset scenarios (the
 per-GPU batch, host- or device-bound step, NICs per node and where each came from); every old key kept
-its value, the profile scenarios and the CSV are unchanged.)
+its value, the profile scenarios and the CSV are unchanged. Then for DDP tuned first: `tuned_ddp` added to
+the preset scenarios (All-Reduce with DDP's gradient_as_bucket_view=True; no verdict of theirs changes);
+then `inputs.assumptions.anchor_line` (null: no --step-ms); every old key kept its value.)
 """
 
 import json
