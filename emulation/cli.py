@@ -104,7 +104,7 @@ def measure(quick: Annotated[bool, typer.Option(help="only the default shaping, 
 
 def build_app() -> typer.Typer:
     app = typer.Typer(help="Emulate a multi-node cluster on this machine (network namespaces; needs root).",
-                      no_args_is_help=True, add_completion=False)
+                      no_args_is_help=True, add_completion=False, rich_markup_mode=None)
     app.command()(up)
     app.command(context_settings={"allow_interspersed_args": False})(run)
     app.command()(cleanup)

@@ -56,6 +56,7 @@ def build_app(commands: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
         help="Will decentralized (gossip) training beat All-Reduce on your cluster? Predict, profile, validate.",
         no_args_is_help=True,
         add_completion=False,
+        rich_markup_mode=None,  # click's help: whole flag names, help beside them (rich's table cut both)
         pretty_exceptions_enable=False,
         cls=OneLineUsageErrors,
     )

@@ -247,7 +247,9 @@ def register(app: typer.Typer) -> None:
     from rtmodel_cli.plot_crossover import crossover
     from rtmodel_cli.plot_variance import variance
 
-    plot = typer.Typer(help="Draw the model's predictions as figures (PNG or SVG).", no_args_is_help=True)
+    plot = typer.Typer(
+        help="Draw the model's predictions as figures (PNG or SVG).", no_args_is_help=True, rich_markup_mode=None
+    )
     plot.command("speedup")(speedup)
     plot.command("factors")(factors)
     plot.command("what-if")(what_if)
