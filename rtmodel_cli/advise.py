@@ -119,18 +119,14 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
     )
     margin, prov["margin"] = _margin(opts["margin"], inputs.get("profile_margin"), prov.get("margin"))
     Interval(0.0, 1.0, closed="left").check("margin", margin)
-    adv = run_advice(
-        sc,
-        margin=margin,
-        topologies=opts["topology"] or None,
-        provenance=prov,
-        objective=objective,
-        local_sgd=local_sgd,
+    asked = dict(
+        margin=margin, topologies=opts["topology"] or None, provenance=prov, objective=objective, local_sgd=local_sgd
     )
+    adv = run_advice(sc, **asked)
     adv.notes.extend(notes)
     tuned_sc = inputs.pop(TUNED_DDP_SCENARIO, None)
     if tuned_sc is not None:
-        adv = _with_tuned_ddp(adv, tuned_sc, margin, opts["topology"] or None, prov, objective, local_sgd)
+        adv = _with_tuned_ddp(adv, tuned_sc, asked)
     adv = with_crossovers(adv)
     if format is Format.json:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
@@ -147,9 +143,9 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
         render_advice(adv, terminal_console(), verbose=view == "verbose", assumed=assumed_of(inputs))
 
 
-def _with_tuned_ddp(adv, tuned_sc, margin, topologies, prov, objective, local_sgd):
+def _with_tuned_ddp(adv, tuned_sc, asked: dict):
     """DDP's bucket view beside the answer; where it changes the verdict, the whole answer against the
-    tuned DDP (tuned_ddp.led_by_tuning)."""
+    tuned DDP (tuned_ddp.led_by_tuning), asked as the first one was (`asked`: advisor.advise's keywords)."""
     from dataclasses import replace
 
     from runtime_model.advisor import advise as run_advice
@@ -160,8 +156,7 @@ def _with_tuned_ddp(adv, tuned_sc, margin, topologies, prov, objective, local_sg
         return adv
     if not tuned.changes_verdict:
         return replace(adv, tuned_ddp=tuned)
-    kw = dict(margin=margin, topologies=topologies, provenance=prov, objective=objective, local_sgd=local_sgd)
-    return led_by_tuning(replace(run_advice(tuned_sc, **kw), notes=adv.notes), tuned)
+    return led_by_tuning(replace(run_advice(tuned_sc, **asked), notes=adv.notes), tuned)
 
 
 def _objective(given: str | None) -> str:
