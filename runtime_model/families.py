@@ -11,6 +11,7 @@ compared, not substituted. Each family's best option is ranked on the objective 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from runtime_model.convergence import EXACT, MEASURED
@@ -20,6 +21,7 @@ from runtime_model.local_sgd_convergence import LocalSgdCost, local_sgd_cost
 from runtime_model.scenario import Scenario
 
 ITERATION, ACCURACY = "iteration", "accuracy"  # advisor.OBJECTIVES (the advisor imports this module)
+LOCAL_SGD = "local SGD"  # its family name
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def family_candidates(
     if local:
         pool = [
             FamilyBest(
-                "local SGD",
+                LOCAL_SGD,
                 r.prediction.name,
                 r.prediction.mean_s,
                 r.convergence.kind == LOCAL_MEASURED,
@@ -91,10 +93,23 @@ def family_candidates(
 
 
 def family_verdict(candidates: list[FamilyBest], objective: str) -> str:
-    """One sentence: the families' best options in the objective's order, each with its cost."""
+    """One sentence: the families' best options in the objective's order, each with its cost. Local SGD
+    whose time to All-Reduce's loss is not known is never ranked: it changes the training algorithm, and
+    a faster iteration at a higher loss says nothing about the time to the same loss, so ranking it first
+    would read against a verdict that picks among the algorithms that keep it (issue 50)."""
     ranked = "time per iteration" if objective == ITERATION else "time to All-Reduce's loss (known first)"
+    unranked = [c for c in candidates if c.family == LOCAL_SGD and not c.known_time]
     parts = []
     for c in candidates:
+        if c in unranked:
+            continue
         known = "" if objective == ITERATION or c.known_time else ", time to the loss not known"
         parts.append(f"{c.family} ({c.option}) {c.mean_s * 1e3:.1f} ms/iteration: {c.cost}{known}")
-    return f"Across the three families, ranked by {ranked}: " + "; ".join(parts) + "."
+    text = f"Across the three families, ranked by {ranked}: " + "; ".join(parts) + "."
+    for c in unranked:
+        h = re.search(r"H=(\d+)", c.option)  # the row's name: local-sgd H=30 ...
+        text += (
+            f" Not ranked: {c.family} ({c.option}) {c.mean_s * 1e3:.1f} ms/iteration, {c.cost}: its time to "
+            f"All-Reduce's loss is not known (rtmodel validate --local-sgd-h {h[1] if h else 'H'} measures it)."
+        )
+    return text

@@ -51,7 +51,9 @@ for what a preset answer assumed (issue 50): `inputs.assumptions` added to the p
 per-GPU batch, host- or device-bound step, NICs per node and where each came from); every old key kept
 its value, the profile scenarios and the CSV are unchanged. Then for DDP tuned first: `tuned_ddp` added to
 the preset scenarios (All-Reduce with DDP's gradient_as_bucket_view=True; no verdict of theirs changes);
-then `inputs.assumptions.anchor_line` (null: no --step-ms); every old key kept its value.)
+then `inputs.assumptions.anchor_line` (null: no --step-ms); every old key kept its value. Then the family
+sentence (`families.verdict`) stopped ranking local SGD whose time to the loss is not known: it follows
+the ranking as "Not ranked"; no other key moved.)
 """
 
 import json

@@ -256,3 +256,24 @@ def test_every_family_reports_the_bytes_its_busiest_nic_carries_per_iteration():
     assert got["static-exp"] == pytest.approx(19 * m)
     assert got["local-sgd H=30"] == pytest.approx(2 * 63 / 64 * m / 30)
     assert all(0 < e["compute_utilization"] <= 1 for e in doc["predictions"])
+
+
+def test_the_family_sentence_never_ranks_local_sgd_of_unknown_time_ahead_of_the_verdict():
+    """Issue 50's repro (32 A100 on 25 GbE): local SGD is fastest per iteration, but at +3.3 % loss its time
+    to All-Reduce's loss is not known; the sentence ranks the pick's family first and says how to measure
+    local SGD instead of putting it ahead of the verdict."""
+    doc = json.loads(
+        CliRunner()
+        .invoke(app, ["advise", "--gpus", "32", "--cluster", "a100-eth25", "--format", "json"])
+        .stdout
+    )
+    pick, sentence = doc["recommendation"]["topology"], doc["families"]["verdict"]
+    fastest = min(
+        (p for p in doc["predictions"] if p.get("iteration_s")), key=lambda p: p["iteration_s"]["mean"]
+    )
+    assert fastest["family"] == "local-sgd" and pick != fastest["topology"]
+    assert sentence.startswith(f"Across the three families, ranked by time per iteration: gossip ({pick})")
+    assert "Not ranked: local SGD (local-sgd H=30)" in sentence
+    assert sentence.endswith(
+        "its time to All-Reduce's loss is not known (rtmodel validate --local-sgd-h 30 measures it)."
+    )
