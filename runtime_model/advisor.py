@@ -33,6 +33,7 @@ from runtime_model.link_uncertainty import spreads_s, topology_uncertainties, un
 from runtime_model.local_sgd import LocalSgd
 from runtime_model.pending import run_pending
 from runtime_model.reduced_system import topology_model
+from runtime_model.run_lines import code_line, torchrun_line
 from runtime_model.scenario import Scenario
 from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
 
@@ -107,7 +108,9 @@ class Advice:
 
     def standing(self) -> dict[str, str]:
         """See `standing`."""
-        return standing(self.allreduce.mean_s, self.rows, self.margin, self.recommendation.topology)
+        return standing(
+            self.allreduce.mean_s, self.rows, self.margin, self.recommendation.topology, self.objective
+        )
 
 
 def check_objective(objective: str) -> str:
@@ -136,10 +139,7 @@ def pick(rows: list[TopologyRow], margin: float, objective: str = ITERATION) -> 
     ACCURACY (time to the same loss): hopeless consensus is never picked; options known to keep
     All-Reduce's iterations (exact, or within what was measured) are ranked before extrapolated ones,
     since only theirs is a known time to the same loss; then as ITERATION."""
-    pool = [r for r in rows if r.applicable and r.runnable]
-    if objective == ACCURACY:
-        pool = [r for r in pool if r.convergence.kind != HOPELESS]
-        pool = [r for r in pool if r.convergence.kind in (EXACT, MEASURED)] or pool
+    pool = ranked_pool(rows, objective)
     if not pool:
         return None
     fastest_s = min(r.prediction.mean_s for r in pool)
@@ -147,14 +147,29 @@ def pick(rows: list[TopologyRow], margin: float, objective: str = ITERATION) -> 
     return min(tied, key=_consensus_key)
 
 
+def ranked_pool(rows: list[TopologyRow], objective: str = ITERATION) -> list[TopologyRow]:
+    """The decentralized rows the objective ranks: every runnable one; for ACCURACY never a hopeless
+    consensus, and only those known to keep All-Reduce's iterations where any is (pick's doc)."""
+    pool = [r for r in rows if r.applicable and r.runnable]
+    if objective == ACCURACY:
+        pool = [r for r in pool if r.convergence.kind != HOPELESS]
+        pool = [r for r in pool if r.convergence.kind in (EXACT, MEASURED)] or pool
+    return pool
+
+
 def standing(
-    allreduce_mean_s: float, rows: list[TopologyRow], margin: float, best: str | None = None
+    allreduce_mean_s: float,
+    rows: list[TopologyRow],
+    margin: float,
+    best: str | None = None,
+    objective: str = ITERATION,
 ) -> dict[str, str]:
-    """'best' for the recommended option (`best`; by default the fastest runnable mean, All-Reduce
-    included), 'equivalent' for every other runnable option whose mean is within the margin of the
-    fastest; options not named are neither."""
+    """'best' for the recommended option (`best`; by default the fastest ranked mean, All-Reduce
+    included), 'equivalent' for every other option the objective ranks (ranked_pool) whose mean is within
+    the margin of the fastest of them; options not named are neither (under ACCURACY a row whose time to
+    the loss is not known is never marked beside one that is: issue 50)."""
     means = {"allreduce": allreduce_mean_s}
-    means.update({r.topology: r.prediction.mean_s for r in rows if r.applicable and r.runnable})
+    means.update({r.topology: r.prediction.mean_s for r in ranked_pool(rows, objective)})
     fastest = min(means, key=means.get)
     best = fastest if best not in means else best
     out = {name: "equivalent" for name, m in means.items() if within_margin(m, means[fastest], margin)}
@@ -166,9 +181,11 @@ def _display(name: str) -> str:
     return "All-Reduce" if name == "allreduce" else name
 
 
-def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[TopologyRow], margin: float):
-    """Add the options equivalent to the pick (within the margin of the fastest) to the recommendation."""
-    st = standing(ar.mean_s, rows, margin, rec.topology)
+def _with_equivalents(
+    rec: Recommendation, ar: IterationPrediction, rows: list[TopologyRow], margin: float, objective: str
+):
+    """Add the options equivalent to the pick (within the margin of the fastest the objective ranks)."""
+    st = standing(ar.mean_s, rows, margin, rec.topology, objective)
     same = tuple(name for name, s in st.items() if s == "equivalent")
     if not same:
         return rec
@@ -180,26 +197,6 @@ def _with_equivalents(rec: Recommendation, ar: IterationPrediction, rows: list[T
         f"{_display(fastest)} at {means[fastest] * 1e3:.1f} ms): {listed}."
     )
     return replace(rec, verdict=verdict, equivalent=same)
-
-
-def torchrun_line(scenario: Scenario) -> str:
-    shape = scenario.shape
-    return (
-        f"torchrun --nnodes {shape.nodes} --nproc-per-node {shape.gpus_per_node} "
-        "--rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 train.py"
-    )
-
-
-def code_line(topology: str, builtin: bool) -> str:
-    if topology == "allreduce":
-        return "model = torch.nn.parallel.DistributedDataParallel(model)  # keep All-Reduce"
-    line = (
-        "model = DecentralizedDataParallel(model, optim_fn=lambda p: AccumAdam(p, lr=...), "
-        f'topology="{topology}")'
-    )
-    if not builtin:
-        line = "import rtmodel_decentdp  # registers rtmodel's schedules with Decent-DP\n" + line
-    return line
 
 
 def advise(
@@ -289,7 +286,7 @@ def _advice(scenario, ar, models: dict, preds, sds, margin, provenance, objectiv
             )
         )
     rec = _recommend(scenario, ar, ar_sd, rows, margin, objective)
-    rec = _with_equivalents(rec, ar, rows, margin)
+    rec = _with_equivalents(rec, ar, rows, margin, objective)
     return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}), objective=objective)
 
 
@@ -311,7 +308,7 @@ def recommend_against(
         for r in advice.rows
     ]
     rec = _recommend(advice.scenario, allreduce, allreduce_sd_s, rows, advice.margin, advice.objective)
-    return _with_equivalents(rec, allreduce, rows, advice.margin)
+    return _with_equivalents(rec, allreduce, rows, advice.margin, advice.objective)
 
 
 def _keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from runtime_model.advisor import Advice, Recommendation, recommend_against
 from runtime_model.iteration import allreduce_prediction
 from runtime_model.link_uncertainty import uncertainty_s
+from runtime_model.run_lines import code_line
 from runtime_model.scenario import Scenario
 
 BUCKET_VIEW = "gradient_as_bucket_view=True"
-TUNED_DDP_LINE = f"model = torch.nn.parallel.DistributedDataParallel(model, {BUCKET_VIEW})  # keep All-Reduce"
 
 
 @dataclass(frozen=True)
@@ -98,5 +98,5 @@ def led_by_tuning(tuned_advice: Advice, tuned: TunedDdp) -> Advice:
     rec = tuned_advice.recommendation
     lead = replace(rec, verdict=f"Tune DDP first: {tuned.head()}. Against the tuned DDP: {rec.verdict}")
     if rec.topology == "allreduce":
-        lead = replace(lead, code_line=TUNED_DDP_LINE)
+        lead = replace(lead, code_line=code_line("allreduce", True, BUCKET_VIEW))
     return replace(tuned_advice, recommendation=lead, tuned_ddp=tuned)

@@ -235,3 +235,22 @@ def test_validate_recommended_runs_the_too_close_candidate(monkeypatch):
     monkeypatch.setattr(runtime_model.advisor, "advise", lambda sc, **kw: NS(rows=rows, recommendation=rec))
     name, _, _, notes = choose_topology(None, True, scenario(n=4, k=2))
     assert name == "one-peer-exp" and "too close to call" in notes[0]
+
+
+def test_under_the_accuracy_objective_nothing_of_unknown_time_is_marked_beside_the_pick():
+    """Issue 50: under --objective accuracy a hopeless or extrapolated row was '≈ best', and the verdict's
+    'Equivalent per iteration' listed rows whose time to the loss is not known beside a pick of known
+    time. Marks and equivalents now come from the rows the objective ranks."""
+    from runtime_model.convergence import EXACT, MEASURED
+
+    adv = advise(_scenario(256, cluster="a100-eth25"), objective=ACCURACY, margin=0.157)
+    known = {"allreduce"} | {
+        name for name, r in _rows(adv).items() if r.runnable and r.convergence.kind in (EXACT, MEASURED)
+    }
+    assert known != {"allreduce"}  # complete is exact: the pool the objective ranks is not empty
+    assert set(adv.standing()) <= known
+    assert set(adv.recommendation.equivalent) <= known
+    fastest = min(r.prediction.mean_s for r in adv.rows if r.applicable and r.runnable)
+    assert fastest < min(_rows(adv)[n].prediction.mean_s for n in known - {"allreduce"})  # an unknown one is faster
+    by_iteration = advise(_scenario(256, cluster="a100-eth25"), objective=ITERATION, margin=0.157)
+    assert any(name not in known for name in by_iteration.standing())  # time per iteration marks them all
