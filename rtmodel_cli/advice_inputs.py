@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rtmodel_cli.options import network_kw, own_numbers, variation_kw
+from rtmodel_cli.options import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 
 DEFAULT_GPUS = 64
 STEP_KEYS = ("step_ms", "step_gpus")  # your measured DDP step and its n (advise's, not presets.resolve's)
@@ -44,6 +44,7 @@ PROFILE_REPLACES = (
     "param_mb",
     "step_ms",
     "step_gpus",
+    "batch_per_gpu",
 )
 # How collectives use the links: with a profile they are measured (NCCL's own algorithm choice on NCCL,
 # gloo's ring on gloo), so these options would be silently ignored; they are refused instead.
@@ -169,7 +170,11 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     from runtime_model import presets
     from runtime_model.assumptions import preset_assumptions
 
-    request = {k: v for k, v in preset_request.items() if k not in (*your_model.KEYS, *STEP_KEYS)}
+    request = {
+        k: v for k, v in preset_request.items() if k not in (*your_model.KEYS, *STEP_KEYS, "batch_per_gpu")
+    }
+    if preset_request.get("batch_per_gpu") is not None:  # weak scaling: the global batch at this n
+        request["global_batch"] = preset_request["batch_per_gpu"] * request["gpus"]
     step_ms, step_gpus = (preset_request.get(k) for k in STEP_KEYS)
     library, request["model"] = your_model.add(
         library,
@@ -180,7 +185,7 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     )
     anchor = None
     if step_ms is not None or step_gpus is not None:
-        request, anchor = _anchored(request, library, step_ms, step_gpus)
+        request, anchor = _anchored(request, library, step_ms, step_gpus, preset_request.get("batch_per_gpu"))
     choice = presets.resolve(**request, library=library)
     sc = presets.scenario_from_choice(choice, library)
     unit = library.model(choice.model).unit
@@ -216,8 +221,9 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     return sc, prov, [], inputs
 
 
-def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | None):
-    """(request with the compute backed out of your DDP step, the StepAnchor): step_anchor.py."""
+def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | None, per_gpu: float | None):
+    """(request with the compute backed out of your DDP step, the StepAnchor): step_anchor.py. With
+    --batch-per-gpu the step's n has its own global batch (weak scaling)."""
     from runtime_model import presets
     from runtime_model.confidence import PRESETS, margin_for
     from runtime_model.constraints import AT_LEAST_ONE
@@ -237,10 +243,9 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
         )
     n = request["gpus"] if step_gpus is None else step_gpus
     AT_LEAST_ONE.check("step_gpus", n)
+    at_n = {**request, "gpus": n, **({} if per_gpu is None else {"global_batch": per_gpu * n})}
     try:  # the shape at the step's n, checked once with the names the user typed
-        presets.scenario_from_choice(
-            presets.resolve(**{**request, "gpus": n, "compute_ms": 1.0}, library=library), library
-        )
+        presets.scenario_from_choice(presets.resolve(**{**at_n, "compute_ms": 1.0}, library=library), library)
     except (InvalidValue, InvalidCombination) as exc:
         from rtmodel_cli.failing import flag_of
 
@@ -249,7 +254,7 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
         ) from exc
 
     def step_ms_at(compute_ms: float | None) -> float:
-        choice = presets.resolve(**{**request, "gpus": n, "compute_ms": compute_ms}, library=library)
+        choice = presets.resolve(**{**at_n, "compute_ms": compute_ms}, library=library)
         return allreduce_prediction(presets.scenario_from_choice(choice, library)).mean_s * 1e3
 
     own = library.model(request["model"] or library.defaults.model).params_only  # yours: no preset compute
@@ -323,6 +328,8 @@ def scenario_request(opts: dict) -> dict:
     request.update({name: opts.get(name) for name in STEP_KEYS})  # advise's; a plot has none
     request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
+    request["batch_per_gpu"] = opts.get("batch_per_gpu")  # advise's weak scaling (a plot sweeps its own)
+    check_batch_per_gpu(request["batch_per_gpu"], opts["global_batch"])
     varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
     return {**request, **own, **varied}
 

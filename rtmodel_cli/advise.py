@@ -30,6 +30,7 @@ from rtmodel_cli.options import (
     Format,
     FormatOpt,
     MarginOpt,
+    PerGpuOpt,
     TopologiesOpt,
 )
 
@@ -74,6 +75,7 @@ def advise(
     objective: ObjectiveOpt = None,
     step_ms: StepMsOpt = None,
     step_gpus: StepGpusOpt = None,
+    batch_per_gpu: PerGpuOpt = None,
     local_sgd_h: LocalSgdHOpt = None,
     local_sgd_overlap: LocalSgdOverlapOpt = None,
     local_sgd_fragments: LocalSgdFragmentsOpt = None,
@@ -87,7 +89,7 @@ def advise(
     from rtmodel_cli import scenario_file
 
     given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
-    given.update(step_ms=step_ms, step_gpus=step_gpus)
+    given.update(step_ms=step_ms, step_gpus=step_gpus, batch_per_gpu=batch_per_gpu)
     given.update(
         local_sgd_h=local_sgd_h,
         local_sgd_overlap=local_sgd_overlap,

@@ -299,3 +299,28 @@ def variation_kw(
     if node_cv is not None:
         kw["node_cv"] = COMPUTE_CV.check("node_cv", node_cv)
     return kw
+
+
+PerGpuOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Batch per GPU in the model's unit, at least 1 (weak scaling: the global batch is it x n); in place of --global-batch."
+    ),
+]
+
+
+def check_batch_per_gpu(batch_per_gpu: float | None, global_batch: float | None) -> None:
+    """--batch-per-gpu: at least one unit per GPU, and never beside --global-batch (two answers to one
+    question; the plots took the per-GPU one silently before)."""
+    from runtime_model.constraints import Interval
+    from runtime_model.errors import InvalidCombination
+
+    if batch_per_gpu is None:
+        return
+    Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
+    if global_batch is not None:
+        raise InvalidCombination(
+            "{batch_per_gpu} and {global_batch} both set the batch: give one",
+            batch_per_gpu=batch_per_gpu,
+            global_batch=global_batch,
+        )

@@ -22,10 +22,9 @@ from rtmodel_cli.local_sgd_options import (
     local_sgd_configs,
 )
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import TopologiesOpt
+from rtmodel_cli.options import PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
     OutOpt,
-    PerGpuOpt,
     check_topology,
     merged,
     preset_kw,

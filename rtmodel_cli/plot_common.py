@@ -15,17 +15,11 @@ import typer
 
 from rtmodel_cli import scenario_file, your_model
 from rtmodel_cli.model_options import ModelInputs
-from rtmodel_cli.options import network_kw, own_numbers, variation_kw
+from rtmodel_cli.options import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 from rtmodel_util.files import check_output_path
 from runtime_model.errors import UserError
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
-PerGpuOpt = Annotated[
-    float | None,
-    typer.Option(
-        help="Batch per GPU, at least 1 (weak scaling: global batch grows with n); overrides --global-batch."
-    ),
-]
 
 
 def check_out(out: Path) -> None:
@@ -105,11 +99,9 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
     sweep turns --batch-per-gpu into a global batch that must hold at least one unit per GPU
     (presets.resolve checks the rest). With --params/--param-mb the library holds your model, and the
     inputs returned name it as the model."""
-    from runtime_model.constraints import Interval
     from runtime_model.presets import load_library
 
-    if batch_per_gpu is not None:
-        Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
+    check_batch_per_gpu(batch_per_gpu, o.global_batch)
 
     given = o.as_dict()
     library, model = your_model.add(

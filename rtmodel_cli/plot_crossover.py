@@ -14,7 +14,8 @@ import typer
 
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.plot_common import OutOpt, PerGpuOpt, check_out, merged, plotted_scenario, render
+from rtmodel_cli.options import PerGpuOpt
+from rtmodel_cli.plot_common import OutOpt, check_out, merged, plotted_scenario, render
 from rtmodel_cli.plot_variance import WITHOUT
 
 

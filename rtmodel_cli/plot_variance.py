@@ -13,10 +13,9 @@ import typer
 
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import TopologiesOpt
+from rtmodel_cli.options import PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
     OutOpt,
-    PerGpuOpt,
     check_out,
     check_topology,
     merged,

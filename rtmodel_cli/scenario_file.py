@@ -51,6 +51,7 @@ KEYS = {
     "nccl_algo": TEXT,
     "step_ms": FLOAT,  # your measured DDP iteration time (advise backs the compute out of it)
     "step_gpus": INT,  # where it was measured
+    "batch_per_gpu": FLOAT,  # advise's weak scaling: global batch = it x gpus (a plot's own flag only)
     "margin": FLOAT,
     "objective": TEXT,  # iteration | accuracy
     "topology": TEXTS,
@@ -66,7 +67,7 @@ KEYS = {
 # What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
 # (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
 # `profile` is refused (plots sweep presets; `plot variance` takes --profile on its command line only).
-PLOT_IGNORES = ("gpus", "margin", "topology", "objective", "step_ms", "step_gpus") + tuple(
+PLOT_IGNORES = ("gpus", "margin", "topology", "objective", "step_ms", "step_gpus", "batch_per_gpu") + tuple(
     k for k in KEYS if k.startswith("local_sgd")
 )
 PLOT_KEYS = tuple(k for k in KEYS if k not in PLOT_IGNORES and k != "profile")

@@ -93,3 +93,18 @@ def test_a_profile_answer_has_no_preset_assumptions():
         ).stdout
     )
     assert "assumptions" not in doc["inputs"]
+
+
+def test_batch_per_gpu_is_weak_scaling_on_advise_too():
+    """--batch-per-gpu B is the global batch B x n (issue 50's weak scaling, as the plots sweep it)."""
+
+    def doc(*argv):
+        res = runner.invoke(app, ["advise", *argv, "--format", "json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    per_gpu = doc("--gpus", "128", "--batch-per-gpu", "4096")
+    same = doc("--gpus", "128", "--global-batch", str(4096 * 128))
+    assert per_gpu["predictions"] == same["predictions"]
+    assert per_gpu["inputs"]["preset"]["global_batch"] == 4096 * 128
+    assert per_gpu["inputs"]["assumptions"]["batch_per_gpu"] == 4096
