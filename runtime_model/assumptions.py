@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from runtime_model.preset_choice import PresetChoice
 from runtime_model.preset_types import PresetLibrary
-from runtime_model.presets import ddp_iteration_parts
+from runtime_model.presets import ddp_iteration_parts, host_and_device_ms
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,7 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
     batch = None if model.params_only or measured else choice.global_batch
     bound = host_ms = device_ms = None
     if choice.compute_ms is None and not model.params_only:
-        parts = ddp_iteration_parts(choice, library).values()
-        host_ms = sum(p.host_s for p in parts) * 1e3
-        device_ms = sum(p.device_s for p in parts) * 1e3
+        host_ms, device_ms = host_and_device_ms(ddp_iteration_parts(choice, library))
         bound = "host" if host_ms > device_ms else "device"
     cluster = given.get("cluster")
     if given.get("nics_per_node") is not None:

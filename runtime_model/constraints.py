@@ -110,6 +110,8 @@ COMPUTE_CV = FRACTION
 # 1e300 ms step ended in NaN verdicts). The optimizer step may be 0 (folded into backward).
 COMPUTE_MS = Interval(1e-3, 8.64e7, closed="both")
 OPTIMIZER_MS = Interval(0.0, 8.64e7, closed="both")
+# Your measured DDP iteration (advise --step-ms): bounded as a measured compute is, for the same reasons.
+STEP_MS = COMPUTE_MS
 # A host's dispatch cost per kernel-launching op of eager PyTorch in us (profiler.opcount --dispatch):
 # a fast host measures a few us, a slow or loaded VM tens; under 0.1 us no host issues an op, and over
 # 10 ms per op is a unit mix-up (ms or s for us), not a host.

@@ -153,6 +153,11 @@ def ddp_iteration_parts(choice: PresetChoice, library: PresetLibrary | None = No
     }
 
 
+def host_and_device_ms(parts: dict) -> tuple[float, float]:
+    """The host's issue time and the device's work over a DDP iteration's parts (ddp_iteration_parts), ms."""
+    return sum(p.host_s for p in parts.values()) * 1e3, sum(p.device_s for p in parts.values()) * 1e3
+
+
 def host_floor_line(choice: PresetChoice, library: PresetLibrary | None = None) -> str | None:
     """One line on what binds a DDP iteration of the preset compute: the host's issue time per part
     against the device's work (None where measured times replace the presets' compute)."""
@@ -160,8 +165,7 @@ def host_floor_line(choice: PresetChoice, library: PresetLibrary | None = None) 
     if choice.compute_ms is not None or lib.model(choice.model).params_only:
         return None
     parts = ddp_iteration_parts(choice, lib)
-    host_ms = sum(p.host_s for p in parts.values()) * 1e3
-    device_ms = sum(p.device_s for p in parts.values()) * 1e3
+    host_ms, device_ms = host_and_device_ms(parts)
     each = ", ".join(f"{name} {p.host_s * 1e3:.1f}" for name, p in parts.items())
     binds = (
         "host-bound: the GPU waits for Python"

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime_model.constraints import COMPUTE_MS, Interval
+from runtime_model.constraints import COMPUTE_MS, STEP_MS
 from runtime_model.errors import InvalidCombination, UserError
-
-STEP_MS = Interval(1e-3, 8.64e7, closed="both")  # as COMPUTE_MS: a millisecond-scale step up to a day
 
 
 @dataclass(frozen=True)
