@@ -3,8 +3,9 @@
 Why these choices:
 - Residuals are relative (log of model / measurement): the noise of a timing is multiplicative and the
   sizes span five orders of magnitude; absolute residuals would let the 64 MB point decide everything.
-- soft_l1 loss (scipy.optimize.least_squares) with a scale taken from the data's own robust scatter:
-  one preempted sample should not move the fit.
+- soft_l1 loss (scipy.optimize.least_squares's objective, minimized by calibration/soft_l1.py without
+  scipy.optimize's half second of import) with a scale taken from the data's own robust scatter: one
+  preempted sample should not move the fit.
 - Uncertainties from the Jacobian covariance, inflated when the per-size medians scatter more than the
   sample noise allows (samples taken back-to-back at one size are correlated; independent-sample
   covariance would then overstate the precision).
@@ -18,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
+
+from calibration.soft_l1 import soft_l1_minimum
 
 _MAD_TO_SD = 1.4826
 
@@ -84,16 +86,7 @@ def fit_affine(nbytes, times_s) -> AffineFit:
         return np.column_stack([1.0 / model, s / model])
 
     scale = max(_robust_sd(residuals(x0)), 5e-3)
-    res = least_squares(
-        residuals,
-        x0,
-        jac=jacobian,
-        bounds=([0.0, 0.0], [np.inf, np.inf]),
-        loss="soft_l1",
-        f_scale=scale,
-        x_scale="jac",
-    )
-    x = res.x
+    x = soft_l1_minimum(residuals, jacobian, x0, scale)
     r = residuals(x)
     n = r.size
     sigma = _robust_sd(r) * np.sqrt(n / max(n - 2, 1)) if n > 2 else 0.0

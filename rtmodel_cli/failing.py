@@ -19,7 +19,6 @@ import typer
 from typer.core import TyperGroup
 
 from rtmodel_cli.terminal import prepare_terminal
-from rtmodel_util.processes import LaunchEnvError, is_lead_process
 from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
@@ -71,6 +70,8 @@ def report(exc: BaseException, option_names: frozenset[str] = frozenset()) -> No
     """Print `exc` as one line (traceback first under RTMODEL_DEBUG=1) and exit with its code.
     Inside a torchrun job a user error is the same on every rank, so only rank 0 says it; a run
     failure, or a rank's own malformed environment (RANK=7 of 4 is no rank 0), is said by its rank."""
+    from rtmodel_util.processes import LaunchEnvError, is_lead_process  # here: only failures need it
+
     if isinstance(exc, UserError) and not isinstance(exc, LaunchEnvError) and not is_lead_process():
         raise typer.Exit(exit_code_of(exc))
     if os.environ.get(DEBUG_ENV) == "1":

@@ -14,7 +14,6 @@ Options given on the command line win over the file (`merge`); paths in the file
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tomllib
 from pathlib import Path
@@ -89,6 +88,8 @@ def _shown(value) -> str:
     """A value as the file spells it (JSON-like, shortened): "64", 64.5, ["a"], a table."""
     if isinstance(value, dict):
         return "a table"
+    import json  # here: only a refusal shows a value
+
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -366,6 +365,8 @@ def run_directory(prefix: str) -> Iterator[RunDirectory]:
     """A fresh temp directory for one run, removed when the block ends unless `keep()` was called, and
     removed even when this process is SIGKILLed: a guardian process in its own session waits on a pipe
     only this process holds open, and the kernel closes that pipe however this process ends."""
+    import tempfile  # here: it pulls random, and most commands never make a run directory
+
     path = Path(tempfile.mkdtemp(prefix=prefix))
     guardian = subprocess.Popen(
         [sys.executable, "-c", _GUARDIAN, str(path)],

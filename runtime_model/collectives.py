@@ -105,19 +105,28 @@ def flat_ring_parts_s(group: GroupShape, nbytes: float, network: Network) -> tup
 def allreduce_algorithm(group: GroupShape, nbytes: float, network: Network) -> str:
     """The algorithm an all-reduce runs by: "flat-ring" (gloo, and NCCL's ring inside one node), or NCCL's
     "ring" or "tree", the network's choice, the cheaper of the two when it leaves it to NCCL ("auto")."""
-    algo = network.nccl_algo
-    if algo is None or group.nodes == 1:
-        return "flat-ring"
-    if algo in ("ring", "tree"):
-        return algo
-    ring, tree = nccl_ring_parts_s(group, nbytes, network), nccl_tree_parts_s(group, nbytes, network)
-    return "tree" if sum(tree) < sum(ring) else "ring"
+    return _algorithm_and_parts(group, nbytes, network)[0]
 
 
 def modelled_parts_s(group: GroupShape, nbytes: float, network: Network) -> tuple[float, float]:
     """(latency, bandwidth) parts from the link classes, by the network's algorithm (no measurement)."""
-    parts = {"flat-ring": flat_ring_parts_s, "ring": nccl_ring_parts_s, "tree": nccl_tree_parts_s}
-    return parts[allreduce_algorithm(group, nbytes, network)](group, nbytes, network)
+    return _algorithm_and_parts(group, nbytes, network)[1]
+
+
+_PARTS = {"flat-ring": flat_ring_parts_s, "ring": nccl_ring_parts_s, "tree": nccl_tree_parts_s}
+
+
+def _algorithm_and_parts(
+    group: GroupShape, nbytes: float, network: Network
+) -> tuple[str, tuple[float, float]]:
+    """allreduce_algorithm's choice and its parts, each part computed once (NCCL's "auto" prices both)."""
+    algo = network.nccl_algo
+    if algo is None or group.nodes == 1:
+        algo = "flat-ring"
+    elif algo not in _PARTS:
+        ring, tree = nccl_ring_parts_s(group, nbytes, network), nccl_tree_parts_s(group, nbytes, network)
+        return ("tree", tree) if sum(tree) < sum(ring) else ("ring", ring)
+    return algo, _PARTS[algo](group, nbytes, network)
 
 
 def allreduce_nic_bytes_of(group: GroupShape, nbytes: float, algorithm: str) -> float:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from runtime_model.distributions import NormalCompute
-from runtime_model.order_stats import _STD, base_cdf, erfc
+from runtime_model.distributions import NormalCompute, normal_inv_cdf
+from runtime_model.order_stats import base_cdf, erfc
 from runtime_model.recurrence import Growth, batch_se
 from runtime_model.recurrence_draws import draw_block, step_draws, stream_key
 from runtime_model.scenario import Compute
@@ -153,7 +153,7 @@ def _normal_extremes(rows: list[tuple[NormalCompute, np.ndarray, np.ndarray, int
     for i, (dist, base, s, others) in enumerate(rows):
         mu, sd = dist.mean_s, dist.sd_s
         tail = -math.expm1(math.log(max(u, 1e-300)) / others)  # 1 - u^(1/others) without cancellation
-        z = -_STD.inv_cdf(min(tail, 0.5))
+        z = -normal_inv_cdf(min(tail, 0.5))
         at = base + s * (mu + sd * z)
         lo, hi = float(at.min()), float(at.max())
         out.append(hi)

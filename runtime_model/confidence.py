@@ -21,7 +21,8 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from runtime_model import preset_data
 
 PRESETS, PROFILE = "presets", "profile"
 
@@ -50,7 +51,7 @@ class MeasuredError:
 
 @cache
 def measured_errors() -> dict[str, MeasuredError]:
-    text = resources.files("runtime_model.preset_data").joinpath("accuracy.toml").read_text()
+    text = preset_data.read_text("accuracy.toml")
     return {kind: MeasuredError(**entry) for kind, entry in tomllib.loads(text).items()}
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from runtime_model.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.iteration import allreduce_prediction
-from runtime_model.pending import run_pending
+from runtime_model.pending import run_means
 from runtime_model.reduced_system import topology_model
 from runtime_model.scenario import Compute, Network, Scenario
 
@@ -124,8 +124,8 @@ def _solve(searches: list[_Search], model, topology: str, now_log: float) -> lis
 def _speedup_logs(scenarios: list[Scenario], model) -> np.ndarray:
     """log(All-Reduce mean / topology mean) for each scenario, their recurrences run as one batch."""
     ars = [allreduce_prediction(sc) for sc in scenarios]
-    preds = run_pending([model.pending(sc, ar) for sc, ar in zip(scenarios, ars, strict=True)])
-    return np.array([math.log(a.mean_s / p.mean_s) for a, p in zip(ars, preds, strict=True)])
+    means = run_means([model.pending(sc, ar) for sc, ar in zip(scenarios, ars, strict=True)])
+    return np.array([math.log(a.mean_s / m) for a, m in zip(ars, means, strict=True)])
 
 
 def _nearest_bracket(s: _Search, grid: np.ndarray, logs: np.ndarray):

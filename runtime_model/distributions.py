@@ -10,14 +10,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 
 from runtime_model.errors import UserError
 
-_STD = NormalDist()
 _erf = np.vectorize(math.erf, otypes=[float])
+
+
+@lru_cache(maxsize=1)
+def _standard_normal():
+    """statistics.NormalDist(), imported on first use: statistics pulls fractions, decimal and random
+    (a fiftieth of `advise`'s CPU), and most answers never take a Normal's quantile."""
+    from statistics import NormalDist
+
+    return NormalDist()
+
+
+def normal_inv_cdf(p: float) -> float:
+    """The standard Normal's p-quantile (statistics.NormalDist's: exact to double precision)."""
+    return _standard_normal().inv_cdf(p)
 
 
 class ComputeDistribution:
@@ -77,7 +89,7 @@ class NormalCompute(ComputeDistribution):
         q = np.asarray(q, dtype=float)
         if self.sd_s == 0:
             return np.full_like(q, self.mean_s)
-        z = np.vectorize(_STD.inv_cdf, otypes=[float])(q) if q.ndim else _STD.inv_cdf(float(q))
+        z = np.vectorize(normal_inv_cdf, otypes=[float])(q) if q.ndim else normal_inv_cdf(float(q))
         return self.mean_s + self.sd_s * z
 
     def cdf(self, x):
@@ -107,7 +119,10 @@ class NormalCompute(ComputeDistribution):
 
 _GRID = np.linspace(-12.0, 12.0, 24001)  # step 1e-3: the integrand is smooth, the tails negligible
 _LOG_PDF = -0.5 * _GRID**2 - 0.5 * math.log(2 * math.pi)
-_LOG_CDF = np.log(np.clip(0.5 * (1.0 + _erf(_GRID / math.sqrt(2.0))), 1e-300, 1.0))
+# math.erf element by element as _erf does, without np.vectorize's per-call overhead (at import, every run)
+_LOG_CDF = np.log(
+    np.clip(0.5 * (1.0 + np.array([math.erf(v) for v in (_GRID / math.sqrt(2.0)).tolist()])), 1e-300, 1.0)
+)
 
 
 @lru_cache(maxsize=4096)

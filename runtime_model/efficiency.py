@@ -13,8 +13,8 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
+from runtime_model import preset_data
 from runtime_model.preset_types import GpuPreset, PresetLibrary
 
 AMP = "amp"
@@ -33,7 +33,7 @@ class Device:
 
 @cache
 def _data() -> dict:
-    return tomllib.loads(resources.files("runtime_model.preset_data").joinpath("efficiency.toml").read_text())
+    return tomllib.loads(preset_data.read_text("efficiency.toml"))
 
 
 def _mode(precision: str) -> str:

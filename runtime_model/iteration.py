@@ -33,7 +33,7 @@ import numpy as np
 from runtime_model.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.exchange import adapted_scenario
 from runtime_model.factors import FactorBreakdown, Worlds, shapley_factors
-from runtime_model.order_stats import max_of_ranks
+from runtime_model.order_stats import max_of_ranks, quantile_of_repeated
 from runtime_model.pending import Pending, run_pending
 from runtime_model.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.round_comm import (
@@ -139,7 +139,7 @@ def _wait_of_all(comp: Compute, shape: ClusterShape, seed: int) -> tuple[float, 
     else:
         draw = comp.sampler(n, shape.gpus_per_node)
         maxima = np.array([draw(rng).max() for _ in range(iters)])
-    p50, p99 = np.quantile(maxima, [0.5, 0.99])
+    p50, p99 = quantile_of_repeated(maxima, [0.5, 0.99])
     return float(maxima.mean()), float(p50), float(p99)
 
 
@@ -248,15 +248,17 @@ def gossip_pending(
     comm = [c + opt_last for c in waited]
     job = plan_job(schedule, comp, comm, None, shape.gpus_per_node, last_bucket_share(scenario.buckets))
 
+    def floor_s() -> float:
+        return steady_floor_s(nic_bound_s(rounds, shape, net.nics_per_node), comp, schedule.n)
+
     def finish(growth: Growth) -> IterationPrediction:
-        floor = steady_floor_s(nic_bound_s(rounds, shape, net.nics_per_node), comp, schedule.n)
-        mean, samples = steady_floored(growth, floor)
-        p50, p99 = (float(v) for v in np.quantile(samples, [0.5, 0.99]))
+        mean, samples = steady_floored(growth, floor_s())
+        p50, p99 = quantile_of_repeated(samples, [0.5, 0.99])
         return prediction_from_growth(
             scenario, schedule.name, per_rank, (mean, growth.free_s, p50, p99), allreduce
         )
 
-    return Pending(job, SIM_SEED, finish)
+    return Pending(job, SIM_SEED, finish, lambda growth: steady_floored(growth, floor_s())[0])
 
 
 def steady_floored(growth: Growth, floor_s: float) -> tuple[float, np.ndarray]:

@@ -23,11 +23,27 @@ class Pending:
     job: object
     seed: int
     finish: Callable[[object], object]
+    mean_of: Callable[[object], float] | None = None  # the mean alone, where finish does more (crossovers)
 
 
 def run_pending(pending: Sequence[Pending]) -> list:
     """Finish every pending prediction, running the jobs of one batch key and seed together (a sweep's
     topologies at one n, and its reduced systems of one size, cost one loop over iterations, not one each)."""
+    return [p.finish(r) for p, r in zip(pending, run_jobs_of(pending), strict=True)]
+
+
+def run_means(pending: Sequence[Pending]) -> list[float]:
+    """Only each prediction's mean iteration time (Pending.mean_of where it has one): what a search
+    over many scenarios compares, without each one's quantiles and factor breakdown."""
+    results = run_jobs_of(pending)
+    return [
+        p.mean_of(r) if p.mean_of is not None else p.finish(r).mean_s
+        for p, r in zip(pending, results, strict=True)
+    ]
+
+
+def run_jobs_of(pending: Sequence[Pending]) -> list:
+    """Each pending prediction's job result, the jobs of one batch key and seed run together."""
     batches: list[tuple[tuple, list[int]]] = []
     for i, p in enumerate(pending):
         key = (p.job.batch_key(), p.seed)
@@ -44,7 +60,7 @@ def run_pending(pending: Sequence[Pending]) -> list:
         jobs = [pending[i].job for i in runs]
         results.update(zip(runs, type(jobs[0]).run_batch(jobs, seed), strict=True))
         results.update((m, results[members[s]]) for m, s in zip(members, same, strict=True) if s is not None)
-    return [p.finish(results[i]) for i, p in enumerate(pending)]
+    return [results[i] for i in range(len(pending))]
 
 
 def _first_equal(jobs: Sequence[object]) -> list[int | None]:

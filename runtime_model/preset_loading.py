@@ -17,10 +17,10 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import MISSING, fields
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
+from runtime_model import preset_data
 from runtime_model.constraints import Interval
 from runtime_model.errors import InvalidValue, UserError
 from runtime_model.own_model import PARAMS, PARAMS_ONLY_KEYS, PARAMS_WHY, params_only_preset
@@ -249,9 +249,8 @@ class _Layers:
 
 
 def _add_builtins(layers: _Layers) -> None:
-    package = resources.files("runtime_model.preset_data")
     for file_name in FILES:
-        layers.add_file(file_name, file_name, package.joinpath(file_name).read_text(), builtin=True)
+        layers.add_file(file_name, file_name, preset_data.read_text(file_name), builtin=True)
 
 
 def _add_dir(layers: _Layers, directory: Path) -> None:

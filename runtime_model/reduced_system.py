@@ -160,17 +160,20 @@ def reduced_pending(
         budget_n = None if has_variance(comp) else red.full.gpus
         job = plan_job(red.schedule(), comp, comm, budget_n, k, last_bucket_share(scenario.buckets))
 
-    def finish(growth: Growth) -> ReducedResult:
+    def floor_s() -> float:
         # the NICs' byte bound, on the reduced NICs: each carries what its full preimages carry
         nic_bound = nic_bound_s(rounds, red.shape, scenario.network.nics_per_node)
-        mean, samples = steady_floored(growth, steady_floor_s(nic_bound, comp, red.n))
+        return steady_floor_s(nic_bound, comp, red.n)
+
+    def finish(growth: Growth) -> ReducedResult:
+        mean, samples = steady_floored(growth, floor_s())
         p50, p99 = quantile_of_repeated(samples, [0.5, 0.99], red.orbit_size)
         pred = prediction_from_growth(
             scenario, red.name, per_rank, (mean, growth.free_s, p50, p99), allreduce
         )
         return ReducedResult(pred, growth.se_s, red.n)
 
-    return Pending(job, SIM_SEED, finish)
+    return Pending(job, SIM_SEED, finish, lambda growth: steady_floored(growth, floor_s())[0])
 
 
 # ---------------------------------------------------------------- consensus from structure

@@ -35,7 +35,6 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import asdict
 
 from runtime_model.advisor import Advice, TopologyRow
@@ -206,6 +205,8 @@ def _recommendation_dict(advice: Advice) -> dict:
 
 
 def to_json(advice: Advice, inputs: dict | None = None) -> str:
+    import json  # here: a table answer never needs it
+
     return json.dumps(advice_to_dict(advice, inputs), indent=2)
 
 
@@ -280,6 +281,8 @@ def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
 
 
 def topology_rows_json(rows: list[dict]) -> str:
+    import json
+
     return json.dumps(json_safe(rows), indent=2, default=str)
 
 

@@ -63,10 +63,11 @@ def round_comm(
     memo = _memo(net)
 
     def costs(g: GroupShape) -> tuple[float, float, float, float]:
-        key = (g, tuple(sizes), window_s)
+        key = (g, tuple(sizes))  # the transfers do not depend on the window, only the drift charge does
         if key not in memo:
-            memo[key] = group_costs_s(g, sizes, net, window_s)
-        return memo[key]
+            memo[key] = group_transfers_s(g, sizes, net)
+        solo, shared, busy = memo[key]
+        return solo, shared, busy, drift_charge_s(solo, shared, window_s)
 
     return RoundComm(*schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node).T)
 
@@ -74,7 +75,13 @@ def round_comm(
 def group_costs_s(
     g: GroupShape, sizes: Sequence[float], net: Network, window_s: float
 ) -> tuple[float, float, float, float]:
-    """(solo, shared, NIC busy, charged) of one group's serial all-reduces: RoundComm's four fields.
+    """(solo, shared, NIC busy, charged) of one group's serial all-reduces: RoundComm's four fields."""
+    solo, shared, busy = group_transfers_s(g, sizes, net)
+    return solo, shared, busy, drift_charge_s(solo, shared, window_s)
+
+
+def group_transfers_s(g: GroupShape, sizes: Sequence[float], net: Network) -> tuple[float, float, float]:
+    """(solo, shared, NIC busy) of one group's serial all-reduces: what the drift charge is made from.
 
     NIC busy is the q flows' bytes at the NIC's capacity: q x a lone flow's transfer with no per-flow
     cap; where the lone flow was measured (a cap, if any, inside it) the q flows sharing the NIC may
@@ -82,17 +89,16 @@ def group_costs_s(
     alone = replace(g, nic_sharing=1)
     solo = serial_allreduces_s(alone, sizes, net)
     shared = serial_allreduces_s(g, sizes, net)
-    charged = drift_charge_s(solo, shared, window_s)
     if g.nodes == 1:
-        return solo, shared, 0.0, charged
+        return solo, shared, 0.0
     uncapped = replace(net, inter=replace(net.inter, flow_cap_Bps=math.inf))
     q_alone = g.nic_sharing * sum(allreduce_parts_s(alone, s, uncapped)[1] for s in sizes)
-    return solo, shared, min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes)), charged
+    return solo, shared, min(q_alone, sum(allreduce_parts_s(g, s, net)[1] for s in sizes))
 
 
 _MEMO: dict[
     object, tuple[Network, dict]
-] = {}  # network's value (or id) -> (network, {(shape, sizes, window): costs})
+] = {}  # network's value (or id) -> (network, {(shape, sizes): transfers})
 
 
 def _memo(net: Network) -> dict:

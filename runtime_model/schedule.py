@@ -138,11 +138,11 @@ class Round:
         over all groups running in this round, and a group is charged the load of the busiest NIC its
         members use. A group with several ranks on a node spreads over min(nics, ranks per node) rails.
         """
-        self.validate()
-        if shape.gpus != self.n:
-            raise ScheduleError(f"round has {self.n} ranks but the cluster has {shape.gpus}")
         key = (shape, nics_per_node)  # kept: a round is costed again (uncertainty, a sweep's reduced systems)
         if key not in self._placements:
+            self.validate()
+            if shape.gpus != self.n:
+                raise ScheduleError(f"round has {self.n} ranks but the cluster has {shape.gpus}")
             order, starts = self.sorted_groups
             pairs = np.all(np.diff(starts, append=order.size) <= 2)
             self._placements[key] = (self._pair_placement if pairs else self._ring_placement)(
@@ -203,6 +203,18 @@ class Round:
 
     def per_rank_cost(self, shape: ClusterShape, cost_of, nics_per_node: int = 1) -> np.ndarray:
         """cost_of(GroupShape) evaluated once per distinct shape, then given to every rank of such a group."""
+        shapes, of_rank = self._shape_index(shape, nics_per_node)
+        costs = np.array([cost_of(g) for g in shapes])
+        if len(shapes) == 1:  # every rank gets the one cost (the same array as the gather gives)
+            return np.repeat(costs, self.n, axis=0)
+        return costs[of_rank]
+
+    def _shape_index(self, shape: ClusterShape, nics_per_node: int) -> tuple[list[GroupShape], np.ndarray]:
+        """(the distinct GroupShapes of this round, each rank's index into them); kept per cluster, as the
+        placement is: a crossover search costs one round at many bandwidths and computes."""
+        key = (shape, nics_per_node)
+        if key in self._shape_indexes:
+            return self._shape_indexes[key]
         sizes, spans, q, rails = self.group_placement(shape, nics_per_node)
         # One int64 key per group, unique'd in 1-D (fast). Each field gets its own base (spans <= nodes,
         # q <= k, rails <= k), so a key is < (n + 1)(nodes + 1)(k + 1)^2: exact far past MAX_GPUS.
@@ -215,22 +227,21 @@ class Round:
             uniq, inverse = keys[:1], np.zeros(keys.size, dtype=np.intp)
         else:
             uniq, inverse = np.unique(keys, return_inverse=True)
-        costs = np.array(
-            [
-                cost_of(
-                    GroupShape(
-                        int(k // (base_s * base_q * base_r)),
-                        int(k // (base_q * base_r) % base_s),
-                        int(k // base_r % base_q),
-                        int(k % base_r),
-                    )
-                )
-                for k in uniq
-            ]
-        )
-        if uniq.size == 1:  # every rank gets the one cost (the same array as the gathers below give)
-            return np.repeat(costs, self.n, axis=0)
-        return costs[inverse.reshape(-1)][self.labels]
+        shapes = [
+            GroupShape(
+                int(k // (base_s * base_q * base_r)),
+                int(k // (base_q * base_r) % base_s),
+                int(k // base_r % base_q),
+                int(k % base_r),
+            )
+            for k in uniq
+        ]
+        self._shape_indexes[key] = shapes, inverse.reshape(-1)[self.labels]
+        return self._shape_indexes[key]
+
+    @cached_property
+    def _shape_indexes(self) -> dict:
+        return {}
 
 
 @dataclass(frozen=True)

@@ -176,3 +176,25 @@ def test_a_too_close_verdict_with_nothing_in_range_asks_for_a_validation_run():
     adv = with_crossovers(advise(scenario(n=16, k=4, sd=0.001), margin=0.9, topologies=["complete"]))
     assert adv.recommendation.too_close_to_call
     assert settle_line(adv).endswith("rtmodel validate --recommended.")
+
+
+def test_a_search_reads_the_very_means_the_full_predictions_give():
+    """run_means (the searches' mean-only finish) equals each full prediction's mean_s, bit for bit,
+    for full per-rank schedules, reduced systems and complete's own job."""
+    from runtime_model.iteration import allreduce_prediction
+    from runtime_model.pending import run_means, run_pending
+    from runtime_model.reduced_system import topology_model
+    from runtime_model.symmetry import FULL_MAX_N
+
+    for n, k, sd in (
+        (16, 4, 0.05),
+        (64, 4, 0.0),
+        (64, 8, 0.05),
+        (4 * FULL_MAX_N, 8, 0.05),
+        (4 * FULL_MAX_N, 8, 0.0),
+    ):
+        sc = scenario(n=n, k=k, sd=sd)
+        ar = allreduce_prediction(sc)
+        for name in ("ring", "one-peer-exp", "alternating-exp-ring", "complete", "static-exp"):
+            pending = [topology_model(name, sc.shape).pending(sc, ar)]
+            assert run_means(pending) == [p.mean_s for p in run_pending(pending)]
