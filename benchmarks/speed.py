@@ -120,33 +120,50 @@ QUICK_PROFILES = {
 _AS_INSTALLED = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _cpu_s(argv: list[str]) -> float:
+def _cpu_s(argv: list[str], env: dict[str, str] | None = None) -> float:
     """User + system CPU seconds of one child process (resource's children's counters around it)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, capture_output=True, env=_AS_INSTALLED)
+    subprocess.run(argv, check=True, capture_output=True, env=_AS_INSTALLED if env is None else env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def import_floor(repeats: int = 5) -> dict:
+def import_floor(repeats: int = 11) -> dict:
     """CPU time of `advise --gpus 64` and of `advise --profile` against `python -c "import numpy, typer"`,
-    each side measured alternately in one run (median of `repeats`)."""
+    each side measured alternately in one run (median of `repeats`). The ratios are medians of each
+    round's own ratio (its sides measured back to back): a shared VM slows a whole round at once, so a
+    ratio of two medians taken at different moments moves more than the code does. rtmodel loads its
+    BLAS with one thread (runtime_model/blas_threads.py) where the plain floor starts one per core, so
+    the floor is also measured as rtmodel loads it (`floor_one_blas_thread`): the like-for-like ratio."""
     rtmodel = [sys.executable, "-m", "rtmodel_cli", "advise"]
-    sides = {"floor": [sys.executable, "-c", "import numpy, typer"], "advise_64": [*rtmodel, "--gpus", "64"]}
+    floor = [sys.executable, "-c", "import numpy, typer"]
+    sides = {"floor": floor, "floor_one_blas_thread": floor, "advise_64": [*rtmodel, "--gpus", "64"]}
+    envs = {"floor_one_blas_thread": dict(_AS_INSTALLED, OPENBLAS_NUM_THREADS="1")}
     sides.update({f"advise_profile_{k}": [*rtmodel, "--profile", str(p)] for k, p in QUICK_PROFILES.items()
                   if p.exists()})
     cpu: dict[str, list[float]] = {k: [] for k in sides}
-    for argv in sides.values():  # once untimed: the bytecode caches written, as after any first run
-        _cpu_s(argv)
+    for k, argv in sides.items():  # once untimed: the bytecode caches written, as after any first run
+        _cpu_s(argv, envs.get(k))
     for _ in range(repeats):
         for k, argv in sides.items():
-            cpu[k].append(_cpu_s(argv))
-    med = {f"{k}_cpu_s": statistics.median(v) for k, v in cpu.items()}
-    out = {**med, "advise_64_vs_floor": med["advise_64_cpu_s"] / med["floor_cpu_s"]}
+            cpu[k].append(_cpu_s(argv, envs.get(k)))
+    out: dict = {f"{k}_cpu_s": statistics.median(v) for k, v in cpu.items()}
+    ratios = {
+        "advise_64_vs_floor": _round_ratios(cpu["advise_64"], cpu["floor"]),
+        "advise_64_vs_floor_one_blas_thread": _round_ratios(cpu["advise_64"], cpu["floor_one_blas_thread"]),
+    }
     for k in QUICK_PROFILES:
-        if f"advise_profile_{k}_cpu_s" in med:
-            out[f"advise_profile_{k}_vs_advise_64"] = med[f"advise_profile_{k}_cpu_s"] / med["advise_64_cpu_s"]
+        if f"advise_profile_{k}" in cpu:
+            ratios[f"advise_profile_{k}_vs_advise_64"] = _round_ratios(cpu[f"advise_profile_{k}"], cpu["advise_64"])
+    for name, values in ratios.items():
+        q1, med, q3 = statistics.quantiles(values, n=4)
+        out[name], out[f"{name}_quartiles"] = med, [q1, q3]
+    out["rounds"] = repeats
     return out
+
+
+def _round_ratios(top: list[float], bottom: list[float]) -> list[float]:
+    return [a / b for a, b in zip(top, bottom, strict=True)]
 
 
 def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:

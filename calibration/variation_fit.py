@@ -119,15 +119,13 @@ def one_way_anova_p(rows: list[np.ndarray]) -> float:
     """p of the one-way ANOVA F test that the rows share one mean (what scipy.stats.f_oneway gives),
     from the F survival function of scipy.special: scipy.stats costs a second of import on every
     `advise --profile`, scipy.special a fraction of it."""
-    from scipy.special import fdtrc
-
     k, n = len(rows), sum(row.size for row in rows)
     grand = float(np.concatenate(rows).mean())
     between = sum(row.size * (float(row.mean()) - grand) ** 2 for row in rows) / (k - 1)
     within = sum(float(((row - row.mean()) ** 2).sum()) for row in rows) / (n - k)
     if within == 0:
         return 0.0 if between > 0 else 1.0
-    return float(fdtrc(k - 1, n - k, between / within))
+    return float(_fdtrc()(k - 1, n - k, between / within))
 
 
 def _node_cv(rows: list[np.ndarray], means: np.ndarray, k: int) -> tuple[float, str]:
@@ -151,9 +149,17 @@ def _node_cv(rows: list[np.ndarray], means: np.ndarray, k: int) -> tuple[float, 
     if within_var == 0:
         p = 0.0 if node_var_obs > 0 else 1.0
     else:
-        from scipy.special import fdtrc  # the F survival function (scipy.stats.f.sf) without scipy.stats
-
-        p = float(fdtrc(t * (m - 1), m * t * (k - 1), node_var_obs / (within_var / k)))
+        p = float(_fdtrc()(t * (m - 1), m * t * (k - 1), node_var_obs / (within_var / k)))
     if p >= SIGNIFICANCE or cv < MIN_NODE_CV:
         return 0.0, f"node cv 0 (below noise: estimate {cv:.2g}, p {p:.2g})"
     return cv, f"node cv {cv:.3g} measured (p {p:.2g})"
+
+
+def _fdtrc():
+    """The F survival function (scipy.stats.f.sf) from scipy.special, without scipy.stats's import;
+    scipy's BLAS loaded with one thread (runtime_model.blas_threads)."""
+    from runtime_model.blas_threads import one_blas_thread
+
+    with one_blas_thread():
+        from scipy.special import fdtrc
+    return fdtrc

@@ -14,7 +14,6 @@ results are identical to it.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,9 +37,12 @@ class FlatPeers:
     by each rank's group (reduceat costs per segment, so pairs never take this path).
     """
 
-    def __init__(self, schedule: Schedule, offset: int = 0, kind: str | None = None):
+    def __init__(
+        self, schedule: Schedule, offset: int = 0, kind: str | None = None, made: dict | None = None
+    ):
         """`offset`: where the flat state starts in a side-by-side state (the arrays index that one).
-        A round object met again (a reduced system plays its small rounds in the full order) is reused."""
+        A round object met again (a reduced system plays its small rounds in the full order, a batch's
+        jobs share a schedule) is laid out once: `made` holds the layouts at offset 0 by round and kind."""
         n = schedule.n
         self.n = n
         graph = schedule.static_graph
@@ -53,21 +55,27 @@ class FlatPeers:
             near = [col * n + (rank + off) % n + offset for off in (0, *offsets)]
             self.rounds.append((np.stack(near),))
             return
-        made: dict[int, tuple[np.ndarray, ...]] = {}
+        made = {} if made is None else made
+        shifted: dict[int, tuple[np.ndarray, ...]] = {}
         for r in schedule.rounds:
-            if id(r) not in made:
-                made[id(r)] = self._arrays(r, n, offset)
-            self.rounds.append(made[id(r)])
+            if id(r) not in shifted:
+                key = (id(r), self.kind)
+                if key not in made:
+                    made[key] = (r, self._arrays(r, n))  # the round kept: its id stays its own
+                gather, *rest = made[key][1]
+                shifted[id(r)] = (gather + offset, *rest)  # only the gather indexes the state
+            self.rounds.append(shifted[id(r)])
 
-    def _arrays(self, r, n: int, offset: int) -> tuple[np.ndarray, ...]:
+    def _arrays(self, r, n: int) -> tuple[np.ndarray, ...]:
+        """The round's gather (into a state at offset 0) and, for groups, its segments and read-back."""
         order, starts = r.sorted_groups
         if self.kind == "pairs":
             partner = np.arange(n)
             two = starts[np.diff(starts, append=n) == 2]
             partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
-            return (np.concatenate([partner + offset, partner + (n + offset)]),)
+            return (np.concatenate([partner, partner + n]),)
         g = starts.size  # labels are 0..g-1 in sorted order (Round.validate: no empty group)
-        src = np.concatenate([order + offset, order + (n + offset)])
+        src = np.concatenate([order, order + n])
         return src, np.concatenate([starts, starts + n]), np.concatenate([r.labels, r.labels + g])
 
     @staticmethod
@@ -153,12 +161,15 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     n = jobs[0].schedule.n
     if any(j.schedule.n != n for j in jobs):
         raise ValueError("jobs of one batch share n (they share the draws)")
-    kinds = [FlatPeers.kind_of(j.schedule) for j in jobs]
+    kind_by_schedule: dict[int, str] = {}  # a batch's jobs often share one schedule object
+    for j in jobs:
+        if id(j.schedule) not in kind_by_schedule:
+            kind_by_schedule[id(j.schedule)] = FlatPeers.kind_of(j.schedule)
+    kinds = [kind_by_schedule[id(j.schedule)] for j in jobs]
     which = _computes(jobs)
     order = sorted(range(len(jobs)), key=lambda i: (("pairs", "groups", "static").index(kinds[i]), which[i]))
-    # each kind side by side (its steps merge), and within it the jobs of one compute (one addition)
+    # each kind side by side (its steps merge), and within it the jobs of one compute together
     jobs, kinds, which = [jobs[i] for i in order], [kinds[i] for i in order], [which[i] for i in order]
-    runs = [(u, slice(lo, lo + len(members))) for lo, u, members in _runs(which)]
     steps = _Steps(jobs, kinds, n)
     count = len(jobs)
     ends = [j.warmup + j.measured for j in jobs]
@@ -184,6 +195,7 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     draws = compute_draws(distinct, n, jobs[0].gpus_per_node, seed)
     spread = step_draws_of(distinct, n, seed)  # (computes, n) per iteration
     share, of_job = np.array([j.step_share for j in jobs])[:, None], np.array(which)
+    one_compute = len(distinct) == 1
     live = list(range(count))
     for t in range(stop):
         c = next(draws)
@@ -193,9 +205,12 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
             d = next(spread)
             c = c + d
             p.reshape(count, 2, n)[:, 0] += share * d[of_job]
-        x3, new3 = x.reshape(count, 2, n), new.reshape(count, 2, n)
-        for u, rows in runs:
-            np.add(x3[rows], c[u], out=new3[rows])
+        # each job's own compute on both of its columns: one addition for the batch, whatever its computes
+        np.add(
+            x.reshape(count, 2, n),
+            (c[0] if one_compute else c[of_job][:, None, :]),
+            out=new.reshape(count, 2, n),
+        )
         np.maximum(new.reshape(-1), p, out=new.reshape(-1))
         if joint and t >= first:
             if t == first:
@@ -224,8 +239,9 @@ class _Steps:
 
     def __init__(self, jobs: Sequence[Job], kinds: Sequence[str], n: int):
         self.n, self.count, width = n, len(jobs), 2 * n
+        made: dict = {}  # each round's layout, shared by the jobs that play it (FlatPeers)
         self.peers = [
-            FlatPeers(j.schedule, i * width, kind)
+            FlatPeers(j.schedule, i * width, kind, made)
             for i, (j, kind) in enumerate(zip(jobs, kinds, strict=True))
         ]
         self.cost = [
@@ -295,15 +311,6 @@ class _Steps:
         costs = [c[t % len(c)] for c in self.cost]
         plan.append(("cost", slice(None), np.concatenate(costs)))
         return plan
-
-
-def _runs(values: Sequence[int]):
-    """(start, value, members) of each run of equal consecutive values."""
-    at = 0
-    for value, group in itertools.groupby(values):
-        members = list(group)
-        yield at, value, members
-        at += len(members)
 
 
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:

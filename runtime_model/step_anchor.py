@@ -62,7 +62,10 @@ def anchor_compute(
 ) -> StepAnchor:
     """`step_ms_at(compute_ms)`: the model's DDP step in ms at step_gpus with that compute. UserError when
     no compute in COMPUTE_MS reproduces the step (shorter than the exchange alone, or longer than a day)."""
-    from scipy.optimize import brentq  # only here: the option is rare, the import half a second
+    from runtime_model.blas_threads import one_blas_thread
+
+    with one_blas_thread():
+        from scipy.optimize import brentq  # only here: the option is rare, the import half a second
 
     STEP_MS.check("step_ms", step_ms)
     lo, hi = COMPUTE_MS.low, COMPUTE_MS.high
