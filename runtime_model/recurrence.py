@@ -167,8 +167,8 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
             kind_by_schedule[id(j.schedule)] = FlatPeers.kind_of(j.schedule)
     kinds = [kind_by_schedule[id(j.schedule)] for j in jobs]
     which = _computes(jobs)
-    order = sorted(range(len(jobs)), key=lambda i: (("pairs", "groups", "static").index(kinds[i]), which[i]))
-    # each kind side by side (its steps merge), and within it the jobs of one compute together
+    order = sorted(range(len(jobs)), key=lambda i: ("pairs", "groups", "static").index(kinds[i]))
+    # each kind side by side: its steps merge (the computes are added in one call whatever their order)
     jobs, kinds, which = [jobs[i] for i in order], [kinds[i] for i in order], [which[i] for i in order]
     steps = _Steps(jobs, kinds, n)
     count = len(jobs)
