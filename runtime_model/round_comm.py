@@ -60,24 +60,25 @@ def round_comm(
         full = np.full(shape.gpus, cost)
         return RoundComm(full, full, np.zeros(shape.gpus), full)
 
-    memo = _memo(net)
-
-    def costs(g: GroupShape) -> tuple[float, float, float, float]:
-        key = (g, tuple(sizes))  # the transfers do not depend on the window, only the drift charge does
-        if key not in memo:
-            memo[key] = group_transfers_s(g, sizes, net)
-        solo, shared, busy = memo[key]
-        return solo, shared, busy, drift_charge_s(solo, shared, window_s)
-
-    return RoundComm(*schedule.rounds[round_index].per_rank_cost(shape, costs, net.nics_per_node).T)
+    per_rank = schedule.rounds[round_index].per_rank_cost(
+        shape, lambda g: group_costs_s(g, sizes, net, window_s), net.nics_per_node
+    )
+    return RoundComm(*per_rank.T)
 
 
 def group_costs_s(
     g: GroupShape, sizes: Sequence[float], net: Network, window_s: float
 ) -> tuple[float, float, float, float]:
-    """(solo, shared, NIC busy, charged) of one group's serial all-reduces: RoundComm's four fields."""
-    solo, shared, busy = group_transfers_s(g, sizes, net)
-    return solo, shared, busy, drift_charge_s(solo, shared, window_s)
+    """(solo, shared, NIC busy, charged) of one group's serial all-reduces: RoundComm's four fields,
+    remembered per network (_memo); the transfers once for every window, the drift charge per window."""
+    memo, sized = _memo(net), (g, tuple(sizes))
+    full = (*sized, window_s)
+    if full not in memo:
+        if sized not in memo:
+            memo[sized] = group_transfers_s(g, sizes, net)
+        solo, shared, busy = memo[sized]
+        memo[full] = (solo, shared, busy, drift_charge_s(solo, shared, window_s))
+    return memo[full]
 
 
 def group_transfers_s(g: GroupShape, sizes: Sequence[float], net: Network) -> tuple[float, float, float]:
@@ -98,7 +99,7 @@ def group_transfers_s(g: GroupShape, sizes: Sequence[float], net: Network) -> tu
 
 _MEMO: dict[
     object, tuple[Network, dict]
-] = {}  # network's value (or id) -> (network, {(shape, sizes): transfers})
+] = {}  # network's value (or id) -> (network, {(shape, sizes): transfers, (shape, sizes, window): costs})
 
 
 def _memo(net: Network) -> dict:
