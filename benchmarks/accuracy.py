@@ -134,7 +134,7 @@ def run_cluster(cfg: ClusterConfig, workdir: Path, timeout_s: float = 600) -> li
         results.unlink(missing_ok=True)
         _measure(cfg, profile, results, timeout_s)
     # 1 rank per node has no intra-node link to measure; the preset stands in and is never used there
-    cal = calibrate(load_profile(profile), fallback_network=network_preset("eth-25g", "pcie4"))
+    cal = calibrate(load_profile(profile), fallback_network=network_preset("tcp-25g", "pcie4"))
     return _analyse(cfg, cal, results)
 
 

@@ -192,7 +192,7 @@ def _analyse(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path) -
     from runtime_model.scenario import ClusterShape
 
     # as accuracy.py: a link class the profile cannot measure (1 rank per node) is never used there
-    fallback = network_preset("eth-25g", "pcie4")
+    fallback = network_preset("tcp-25g", "pcie4")
     cal = calibrate(load_profile(workdir / f"{cfg.name}.profile.json"), fallback_network=fallback)
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)
     scenario = cal.scenario(shape)

@@ -21,7 +21,7 @@ from runtime_model.scenario import ClusterShape, Network, Scenario
 class ProfiledScenario:
     """A calibrated scenario for a target cluster and how its parameters were obtained.
 
-    provenance: parameter -> where it came from ("measured (...)", "preset eth-25g");
+    provenance: parameter -> where it came from ("measured (...)", "preset tcp-25g");
     notes: how the fit extrapolates to the target shape, then the calibration's own notes.
     """
 
@@ -44,13 +44,17 @@ class ProfiledScenario:
             if on
         }
 
-    def margin(self) -> tuple[float, str]:
-        """(margin on the speedup, why): the calibrated profiles' measured error, widened by each link
-        not measured or fitted loosely and by extrapolation beyond the measured shape (confidence.py)."""
-        from runtime_model.confidence import describe_parts, profile_margin
+    def margin(self):
+        """The confidence.Margin: the calibrated profiles' measured error, widened by each link not
+        measured or fitted loosely and by extrapolation beyond the measured shape (confidence.py); the
+        mean errors for equivalence, the worst ones for the verdict's interval."""
+        from runtime_model.confidence import Margin, describe_parts, profile_margin
 
-        margin, parts = profile_margin(self.scenario.shape.gpus, self.measured_shape.gpus, self.links_used())
-        return margin, f"±{margin:.1%} on the speedup: {describe_parts(parts)}"
+        shape = (self.scenario.shape.gpus, self.measured_shape.gpus, self.links_used())
+        typical, _ = profile_margin(*shape)
+        worst, parts = profile_margin(*shape, worst=True)
+        why = f"±{worst:.1%} on the speedup (mean errors: ±{typical:.1%}): {describe_parts(parts)}"
+        return Margin(typical, worst, why)
 
 
 def scenario_from_profile(

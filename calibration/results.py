@@ -58,7 +58,7 @@ class Calibration:
     """Fitted runtime-model parameters for the measured cluster and how they were obtained.
 
     provenance maps a parameter (e.g. "inter.bandwidth_Bps") to where it came from, e.g.
-    "measured (pair-inter p2-s2-q2, 17 sizes)" or "preset eth-25g".
+    "measured (pair-inter p2-s2-q2, 17 sizes)" or "preset tcp-25g".
     """
 
     network: Network

@@ -149,11 +149,12 @@ def scenario_for(
         provenance, {cls: preset_request.get(name) for name, cls in LINK_OPTIONS.items()}, "the default"
     )
     measured = profiled.measured_shape
-    margin, why = profiled.margin()
+    margin = profiled.margin()
     inputs = {
         "profile": str(profile),
         "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
-        "profile_margin": margin,
+        "profile_margin": margin.equivalence,
+        "profile_interval_margin": margin.interval,
     }
     scenario, notes = profiled.scenario, list(profiled.notes)
     if preset_request.get("compute_ms") is not None:
@@ -161,7 +162,7 @@ def scenario_for(
         provenance["compute"] = scenario.compute.source
         notes.append(line)
         print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
-    return scenario, {**provenance, "margin": why}, notes, inputs
+    return scenario, {**provenance, "margin": margin.why}, notes, inputs
 
 
 def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
@@ -225,7 +226,7 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
     """(request with the compute backed out of your DDP step, the StepAnchor): step_anchor.py. With
     --batch-per-gpu the step's n has its own global batch (weak scaling)."""
     from runtime_model import presets
-    from runtime_model.confidence import PRESETS, margin_for
+    from runtime_model.confidence import class_margin, source_class
     from runtime_model.constraints import AT_LEAST_ONE
     from runtime_model.errors import InvalidCombination, InvalidValue, UserError
     from runtime_model.iteration import allreduce_prediction
@@ -245,7 +246,7 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
     AT_LEAST_ONE.check("step_gpus", n)
     at_n = {**request, "gpus": n, **({} if per_gpu is None else {"global_batch": per_gpu * n})}
     try:  # the shape at the step's n, checked once with the names the user typed
-        presets.scenario_from_choice(presets.resolve(**{**at_n, "compute_ms": 1.0}, library=library), library)
+        at_step = presets.scenario_from_choice(presets.resolve(**{**at_n, "compute_ms": 1.0}, library=library), library)
     except (InvalidValue, InvalidCombination) as exc:
         from rtmodel_cli.failing import flag_of
 
@@ -258,8 +259,22 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
         return allreduce_prediction(presets.scenario_from_choice(choice, library)).mean_s * 1e3
 
     own = library.model(request["model"] or library.defaults.model).params_only  # yours: no preset compute
-    anchor = anchor_compute(step_ms_at, step_ms, n, None if own else step_ms_at(None), margin_for(PRESETS)[0])
+    margin = class_margin(source_class(at_step)).equivalence
+    anchor = anchor_compute(step_ms_at, step_ms, n, None if own else step_ms_at(None), margin)
     return {**request, "compute_ms": anchor.compute_ms}, anchor
+
+
+def margin_of(scenario, inputs: dict, provenance: dict, given: float | None = None):
+    """The confidence.Margin an advice states: yours (--margin, both figures), a profile's composed one
+    (scenario_for put it in `inputs` and its why in `provenance`), else the measured errors of the
+    preset's source class."""
+    from runtime_model.confidence import Margin, class_margin, source_class
+
+    if given is not None:
+        return Margin(given, given, f"±{given:.1%} on the speedup (--margin)")
+    if "profile_margin" in inputs:
+        return Margin(inputs["profile_margin"], inputs["profile_interval_margin"], provenance["margin"])
+    return class_margin(source_class(scenario))
 
 
 def with_nccl_tests(scenario, path: Path):

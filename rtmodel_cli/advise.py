@@ -14,6 +14,7 @@ from rtmodel_cli.advice_inputs import (
     DEFAULT_GPUS,
     TUNED_DDP_SCENARIO,
     assumed_of,
+    margin_of,
     scenario_for,
     scenario_request,
 )
@@ -119,8 +120,10 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
     sc, prov, notes, inputs = scenario_for(
         scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"]
     )
-    margin, prov["margin"] = _margin(opts["margin"], inputs.get("profile_margin"), prov.get("margin"))
-    Interval(0.0, 1.0, closed="left").check("margin", margin)
+    if opts["margin"] is not None:
+        Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
+    margin = margin_of(sc, inputs, prov, opts["margin"])
+    prov["margin"] = margin.why
     asked = dict(
         margin=margin, topologies=opts["topology"] or None, provenance=prov, objective=objective, local_sgd=local_sgd
     )
@@ -166,16 +169,3 @@ def _objective(given: str | None) -> str:
     from runtime_model.advisor import ITERATION, check_objective
 
     return ITERATION if given is None else check_objective(given)
-
-
-def _margin(given: float | None, profile_margin: float | None, profile_why: str | None) -> tuple[float, str]:
-    """The too-close-to-call margin on the speedup and why: yours, else the measured error of the
-    inputs' source: presets against the paper's GPU runs; a profile's composed from what it measured
-    (calibration.profiled.ProfiledScenario.margin)."""
-    from runtime_model.confidence import PRESETS, margin_for
-
-    if given is not None:
-        return given, f"±{given:.1%} on the speedup (--margin)"
-    if profile_margin is not None:
-        return profile_margin, profile_why
-    return margin_for(PRESETS)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from runtime_model.advisor import Advice, speedup_uncertainty
+from runtime_model.advisor import Advice
+from runtime_model.confidence import speedup_uncertainty
 from runtime_model.crossover import settle_line
 from runtime_model.errors import UserError
 
@@ -73,7 +74,7 @@ def _verdict(advice: Advice) -> str:
         return (
             head + f"keep All-Reduce ({ar.mean_s * 1e3:.1f} ms per iteration). {rec.verdict.split('. ')[0]}."
         )
-    unc = speedup_uncertainty(row, ar, advice.allreduce_uncertainty_s, advice.margin)
+    unc = speedup_uncertainty(row, ar, advice.allreduce_uncertainty_s, advice.verdict_margin)
     speed = (
         f"{row.speedup:.2f}x All-Reduce ({row.prediction.mean_s * 1e3:.1f} vs {ar.mean_s * 1e3:.1f} ms per "
         f"iteration, ±{unc:.0%} on the speedup)"

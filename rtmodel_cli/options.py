@@ -36,7 +36,7 @@ GpuOpt = Annotated[
 ]
 NetworkOpt = Annotated[
     str | None,
-    typer.Option(help="Inter-node network preset (eth-25g, ib-100, ib-400, ...; `rtmodel presets`)."),
+    typer.Option(help="Inter-node network preset (tcp-25g, ib-100, ib-400, ...; `rtmodel presets`)."),
 ]
 IntraOpt = Annotated[
     str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...; `rtmodel presets`).")

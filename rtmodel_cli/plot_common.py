@@ -129,7 +129,7 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
 def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
     """(scenario, margin, where its network came from) of a one-n plot: from presets, or the profile
     calibrated on the fly with its own margin, as `rtmodel advise` builds them."""
-    from runtime_model.confidence import PRESETS, margin_for
+    from rtmodel_cli.advice_inputs import margin_of
 
     if o.profile is None:
         from rtmodel_plots.sweeps import preset_scenario
@@ -139,17 +139,16 @@ def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
             gpus, model=o.model or "transformer-base", network=o.network, cluster=o.cluster, **kw
         )
         if o.nccl_tests is None:
-            return sc, margin_for(PRESETS)[0], f"preset {sc.network.name}"
+            return sc, margin_of(sc, {}, {}), f"preset {sc.network.name}"
         from rtmodel_cli.advice_inputs import with_nccl_tests
 
         sc, _line = with_nccl_tests(sc, Path(o.nccl_tests))
-        return sc, margin_for(PRESETS)[0], f"nccl-tests {Path(o.nccl_tests).name}"
+        return sc, margin_of(sc, {}, {}), f"nccl-tests {Path(o.nccl_tests).name}"
     from rtmodel_cli.advice_inputs import scenario_for, scenario_request
 
     if batch_per_gpu is not None:
         raise UserError("--batch-per-gpu cannot be used with --profile: the profile measured its batch")
-    sc, _prov, _notes, inputs = scenario_for(
+    sc, prov, _notes, inputs = scenario_for(
         scenario_request({**o.as_dict(), "gpus": gpus}), Path(o.profile), o.presets, o.nccl_tests
     )
-    margin = inputs.get("profile_margin")
-    return sc, margin_for(PRESETS)[0] if margin is None else margin, f"profile {Path(o.profile).name}"
+    return sc, margin_of(sc, inputs, prov), f"profile {Path(o.profile).name}"

@@ -15,7 +15,7 @@ POINTS = 49  # 1/64x .. 64x in steps of 2^(1/4)
 
 def crossover_curve(advice, where: str):
     """The figure for one advice (its scenario, pick, margin and crossovers; crossover.with_crossovers):
-    `where` names the current bandwidth's source ("preset eth-25g", "profile: measured")."""
+    `where` names the current bandwidth's source ("preset tcp-25g", "profile: measured")."""
     from runtime_model.crossover import crossover_topology
 
     sc = advice.scenario
@@ -24,7 +24,7 @@ def crossover_curve(advice, where: str):
     gbit = np.geomspace(current / SPAN, current * SPAN, POINTS)
     fig = new_figure(7.2, 4.6)
     ax = fig.subplots()
-    margin = advice.margin
+    margin = advice.verdict_margin  # s / (1 + m) <= 1 <= s / (1 - m): s within 1 -/+ m
     ax.axhspan(
         1 - margin, 1 + margin, color="0.85", alpha=0.6, lw=0, label=f"too close to call (±{margin:.1%})"
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from runtime_model.confidence import Margin, interval_text, speedup_interval, speedup_uncertainty
 from runtime_model.consensus import ConsensusMetrics
 from runtime_model.convergence import EXACT, EXACT_COST, HOPELESS, MEASURED, ConsensusCost, consensus_cost
 from runtime_model.defaults import MARGIN
@@ -80,6 +81,7 @@ class Recommendation:
     equivalent: tuple[str, ...] = ()  # runnable options whose mean is within the margin of the fastest one's
     # with too_close_to_call: the decentralized option a validation run should try
     candidate: str | None = None
+    on_network: bool = False  # too close because a preset network's doubt would flip it (crossover.py)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,13 @@ class Advice:
     tuned_ddp: object = (
         None  # tuned_ddp.TunedDdp: All-Reduce with DDP's own setting; filled by with_tuned_ddp
     )
+    # the worst speedup error of this source (confidence.Margin.interval): the verdict's interval; None:
+    # `margin` serves both
+    interval_margin: float | None = None
+
+    @property
+    def verdict_margin(self) -> float:
+        return self.margin if self.interval_margin is None else self.interval_margin
 
     @property
     def family_verdict(self) -> str:
@@ -201,7 +210,7 @@ def _with_equivalents(
 
 def advise(
     scenario: Scenario,
-    margin: float = MARGIN,
+    margin: float | Margin = MARGIN,
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
     objective: str = ITERATION,
@@ -214,15 +223,18 @@ def advise(
 
 def advise_many(
     scenarios: list[Scenario],
-    margin: float = MARGIN,
+    margin: float | Margin = MARGIN,
     topologies: list[str] | None = None,
     provenance: dict[str, str] | None = None,
     objective: str = ITERATION,
     local_sgd: list[LocalSgd] | None = None,
 ) -> list[Advice]:
     """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
-    draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop."""
+    draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop.
+    `margin`: one figure for equivalence and the verdict's interval, or a confidence.Margin with both."""
     check_objective(objective)
+    if not isinstance(margin, Margin):
+        margin = Margin(margin, margin, "")
     plans, pending = [], []
     for scenario in scenarios:
         ar = allreduce_prediction(scenario)
@@ -257,7 +269,7 @@ def _with_local_sgd(advice: Advice, configs: list[LocalSgd]) -> Advice:
     return replace(advice, local_sgd=rows, families=best, provenance=provenance)
 
 
-def _advice(scenario, ar, models: dict, preds, sds, margin, provenance, objective) -> Advice:
+def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, objective) -> Advice:
     """One scenario's Advice from its models and (the next of) the batch's predictions and their 1-sigma."""
     ar_sd = uncertainty_s(scenario, allreduce_prediction)
     rows: list[TopologyRow] = []
@@ -285,9 +297,13 @@ def _advice(scenario, ar, models: dict, preds, sds, margin, provenance, objectiv
                 nic_bytes_per_iteration=_nic_bytes(scenario, model.schedule),
             )
         )
-    rec = _recommend(scenario, ar, ar_sd, rows, margin, objective)
-    rec = _with_equivalents(rec, ar, rows, margin, objective)
-    return Advice(scenario, ar, ar_sd, rows, rec, margin, dict(provenance or {}), objective=objective)
+    rec = _recommend(scenario, ar, ar_sd, rows, margin.equivalence, objective, margin.interval)
+    rec = _with_equivalents(rec, ar, rows, margin.equivalence, objective)
+    interval = None if margin.interval == margin.equivalence else margin.interval
+    return Advice(
+        scenario, ar, ar_sd, rows, rec, margin.equivalence, dict(provenance or {}), objective=objective,
+        interval_margin=interval,
+    )
 
 
 def _nic_bytes(scenario: Scenario, schedule) -> float | None:
@@ -307,48 +323,43 @@ def recommend_against(
         r if r.prediction is None else replace(r, speedup=allreduce.mean_s / r.prediction.mean_s)
         for r in advice.rows
     ]
-    rec = _recommend(advice.scenario, allreduce, allreduce_sd_s, rows, advice.margin, advice.objective)
+    rec = _recommend(
+        advice.scenario, allreduce, allreduce_sd_s, rows, advice.margin, advice.objective, advice.verdict_margin
+    )
     return _with_equivalents(rec, allreduce, rows, advice.margin, advice.objective)
 
 
-def _keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:
+def keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:
     """Keep All-Reduce: the verdict, and DDP's line to run (never a topology's)."""
     return Recommendation(
         "allreduce", 1.0, False, verdict, code_line("allreduce", True), torchrun_line(scenario), **kw
     )
 
 
-def speedup_uncertainty(best: TopologyRow, ar: IterationPrediction, ar_sd: float, margin: float) -> float:
-    """Relative uncertainty of a predicted speedup: the measured error of speedups from these inputs
-    (`margin`) plus the inputs' stated 1-sigma of both predictions."""
-    stated = ((best.uncertainty_s / best.prediction.mean_s) ** 2 + (ar_sd / ar.mean_s) ** 2) ** 0.5
-    return margin + stated
-
-
-def _recommend(scenario, ar, ar_sd, rows, margin, objective) -> Recommendation:
+def _recommend(scenario, ar, ar_sd, rows, margin, objective, interval_margin) -> Recommendation:
     ranked = RANKED_BY[objective]
     if not any(r.applicable and r.runnable for r in rows):
-        return _keep_allreduce(scenario, "No decentralized topology fits this shape: keep All-Reduce.")
+        return keep_allreduce(scenario, "No decentralized topology fits this shape: keep All-Reduce.")
     best = pick(rows, margin, objective)
     if best is None:
-        return _keep_allreduce(
+        return keep_allreduce(
             scenario,
             f"Keep All-Reduce: every runnable topology's consensus is hopeless at {scenario.shape.gpus} GPUs "
             f"({ranked}).",
         )
-    s, noise = best.speedup, speedup_uncertainty(best, ar, ar_sd, margin)
-    low, high = s * (1 - noise), s * (1 + noise)
+    s, noise = best.speedup, speedup_uncertainty(best, ar, ar_sd, interval_margin)
+    low, high = speedup_interval(s, noise)
     if low <= 1.0 <= high:
         verdict = (
             f"Too close to call: {best.topology} is predicted at {s:.2f}x All-Reduce's speed, and speedups "
-            f"from these inputs err by ±{noise:.1%} ({low:.2f}x..{high:.2f}x). Keep All-Reduce unless a "
+            f"from these inputs err by ±{noise:.1%} ({interval_text(low, high)}). Keep All-Reduce unless a "
             f"validation run says otherwise (rtmodel validate --topology {best.topology})."
         )
         verdict += _consensus_warning(best, scenario.shape.gpus)
-        rec = _keep_allreduce(scenario, verdict, candidate=best.topology)
+        rec = keep_allreduce(scenario, verdict, candidate=best.topology)
         return replace(rec, too_close_to_call=True)
     if s < 1.0:
-        return _keep_allreduce(
+        return keep_allreduce(
             scenario,
             f"Keep All-Reduce: the best decentralized topology ({best.topology}) is {s:.2f}x All-Reduce's "
             f"speed ({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; {ranked}).",
@@ -360,7 +371,8 @@ def _recommend(scenario, ar, ar_sd, rows, margin, objective) -> Recommendation:
     why = ", ".join(f"{name} {val * 1e3:+.1f} ms" for name, val in parts)
     verdict = (
         f"Use {best.topology}: {s:.2f}x All-Reduce's speed per iteration "
-        f"({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; ±{noise:.1%} on the speedup; "
+        f"({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; ±{noise:.1%} on the speedup: "
+        f"{interval_text(low, high)}; "
         f"{ranked}); why: {why}.{_consensus_warning(best, scenario.shape.gpus)}"
     )
     return Recommendation(

@@ -278,29 +278,38 @@ def _value(c: Crossover, v: float) -> str:
 PRESET_NETWORK_SPREAD = 4.0
 
 
+def network_crossover(advice) -> Crossover | None:
+    """The bandwidth crossover, where the network is a preset's guess and the crossover lies within
+    PRESET_NETWORK_SPREAD of its figure: the verdict then hangs on what the preset does not know."""
+    if not advice.scenario.network.inter.source.startswith("preset"):
+        return None
+    return next(
+        (
+            c
+            for c in advice.crossovers
+            if c.quantity == BANDWIDTH
+            and c.at is not None
+            and max(c.at, c.current) / min(c.at, c.current) <= PRESET_NETWORK_SPREAD
+        ),
+        None,
+    )
+
+
 def settle_line(advice) -> str:
     """The one measurement that would settle the verdict ("" when nothing in reach would flip it): the
-    quantity whose crossover is nearest (a too-close verdict), or the network when its crossover lies
-    within PRESET_NETWORK_SPREAD of a preset's figure."""
+    network when its crossover lies within PRESET_NETWORK_SPREAD of a preset's figure, else (a
+    too-close verdict) the quantity whose crossover is nearest."""
     found = [c for c in advice.crossovers if c.at is not None]
-    net = advice.scenario.network.inter
-    guessed = net.source.startswith("preset")
-    if not advice.recommendation.too_close_to_call:
-        found = [
-            c
-            for c in found
-            if c.quantity == BANDWIDTH
-            and guessed
-            and max(c.at, c.current) / min(c.at, c.current) <= PRESET_NETWORK_SPREAD
-        ]
-        if not found:
-            return ""
-        c = found[0]
+    c = network_crossover(advice)
+    too_close = advice.recommendation.too_close_to_call
+    if c is not None and (not too_close or advice.recommendation.on_network):
         return (
             f"It depends on the network: it flips at {_value(c, c.at)}{c.unit}, within {PRESET_NETWORK_SPREAD:g}x "
             f"of the preset's {_value(c, c.current)} (published clusters differ from their presets by that much). "
             f"{MEASUREMENTS[BANDWIDTH]}"
         )
+    if not too_close:
+        return ""
     if not found:
         return f"What would settle it: {MEASUREMENTS['validation']}"
     c = min(
@@ -337,5 +346,26 @@ def crossover_dict(c: Crossover) -> dict:
 
 
 def with_crossovers(advice):
-    """The advice with its crossovers (the shell asks for them: a sweep of advices does not pay them)."""
-    return replace(advice, crossovers=crossovers(advice))
+    """The advice with its crossovers (the shell asks for them: a sweep of advices does not pay them);
+    a verdict that a preset network's doubt would flip becomes too close to call (network_crossover)."""
+    advice = replace(advice, crossovers=crossovers(advice))
+    c = network_crossover(advice)
+    if c is None or advice.recommendation.too_close_to_call:
+        return advice
+    return replace(advice, recommendation=too_close_on_network(advice, c.topology, _value(c, c.at) + c.unit))
+
+
+def too_close_on_network(advice, topology: str, flips_at: str):
+    """The verdict when a preset network's doubt would flip it (crossover.network_crossover): keep
+    All-Reduce until the network is measured, naming the option to try."""
+    from runtime_model.advisor import keep_allreduce
+
+    row = next(r for r in advice.rows if r.topology == topology)
+    verdict = (
+        f"Too close to call: {topology} is predicted at {row.speedup:.2f}x All-Reduce's speed, but that "
+        f"flips at {flips_at}, within reach of what a preset network can miss by. Keep All-Reduce until "
+        "the network is measured (below), or validate (rtmodel validate --topology "
+        f"{topology})."
+    )
+    rec = keep_allreduce(advice.scenario, verdict, candidate=topology)
+    return replace(rec, too_close_to_call=True, on_network=True)

@@ -56,13 +56,25 @@ def _toml(kind: str, check: Interval | None = None, *, ref: str | None = None, d
     return field(default=default, metadata={"toml": kind, "check": check, "ref": ref})
 
 
+# Names that no longer say enough: an Ethernet network runs NCCL over TCP sockets or over RoCE (RDMA),
+# at about half and about all of its line rate (networks.toml), so the name a user types says which.
+RENAMED = {
+    "eth-10g": "tcp-10g",
+    "eth-25g": "tcp-25g (TCP sockets) or roce-25g (RDMA)",
+    "eth-100g": "roce-100g (RDMA) or tcp-100g (TCP sockets)",
+}
+
+
 class UnknownPreset(ScenarioError):
     """A preset name that the library does not hold. `kind` says which list ("GPU", "network"),
     `input_name` the model input that named it ("gpu"), `choices` the valid names."""
 
     def __init__(self, kind: str, name: str, choices: Sequence[str], input_name: str):
         self.kind, self.name, self.choices, self.input_name = kind, name, tuple(choices), input_name
-        super().__init__(f"unknown {kind} '{name}'; choose one of: {', '.join(self.choices)}")
+        if name in RENAMED:
+            super().__init__(f"{kind} '{name}' is now {RENAMED[name]}: the name says how NCCL runs on it")
+        else:
+            super().__init__(f"unknown {kind} '{name}'; choose one of: {', '.join(self.choices)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -110,7 +110,7 @@ def test_too_close_to_call_when_gap_inside_margin():
 
 def test_decentralization_wins_on_slow_network_with_big_message():
     """25 GbE with a 210 M-parameter model: All-Reduce's 2M bytes over the NIC should lose to AER."""
-    sc = presets.scenario_from_choice(presets.resolve(64, gpus_per_node=8, network="eth-25g", model="transformer-big"))
+    sc = presets.scenario_from_choice(presets.resolve(64, gpus_per_node=8, network="tcp-25g", model="transformer-big"))
     adv = advise(sc)
     rows = {r.topology: r for r in adv.rows}
     assert rows["alternating-exp-ring"].speedup > 1.2
@@ -266,15 +266,15 @@ def test_advise_accepts_the_edges_and_network_links_with_a_profile(monkeypatch, 
     assert run("advise", "--compute-cv", "1", "--mfu", "0.01", "--format", "json").exit_code == 0
     assert run("advise", "--gpus", "64", "--global-batch", "64", "--format", "json").exit_code == 0
     one_node = write_synthetic_profile(tmp_path / "one-node.json", nodes=1, ranks_per_node=2)
-    res = run("advise", "--profile", str(one_node), "--gpus", "16", "--network", "eth-25g", "--format", "json")
+    res = run("advise", "--profile", str(one_node), "--gpus", "16", "--network", "tcp-25g", "--format", "json")
     assert res.exit_code == 0, res.output  # the link between nodes it could not measure comes from --network
-    assert "eth-25g" in json.loads(res.stdout)["provenance"]["inter.bandwidth_Bps"]
+    assert "tcp-25g" in json.loads(res.stdout)["provenance"]["inter.bandwidth_Bps"]
 
 
 @pytest.mark.parametrize(
     "given, fragment",
     [
-        (["--network", "eth-25g"], "--network eth-25g would not be used: the profile measured the link between nodes"),
+        (["--network", "tcp-25g"], "--network tcp-25g would not be used: the profile measured the link between nodes"),
         (["--intra", "pcie3"], "--intra pcie3 would not be used: the profile measured the link inside a node"),
         (["--nics-per-node", "4"], "--nics-per-node cannot be used with --profile"),
         (["--nccl-algo", "ring"], "--nccl-algo cannot be used with --profile"),

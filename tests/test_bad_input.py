@@ -241,7 +241,7 @@ CASES = [
     case("--global-batch", "advise", "--model", "resnet50", "--gpus", "2048"),
     case("--global-batch", "plot", "speedup", "--out", "f.png", "--gpus", "8:65536"),
     # advise: an option a profile would silently ignore
-    case("--network eth-25g would not be used", "advise", "--profile", "profile.json", "--network", "eth-25g"),
+    case("--network tcp-25g would not be used", "advise", "--profile", "profile.json", "--network", "tcp-25g"),
     case("--intra pcie3 would not be used", "advise", "--profile", "profile.json", "--intra", "pcie3"),
     case("--nics-per-node cannot be used with --profile", "advise", "--profile", "profile.json", "--nics-per-node", "2"),
     case("--nccl-algo cannot be used with --profile", "advise", "--profile", "profile.json", "--nccl-algo", "ring"),
@@ -441,6 +441,10 @@ CASES = [
     case("--global-batch must be an integer", "advise", "--global-batch", "64.5", "--model", "resnet50"),
     case("unknown precision 'bf16'; choose one of: fp32, fp16", "advise", "--gpu", "T4", "--precision", "bf16"),
     case("unknown precision 'tf32'; choose one of: fp32, fp16", "advise", "--gpu", "T4", "--precision", "tf32"),
+    # an Ethernet network's name says TCP or RoCE (issue 47): the old names point to the new ones
+    case("network 'eth-25g' is now tcp-25g (TCP sockets) or roce-25g (RDMA)", "advise", "--network", "eth-25g"),
+    case("network 'eth-100g' is now roce-100g (RDMA) or tcp-100g", "plot", "speedup", "--out", "f.png", "--network",
+         "eth-100g"),
     case("--local-sgd-replica", "advise", "--local-sgd-replica", ""),
     case("--timeout-s", "validate", "--profile", "profile.json", "--topology", "ring", "--timeout-s", "1e-300"),
     case("--timeout-s", "profile", "--out", "p.json", "--timeout-s", "0.5"),

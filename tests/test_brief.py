@@ -14,10 +14,10 @@ PROFILE = Path(__file__).resolve().parent / "data" / "synthetic_profile_2x2.json
 SCENARIOS = [
     ["--gpus", "64"],
     ["--gpus", "8", "--gpus-per-node", "8"],
-    ["--gpus", "32", "--network", "eth-25g"],
-    ["--gpus", "2", "--gpus-per-node", "1", "--network", "eth-10g"],
+    ["--gpus", "32", "--network", "tcp-25g"],
+    ["--gpus", "2", "--gpus-per-node", "1", "--network", "tcp-10g"],
     ["--gpus", "64", "--objective", "accuracy"],
-    ["--gpus", "4096", "--network", "eth-25g", "--global-batch", "1000000"],
+    ["--gpus", "4096", "--network", "tcp-25g", "--global-batch", "1000000"],
     ["--profile", str(PROFILE)],
 ]
 

@@ -52,7 +52,7 @@ TRUTH = SyntheticTruth(
     inter=Link(latency_s=80e-6, bandwidth_Bps=2.5e9),
     noise_rel=0.03,
 )
-PRESET = Network(intra=Link(5e-6, 50e9, "preset"), inter=Link(50e-6, 12.5e9, "preset"), name="eth-100g-test")
+PRESET = Network(intra=Link(5e-6, 50e9, "preset"), inter=Link(50e-6, 12.5e9, "preset"), name="roce-100g-test")
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +291,7 @@ def test_single_node_profile_needs_and_uses_fallback():
     c = calibrate(doc, fallback_network=PRESET)
     assert c.network.inter.bandwidth_Bps == PRESET.inter.bandwidth_Bps
     assert c.network.inter.latency_s == PRESET.inter.latency_s
-    assert c.provenance["inter.bandwidth_Bps"] == "preset eth-100g-test"
+    assert c.provenance["inter.bandwidth_Bps"] == "preset roce-100g-test"
     assert c.network.intra.source.startswith("measured")
     assert c.network.intra.bandwidth_Bps == pytest.approx(40e9, rel=0.02)
     assert any("inter-node link NOT measured" in n for n in c.notes)
@@ -302,7 +302,7 @@ def test_single_node_profile_needs_and_uses_fallback():
 def test_one_rank_per_node_takes_intra_from_fallback():
     doc = synthetic_profile(SyntheticTruth(nodes=2, ranks_per_node=1))
     c = calibrate(doc, fallback_network=PRESET)
-    assert c.provenance["intra.latency_s"] == "preset eth-100g-test"
+    assert c.provenance["intra.latency_s"] == "preset roce-100g-test"
     assert c.network.inter.bandwidth_Bps == pytest.approx(3e9, rel=0.02)
     assert set(c.network.group_costs) == {"p2-s2-q1"}  # pair-inter, two-nodes and all pool into one shape
 
@@ -560,9 +560,9 @@ def test_cli_single_node_falls_back_to_the_resolvers_default(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["provenance"]["inter.bandwidth_Bps"] == (
-        "preset eth-100g-test (not measured; default preset; --network NAME chooses)"
+        "preset roce-100g-test (not measured; default preset; --network NAME chooses)"
     )
-    assert any(n.startswith("inter-node link: preset eth-100g-test is the default") for n in doc["notes"])
+    assert any(n.startswith("inter-node link: preset roce-100g-test is the default") for n in doc["notes"])
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", PRESET.name])
     assert result.exit_code == 0, result.output
     assert f"preset {PRESET.name}" in result.output
@@ -572,9 +572,9 @@ def test_cli_single_node_falls_back_to_the_resolvers_default(tmp_path):
 
 def test_cli_default_resolver_uses_rtmodel_presets(app, tmp_path):
     prof = write_synthetic_profile(tmp_path / "one.json", nodes=1, ranks_per_node=2, iterations=5)
-    result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", "eth-25g"])
+    result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", "tcp-25g"])
     assert result.exit_code == 0, result.output
-    assert "preset eth-25g" in result.output
+    assert "preset tcp-25g" in result.output
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--network", "no-such-net"])
     assert result.exit_code == 2 and "no-such-net" in result.stderr
 
@@ -612,7 +612,7 @@ def test_real_cpu_profile_calibrates():
             assert f.params["per_byte_s"][0] > 0
             assert f.worst_rel_residual is not None and f.worst_rel_residual < 1.0
     if prof.shape.gpus_per_node == 1:
-        assert c.provenance["intra.bandwidth_Bps"] == "preset eth-100g-test"
+        assert c.provenance["intra.bandwidth_Bps"] == "preset roce-100g-test"
     for f in c.fits:  # the profiler lists one measured shape under several pattern names: counted once
         if f.kind == "pattern":
             assert f.n_samples <= max(

@@ -19,7 +19,7 @@ LIBRARY_ROWS = ("static-exp", "bluefog-dynamic-exp", "sgp-exp", "osgp-exp")
 
 
 def _scenario(gpus=64, k=8, **kw):
-    kw.setdefault("network", "eth-25g")
+    kw.setdefault("network", "tcp-25g")
     kw.setdefault("compute_cv", 0.0)
     return presets.scenario_from_choice(presets.resolve(gpus, gpus_per_node=k, gpu="V100", **kw))
 
@@ -75,7 +75,7 @@ def test_bluefog_dynamic_graph_sends_one_flow_per_nic_and_pairs_every_rank_at_mo
 def test_other_libraries_rows_say_what_runs_them_and_are_never_picked():
     """Even where BlueFog's graph is fastest, the advisor picks what Decent-DP runs (its code line runs
     Decent-DP); the rows show the library in "runs on"."""
-    sc = _scenario(128, network="eth-10g")
+    sc = _scenario(128, network="tcp-10g")
     adv = advise(sc)
     rows = _rows(adv)
     assert adv.recommendation.topology not in LIBRARY_ROWS

@@ -23,7 +23,7 @@ runner = CliRunner()
 
 
 def _scenario(gpus=64, k=4, **kw):
-    kw.setdefault("network", "eth-25g")
+    kw.setdefault("network", "tcp-25g")
     kw.setdefault("compute_cv", 0.0)
     return presets.scenario_from_choice(presets.resolve(gpus, gpus_per_node=k, **kw))
 
@@ -167,7 +167,7 @@ def test_advise_keeps_its_pick_and_ranks_the_families_by_the_objective():
 
 
 def _advise_cli(*args):
-    return runner.invoke(app, ["advise", "--gpus", "64", "--network", "eth-25g", *args])
+    return runner.invoke(app, ["advise", "--gpus", "64", "--network", "tcp-25g", *args])
 
 
 def test_advise_shows_the_local_sgd_row_with_its_options():
@@ -218,7 +218,7 @@ def test_a_scenario_files_bad_local_sgd_key_names_the_file(tmp_path):
 def test_a_sweep_draws_local_sgd_beside_the_topologies_but_never_marks_it_as_paying():
     from rtmodel_plots.sweeps import best_per_gpus, sweep
 
-    df = sweep([8, 16], network="eth-25g", topologies=["ring"], local_sgd=[LocalSgd()])
+    df = sweep([8, 16], network="tcp-25g", topologies=["ring"], local_sgd=[LocalSgd()])
     assert set(df["family"]) == {"gossip", "local-sgd"}
     local = df[df["family"] == "local-sgd"]
     assert list(local["topology"]) == ["local-sgd H=30"] * 2 and local["speedup"].gt(0).all()

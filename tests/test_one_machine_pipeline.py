@@ -103,10 +103,10 @@ def test_calibrate_without_flags_uses_advises_default_presets_and_says_so(tmp_pa
 
 def test_calibrate_names_the_preset_the_user_chose_and_an_unused_one(tmp_path):
     prof = single_node_profile(tmp_path / "p.json")
-    res = invoke("calibrate", prof, "--network", "eth-25g", "--intra", "pcie3", "--format", "json")
+    res = invoke("calibrate", prof, "--network", "tcp-25g", "--intra", "pcie3", "--format", "json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["provenance"]["inter.latency_s"] == "preset eth-25g (not measured; given by --network eth-25g)"
+    assert doc["provenance"]["inter.latency_s"] == "preset tcp-25g (not measured; given by --network tcp-25g)"
     assert "--intra pcie3 not used: the profile measured the intra-node link" in doc["notes"]
     bad = invoke("calibrate", prof, "--network", "no-such-net")
     assert bad.exit_code == 2 and "no-such-net" in one_error_line(bad)

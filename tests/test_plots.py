@@ -81,7 +81,7 @@ def test_parse_gpus_rejects(text):
 
 @pytest.fixture(scope="module")
 def small_sweep():
-    return plots.sweep([16, 24, 32], model="transformer-base", network="eth-25g")
+    return plots.sweep([16, 24, 32], model="transformer-base", network="tcp-25g")
 
 
 def test_sweep_rows_are_consistent(small_sweep):
@@ -145,10 +145,10 @@ def _line(ax, label):
 @pytest.mark.slow
 def test_speedup_vs_gpus_draws_the_sweep(tmp_path):
     data = {}
-    fig = plots.speedup_vs_gpus([16, 24, 32], ["eth-25g", "ib-400"], "transformer-base", data=data)
+    fig = plots.speedup_vs_gpus([16, 24, 32], ["tcp-25g", "ib-400"], "transformer-base", data=data)
     axes = fig.axes
-    assert len(axes) == 2 and set(data) == {("transformer-base", "eth-25g"), ("transformer-base", "ib-400")}
-    for ax, net in zip(axes, ["eth-25g", "ib-400"], strict=True):
+    assert len(axes) == 2 and set(data) == {("transformer-base", "tcp-25g"), ("transformer-base", "ib-400")}
+    for ax, net in zip(axes, ["tcp-25g", "ib-400"], strict=True):
         df = data[("transformer-base", net)]
         assert ax.get_xscale() == "log" and "GPUs" in ax.get_xlabel()
         assert net in ax.get_title()
@@ -166,16 +166,16 @@ def test_speedup_vs_gpus_draws_the_sweep(tmp_path):
 
 def test_speedup_marks_where_decentralization_pays():
     data = {}
-    fig = plots.speedup_vs_gpus([8, 16, 32], "eth-25g", data=data)
-    n0 = plots.pays_from(data[("transformer-base", "eth-25g")])
+    fig = plots.speedup_vs_gpus([8, 16, 32], "tcp-25g", data=data)
+    n0 = plots.pays_from(data[("transformer-base", "tcp-25g")])
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
     assert n0 is not None and str(n0) in texts and "pays" in texts
 
 
 def test_factor_breakdown_bars_per_topology_and_per_n(tmp_path):
-    fig = plots.factor_breakdown_bars(32, "eth-25g")
+    fig = plots.factor_breakdown_bars(32, "tcp-25g")
     ax = fig.axes[0]
-    df = plots.sweep([32], network="eth-25g")
+    df = plots.sweep([32], network="tcp-25g")
     names = [t.get_text() for t in ax.get_xticklabels()]
     assert names == list(df["topology"])
     assert "ms" in ax.get_ylabel()
@@ -281,9 +281,9 @@ def test_load_validation_results_flat_format_and_errors(tmp_path):
 
 
 @pytest.mark.parametrize("args, out", [
-    (["speedup", "--gpus", "8:32", "--network", "eth-25g", "--network", "ib-400"], "s.png"),
+    (["speedup", "--gpus", "8:32", "--network", "tcp-25g", "--network", "ib-400"], "s.png"),
     (["speedup", "--gpus", "16,32", "--cluster", "a100-ib100", "--batch-per-gpu", "1000"], "s.svg"),
-    (["factors", "--gpus", "32", "--network", "eth-25g"], "f.png"),
+    (["factors", "--gpus", "32", "--network", "tcp-25g"], "f.png"),
     (["factors", "--gpus", "8:32", "--topology", "ring"], "f.svg"),
     (["what-if", "--gpus", "16:32", "--network", "ib-100"], "w.png"),
     (["paper"], "p.svg"),
@@ -299,7 +299,7 @@ def test_cli_writes_figures(tmp_path, args, out):
 @pytest.mark.parametrize("args, fragments", [
     (["speedup", "--gpus", "64:8"], ["64:8"]),
     (["speedup", "--gpus", "lots"], ["lots"]),
-    (["speedup", "--gpus", "8:16", "--network", "carrier-pigeon"], ["carrier-pigeon", "eth-25g"]),
+    (["speedup", "--gpus", "8:16", "--network", "carrier-pigeon"], ["carrier-pigeon", "tcp-25g"]),
     (["speedup", "--gpus", "8:16", "--model", "gpt-9"], ["gpt-9"]),
     (["speedup", "--gpus", "8:16", "--network", "ib-100", "--cluster", "a100-ib100"], ["not both"]),
     (["factors", "--gpus", "12", "--gpus-per-node", "8"], ["does not divide"]),

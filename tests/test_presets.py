@@ -399,8 +399,8 @@ def test_unset_choices_still_take_the_defaults_and_a_cluster_fills_only_what_is_
     # no bucket cap given: None, so DDP keeps its 1 MiB first bucket (torch applies a given cap to it too)
     assert (c.gpu, c.network, c.model, c.bucket_cap_mb) == (d.gpu, d.network, d.model, None)
     assert presets.resolve(8, bucket_cap_mb=25.0).bucket_cap_mb == 25.0
-    c = presets.resolve(16, cluster="t4-ib100", gpus_per_node=4, network="eth-25g")
-    assert (c.gpu, c.gpus_per_node, c.network) == ("T4", 4, "eth-25g")
+    c = presets.resolve(16, cluster="t4-ib100", gpus_per_node=4, network="tcp-25g")
+    assert (c.gpu, c.gpus_per_node, c.network) == ("T4", 4, "tcp-25g")
 
 
 # ----------------------------------------------------------------------------- V100, A100 80 GB, DGX-1 (issue 26)

@@ -110,7 +110,7 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 
 def test_a_users_presets_dir_is_listed_over_the_builtins(tmp_path):
     (tmp_path / "clusters.toml").write_text(
-        '[my-v100s]\ngpu = "V100-32GB"\ngpus_per_node = 4\nintra = "nvlink2"\nnetwork = "eth-100g"\nsource = "ours"\n'
+        '[my-v100s]\ngpu = "V100-32GB"\ngpus_per_node = 4\nintra = "nvlink2"\nnetwork = "roce-100g"\nsource = "ours"\n'
     )
     res = run("--kind", "clusters", "--presets", str(tmp_path))
     assert res.exit_code == 0, res.output

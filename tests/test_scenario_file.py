@@ -160,7 +160,7 @@ def test_your_own_numbers_from_the_file_give_the_flags_answer(tmp_path, monkeypa
 def test_plots_take_the_files_model_inputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("own.toml").write_text(
-        'gpus = 16\nmargin = 0.2\ntopology = ["ring"]\ncluster = "a100-ib100"\nnetwork = "eth-25g"\n'
+        'gpus = 16\nmargin = 0.2\ntopology = ["ring"]\ncluster = "a100-ib100"\nnetwork = "tcp-25g"\n'
         "compute_ms = 120\nmfu = 0.3\n"
     )
     for sub in (["speedup", "--gpus", "8:16"], ["factors", "--gpus", "16"], ["what-if", "--gpus", "8:16"]):

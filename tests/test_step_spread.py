@@ -101,7 +101,7 @@ def test_calibration_keeps_both_steps_spreads_through_its_file():
     doc = synthetic_profile(SyntheticTruth(nodes=2, ranks_per_node=1, iterations=5, samples_per_size=3))
     doc["compute"]["gossip_step_s"] = [[0.05, 0.06], [0.055, 0.07]]
     cal = calibrate(
-        profile_from_document(doc), fallback_network=presets.network_preset("eth-100g", "nvlink3")
+        profile_from_document(doc), fallback_network=presets.network_preset("roce-100g", "nvlink3")
     )
     bare = sorted(t for rank in doc["compute"]["optimizer_s"] for t in rank)
     assert cal.compute.step_spread.samples_s == pytest.approx(bare)

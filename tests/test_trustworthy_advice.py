@@ -11,7 +11,7 @@ import pytest
 from calibration.synthetic import SyntheticTruth, write_synthetic_profile
 from runtime_model import presets
 from runtime_model.advisor import ACCURACY, ITERATION, advise, advise_many, pick
-from runtime_model.confidence import PRESETS, PROFILE, measured_errors, profile_margin
+from runtime_model.confidence import PROFILE, class_margin, measured_errors, profile_margin, source_class
 from runtime_model.convergence import (
     EXACT,
     EXTRAPOLATED,
@@ -99,7 +99,7 @@ def test_no_hopeless_pick_without_a_warning_on_any_cluster(cluster):
     scenarios = [_scenario(n, cluster=cluster) for n in (64, 256, 1024, 4096, 16384)]
     for objective in (ITERATION, ACCURACY):
         for adv in advise_many(
-            scenarios, margin=measured_errors()[PRESETS].speedup_mean_abs_error, objective=objective
+            scenarios, margin=class_margin(source_class(scenarios[0])), objective=objective
         ):
             rec = adv.recommendation
             chosen = rec.candidate or rec.topology
@@ -118,9 +118,9 @@ def test_no_hopeless_pick_without_a_warning_on_any_cluster(cluster):
 
 
 def test_no_variance_credited_without_compute_variation():
-    """The issue's case: eth-25g, --compute-cv 0: every topology's variance part is exactly 0, and AER's
+    """The issue's case: tcp-25g, --compute-cv 0: every topology's variance part is exactly 0, and AER's
     uneven exchanges are named as their own effect."""
-    sc = _scenario(64, network="eth-25g", compute_cv=0.0)
+    sc = _scenario(64, network="tcp-25g", compute_cv=0.0)
     adv = advise(sc)
     for r in _rows(adv).values():
         f = r.prediction.factors
@@ -133,12 +133,12 @@ def test_no_variance_credited_without_compute_variation():
 
 
 def test_variance_is_credited_where_compute_varies():
-    adv = advise(_scenario(64, network="eth-25g", compute_cv=0.2))
+    adv = advise(_scenario(64, network="tcp-25g", compute_cv=0.2))
     assert _rows(adv)["complete"].prediction.factors.variance_s > 0
 
 
 def test_one_node_has_no_heterogeneous_links():
-    adv = advise(_scenario(8, gpus_per_node=8, gpu="H100", network="eth-25g", compute_cv=0.0), margin=0.0)
+    adv = advise(_scenario(8, gpus_per_node=8, gpu="H100", network="tcp-25g", compute_cv=0.0), margin=0.0)
     for r in _rows(adv).values():
         names = [name for name, _ in r.prediction.factors.named_s()]
         assert "heterogeneous links" not in names and "smaller exchanges" in names
@@ -159,7 +159,8 @@ def test_no_overlap_credited_when_there_is_nothing_to_overlap():
 
 
 def test_the_margin_is_on_the_speedup():
-    adv = advise(_scenario(64, network="eth-25g"), margin=measured_errors()[PRESETS].speedup_mean_abs_error)
+    sc = _scenario(64, network="tcp-25g")
+    adv = advise(sc, margin=class_margin(source_class(sc)))
     assert "on the speedup" in adv.recommendation.verdict
 
 
@@ -179,9 +180,10 @@ def test_a_one_node_profile_advising_64_gpus_states_more_than_the_calibrated_mar
     path = write_synthetic_profile(tmp_path / "one-node.json", SyntheticTruth(nodes=1, ranks_per_node=4))
     fallback = presets.network_preset(*presets.link_names(None, None))
     ps = scenario_from_profile(path, 64, 4, fallback_network=fallback)
-    margin, why = ps.margin()
-    assert margin > measured_errors()[PROFILE].mean_abs_error
-    assert "inter-node link from a preset" in why and "extrapolated from 4 to 64 GPUs" in why
+    margin = ps.margin()
+    assert margin.equivalence > measured_errors()[PROFILE].mean_abs_error
+    assert margin.interval > measured_errors()[PROFILE].speedup_max_abs_error
+    assert "inter-node link from a preset" in margin.why and "extrapolated from 4 to 64 GPUs" in margin.why
 
 
 # --- validate's run-to-run spread ---------------------------------------------------------------------------

@@ -167,7 +167,7 @@ def test_profiles_without_marks_measure_every_link_and_bad_marks_are_refused():
 def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
     from runtime_model.presets import network_preset
 
-    fallback = network_preset("eth-25g", "pcie4")
+    fallback = network_preset("tcp-25g", "pcie4")
     doc = synthetic_profile()
     plain = calibrate(profile_from_document(doc), fallback_network=fallback)
     cal = calibrate(profile_from_document(marked(doc, intra=SHARED)), fallback_network=fallback)
@@ -190,7 +190,7 @@ def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
     # the network's name (advise's header) says which link was measured
     assert plain.network.name == "measured 2x2 synthetic"
     assert cal.network.name == "inter measured 2x2 synthetic, intra preset pcie4"
-    assert both.network.name == "presets pcie4 + eth-25g (neither link measured)"
+    assert both.network.name == "presets pcie4 + tcp-25g (neither link measured)"
 
 
 def test_validation_keeps_a_marked_link_as_measured(tmp_path):
@@ -225,7 +225,7 @@ def test_advise_fills_a_marked_link_from_intra_or_the_default_and_says_so(tmp_pa
     assert "inter-node link" not in given["provenance"]  # measured between real nodes
     res = runner.invoke(
         app,
-        ["advise", "--profile", str(path), "--gpus", "16", "--gpus-per-node", "4", "--network", "eth-25g"],
+        ["advise", "--profile", str(path), "--gpus", "16", "--gpus-per-node", "4", "--network", "tcp-25g"],
     )
     assert res.exit_code == 2 and "would not be used" in res.output  # the inter link it did measure
 
@@ -238,8 +238,8 @@ def test_advise_fills_a_marked_link_from_intra_or_the_default_and_says_so(tmp_pa
     assert len(lines) == 1 and "2 ranks share 1 GPU" in lines[0], table.output
 
     pretend = write(tmp_path, marked(doc, inter=PRETEND), "q.json")
-    out = advise_json("--profile", pretend, "--gpus", 16, "--gpus-per-node", 4, "--network", "eth-25g")
-    assert out["provenance"]["inter-node link"].endswith("using preset eth-25g (given by --network eth-25g)")
+    out = advise_json("--profile", pretend, "--gpus", 16, "--gpus-per-node", 4, "--network", "tcp-25g")
+    assert out["provenance"]["inter-node link"].endswith("using preset tcp-25g (given by --network tcp-25g)")
 
 
 def test_advise_without_marks_is_unchanged(tmp_path):
@@ -255,6 +255,6 @@ def test_advise_without_marks_is_unchanged(tmp_path):
 def test_calibrate_says_which_preset_stood_in(tmp_path):
     doc = json.loads((DATA / "synthetic_profile_2x2.json").read_text())
     path = write(tmp_path, marked(doc, inter=PRETEND))
-    res = runner.invoke(app, ["calibrate", str(path), "--format", "json", "--network", "eth-25g"])
+    res = runner.invoke(app, ["calibrate", str(path), "--format", "json", "--network", "tcp-25g"])
     assert res.exit_code == 0, res.output
-    assert "given by --network eth-25g" in json.loads(res.stdout)["provenance"]["inter-node link"]
+    assert "given by --network tcp-25g" in json.loads(res.stdout)["provenance"]["inter-node link"]

@@ -30,7 +30,7 @@ def _doc(step_s: float | None):
 
 
 def _fallback():
-    return network_preset("eth-100g", "nvlink3")
+    return network_preset("roce-100g", "nvlink3")
 
 
 def test_the_measured_step_work_becomes_the_gossip_rows_step_part():

@@ -26,14 +26,19 @@ def published() -> pd.DataFrame:
     return pd.read_csv(io.StringIO(text), comment="#")
 
 
+def paper_advice(rec, topologies: list[str], model: str = "transformer-base", global_batch: float = 25_000):
+    """The advice for one published row's cluster and size, as the paper ran it (DDP with the bucket view)."""
+    choice = presets.resolve(
+        rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch, ddp_bucket_view=True
+    )
+    return advise(presets.scenario_from_choice(choice), topologies=topologies)
+
+
 def compare(model: str = "transformer-base", global_batch: float = 25_000) -> pd.DataFrame:
     """One row per (cluster, gpus, method): published ms, predicted ms, signed relative error."""
     rows = []
     for rec in published().itertuples():
-        choice = presets.resolve(
-            rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch, ddp_bucket_view=True
-        )
-        adv = advise(presets.scenario_from_choice(choice), topologies=["one-peer-exp", "alternating-exp-ring"])
+        adv = paper_advice(rec, ["one-peer-exp", "alternating-exp-ring"], model, global_batch)
         predicted = {"allreduce": adv.allreduce.mean_s}
         predicted.update({r.topology: r.prediction.mean_s for r in adv.rows if r.applicable})
         for col, topo in COLUMNS.items():
