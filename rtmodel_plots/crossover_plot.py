@@ -1,6 +1,6 @@
 """Speedup over All-Reduce against the inter-node bandwidth: where the verdict flips, the band inside
-which it is too close to call, and where this cluster sits (the preset's figure or the profile's
-measured one). Why: a user whose cluster is not a preset sees at once whether the verdict depends on
+which it is too close to call, and where this cluster sits (the preset's figure, with the band a preset
+network can miss by, or the measured one). Why: a user whose cluster is not a preset sees at once whether the verdict depends on
 the bandwidth they do not know."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtmodel_plots.style import new_figure
-from runtime_model.crossover import BANDWIDTH, SPAN, bandwidth_speedups
+from runtime_model.crossover import BANDWIDTH, PRESET_NETWORK_SPREAD, SPAN, bandwidth_speedups
 
 POINTS = 49  # 1/64x .. 64x in steps of 2^(1/4)
 
@@ -38,6 +38,15 @@ def crossover_curve(advice, where: str):
                 [crossing.at], [1.0], "o", color="black", ms=6, label=f"flips at {crossing.at:,.3g} Gbit/s"
             )
     ax.axvline(current, color="#4C72B0", lw=1.4, label=f"this cluster: {current:,.3g} Gbit/s ({where})")
+    if sc.network.inter.source.startswith("preset"):  # a guess: a crossover inside this is too close to call
+        ax.axvspan(
+            current / PRESET_NETWORK_SPREAD,
+            current * PRESET_NETWORK_SPREAD,
+            color="#4C72B0",
+            alpha=0.08,
+            lw=0,
+            label=f"what a preset network can miss by ({PRESET_NETWORK_SPREAD:g}x)",
+        )
     ax.set_xscale("log")
     _plain_x(ax)
     ax.set_xlabel("inter-node bandwidth per NIC (Gbit/s, achievable)")
