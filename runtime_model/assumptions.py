@@ -11,8 +11,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from runtime_model.preset_choice import PresetChoice
-from runtime_model.preset_types import PresetLibrary
+from runtime_model.preset_types import AMP_PRECISIONS, PresetLibrary
 from runtime_model.presets import ddp_iteration_parts, host_and_device_ms
+
+# A loss the model does not charge, flagged where published runs met it (issue 47). NVIDIA
+# DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Training performance"
+# (pytorch-21.03, 256 images per GPU): ResNet-50 under AMP on one 8-GPU node scaled 84.1 % (DGX A100
+# 80GB, 16,621 img/s), 86.7 % and 87.1 % (DGX-1 16/32GB, 8,322 and 8,056 img/s), 20-33 ms per step beyond
+# one GPU's; in TF32/FP32 96.6-97.2 %. The model predicts 96.5-97.2 % for all of them: what grows with
+# the image rate (the input pipeline, the host) is not in it. Transformer-big
+# (PyTorch/Translation/Transformer/README.md) lost no more under AMP than in TF32, so only image models
+# at AMP are flagged.
+STEP_RATE_LOSS_MODELS = ("resnet50",)
+STEP_RATE_LOSS = (
+    "published one-node runs of ResNet-50 under AMP (DeepLearningExamples: DGX A100 and DGX-1, 8,056-16,621 "
+    "img/s per node) scaled 84-87 % where this model predicts ~97 % (TF32/FP32: 97 %, as predicted): a loss "
+    "of 20-33 ms per step it does not charge (the input pipeline and host at that rate); every row pays it "
+    "alike, so the speedups lie nearer 1x"
+)
 
 
 @dataclass(frozen=True)
@@ -30,10 +46,11 @@ class Assumptions:
     nics_from: str  # "yours" | "cluster NAME" | "the default"
     nic_hint: str | None  # a cited node of this GPU with more NICs, when one NIC was only the default
     anchor_line: str | None = None  # your DDP step, the compute backed out of it, the presets' residual
+    step_rate_loss: str | None = None  # a published loss the model does not charge (STEP_RATE_LOSS)
 
     def notes(self) -> list[str]:
         """What the table prints under the verdict (the batch's warning is in the head line)."""
-        return [n for n in (self.anchor_line, self.nic_hint) if n is not None]
+        return [n for n in (self.anchor_line, self.nic_hint, self.step_rate_loss) if n is not None]
 
     def to_dict(self) -> dict:
         return {**asdict(self), "warnings": self.warnings()}
@@ -128,6 +145,9 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
         if nics_from == "the default" and choice.gpus > choice.gpus_per_node
         else None,
         anchor_line=None if anchor is None else anchor.line(),
+        step_rate_loss=STEP_RATE_LOSS
+        if choice.model in STEP_RATE_LOSS_MODELS and choice.precision in AMP_PRECISIONS and choice.gpus_per_node > 1
+        else None,
     )
 
 

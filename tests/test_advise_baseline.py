@@ -63,7 +63,9 @@ profile's composed from the worst errors (inputs.profile_interval_margin added);
 network's doubt would flip are too close to call: picks moved to too close to call in a100-8, h100-128,
 nocv, small-6x3 and t4-64, and where tuning DDP now changes the verdict (a100-8, h100-128, nocv) the
 answer is against the tuned DDP, so All-Reduce's row moved as `--ddp-bucket-view` gives it; resnet's
-network is named tcp-25g (was eth-25g, same figures); no other prediction moved.
+network is named tcp-25g (was eth-25g, same figures); no other prediction moved. Then for the step-rate loss
+published for ResNet-50 under AMP on one node (issue 47): inputs.assumptions.step_rate_loss added (null
+but in resnet, whose A40 nodes train under AMP: the note, also its warnings' first entry); nothing else moved.
 """
 
 import json
