@@ -19,6 +19,7 @@ from rtmodel_plots.errors import PlotError
 from runtime_model.defaults import MARGIN
 from runtime_model.local_sgd import LocalSgd
 from runtime_model.scenario import Scenario
+from runtime_model.topologies import TopologyNotApplicable
 
 
 @dataclass(frozen=True)
@@ -106,29 +107,33 @@ def sweep(
     factors' sum = allreduce_ms - topology_ms; NaN for local SGD, which has no factors).
     `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
     """
-    from runtime_model.advisor import advise_many
+    from runtime_model.families import local_sgd_rows
+    from runtime_model.topology_predictions import predict_many
 
     ns = [int(n) for n in gpus_list]
     scenarios = [preset_scenario(n, model=model, network=network, cluster=cluster, **preset_kw) for n in ns]
     if transform is not None:
         scenarios = [transform(sc) for sc in scenarios]
     rows = []
-    # one pass over n: the recurrences that share draws run together (advisor.advise_many)
-    advices = advise_many(scenarios, topologies=list(topologies) if topologies else None, local_sgd=local_sgd)
-    for n, adv in zip(ns, advices, strict=True):
-        ar_ms = adv.allreduce.mean_s * 1e3
-        for r in adv.rows:
-            f = r.prediction.factors if r.applicable else None
+    # one pass over n: the recurrences that share draws run together; the times alone (no consensus, NIC
+    # bytes or verdict: topology_predictions.py)
+    plans, preds, _ = predict_many(scenarios, list(topologies) if topologies else None, spreads=False)
+    for n, (sc, ar, models) in zip(ns, plans, strict=True):
+        ar_ms = ar.mean_s * 1e3
+        for name, m in models.items():
+            applicable = not isinstance(m, TopologyNotApplicable)
+            pred = next(preds) if applicable else None
+            f = pred.factors if applicable else None
             rows.append(
                 {
                     "gpus": n,
-                    "topology": r.topology,
+                    "topology": name,
                     "family": "gossip",
-                    "applicable": r.applicable,
-                    "reason": r.reason,
+                    "applicable": applicable,
+                    "reason": m.decent_dp_note if applicable else str(m),
                     "allreduce_ms": ar_ms,
-                    "topology_ms": r.prediction.mean_s * 1e3 if r.applicable else math.nan,
-                    "speedup": r.speedup if r.applicable else math.nan,
+                    "topology_ms": pred.mean_s * 1e3 if applicable else math.nan,
+                    "speedup": ar.mean_s / pred.mean_s if applicable else math.nan,
                     "overlap_ms": f.overlap_s * 1e3 if f else math.nan,
                     "links_ms": f.links_s * 1e3 if f else math.nan,
                     "variance_ms": f.variance_s * 1e3 if f else math.nan,
@@ -136,7 +141,7 @@ def sweep(
                     "saved_ms": f.total_s * 1e3 if f else math.nan,
                 }
             )
-        rows.extend(_local_sgd_row(n, ar_ms, r) for r in adv.local_sgd)
+        rows.extend(_local_sgd_row(n, ar_ms, r) for r in local_sgd_rows(sc, ar.mean_s, list(local_sgd or [])))
     if not rows:
         raise PlotError("no GPU counts to sweep")
     return pd.DataFrame(rows)

@@ -30,13 +30,12 @@ from runtime_model.families import (
 )
 from runtime_model.iteration import IterationPrediction, allreduce_prediction
 from runtime_model.link_bytes import gossip_nic_bytes
-from runtime_model.link_uncertainty import spreads_s, topology_uncertainties, uncertainty_s
+from runtime_model.link_uncertainty import uncertainty_s
 from runtime_model.local_sgd import LocalSgd
-from runtime_model.pending import run_pending
-from runtime_model.reduced_system import topology_model
 from runtime_model.run_lines import code_line, torchrun_line
 from runtime_model.scenario import Scenario
-from runtime_model.topologies import TopologyNotApplicable, topology_info, topology_names
+from runtime_model.topologies import TopologyNotApplicable, topology_info
+from runtime_model.topology_predictions import predict_many
 
 LOCAL_SGD_PROVENANCE = (
     "runtime_model/local_sgd.py on the same compute, links and all-reduce as the other rows (DiLoCo, "
@@ -235,22 +234,7 @@ def advise_many(
     check_objective(objective)
     if not isinstance(margin, Margin):
         margin = Margin(margin, margin, "")
-    plans, pending = [], []
-    for scenario in scenarios:
-        ar = allreduce_prediction(scenario)
-        models: dict[str, object] = {}
-        for name in dict.fromkeys(topologies or topology_names()):  # each once, however often it was named
-            try:
-                models[name] = topology_model(name, scenario.shape)  # per rank up to FULL_MAX_N, else reduced
-            except TopologyNotApplicable as exc:
-                models[name] = exc
-                continue
-            pending.append(models[name].pending(scenario, ar))
-        plans.append((scenario, ar, models))
-    spreads = topology_uncertainties(plans)
-    results = iter(run_pending(pending + [p for runs in spreads for p in runs]))
-    preds = iter([next(results) for _ in pending])
-    sds = iter(spreads_s(spreads, results))
+    plans, preds, sds = predict_many(scenarios, topologies)
     advices = [
         _advice(scenario, ar, models, preds, sds, margin, provenance, objective)
         for scenario, ar, models in plans
