@@ -246,7 +246,9 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
     AT_LEAST_ONE.check("step_gpus", n)
     at_n = {**request, "gpus": n, **({} if per_gpu is None else {"global_batch": per_gpu * n})}
     try:  # the shape at the step's n, checked once with the names the user typed
-        at_step = presets.scenario_from_choice(presets.resolve(**{**at_n, "compute_ms": 1.0}, library=library), library)
+        at_step = presets.scenario_from_choice(
+            presets.resolve(**{**at_n, "compute_ms": 1.0}, library=library), library
+        )
     except (InvalidValue, InvalidCombination) as exc:
         from rtmodel_cli.failing import flag_of
 

@@ -285,7 +285,14 @@ def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, 
     rec = _with_equivalents(rec, ar, rows, margin.equivalence, objective)
     interval = None if margin.interval == margin.equivalence else margin.interval
     return Advice(
-        scenario, ar, ar_sd, rows, rec, margin.equivalence, dict(provenance or {}), objective=objective,
+        scenario,
+        ar,
+        ar_sd,
+        rows,
+        rec,
+        margin.equivalence,
+        dict(provenance or {}),
+        objective=objective,
         interval_margin=interval,
     )
 
@@ -308,7 +315,13 @@ def recommend_against(
         for r in advice.rows
     ]
     rec = _recommend(
-        advice.scenario, allreduce, allreduce_sd_s, rows, advice.margin, advice.objective, advice.verdict_margin
+        advice.scenario,
+        allreduce,
+        allreduce_sd_s,
+        rows,
+        advice.margin,
+        advice.objective,
+        advice.verdict_margin,
     )
     return _with_equivalents(rec, allreduce, rows, advice.margin, advice.objective)
 

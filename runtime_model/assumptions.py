@@ -146,7 +146,9 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
         else None,
         anchor_line=None if anchor is None else anchor.line(),
         step_rate_loss=STEP_RATE_LOSS
-        if choice.model in STEP_RATE_LOSS_MODELS and choice.precision in AMP_PRECISIONS and choice.gpus_per_node > 1
+        if choice.model in STEP_RATE_LOSS_MODELS
+        and choice.precision in AMP_PRECISIONS
+        and choice.gpus_per_node > 1
         else None,
     )
 

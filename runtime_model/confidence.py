@@ -1,10 +1,15 @@
 """How far to trust a prediction: the measured error of the source of its inputs.
 
 Why measured, not chosen: "too close to call" must mean "inside the error we have seen when this kind
-of input was checked against real runs". Presets were checked against the paper's published GPU
-times (validation.paper.compare); a calibrated profile against real runs on the emulated cluster
-(benchmarks/accuracy.py). The figures are kept as data (preset_data/accuracy.toml) and recomputed by
-the tests, so they cannot drift from the model.
+of input was checked against real runs". Preset speedups were checked against every published
+comparison the project keeps, per source class (InfiniBand, Ethernet, one node, a network from
+nccl-tests: validation/speedup_evidence.py); a calibrated profile against real runs on the emulated
+cluster (benchmarks/accuracy.py). The figures are kept as data (preset_data/accuracy.toml) and
+recomputed by the tests, so they cannot drift from the model.
+
+Why two figures: the worst error seen is the verdict's interval (every kept speedup lies inside its
+class's), the mean error the margin inside which two options are equivalent (a tie-break by consensus
+must not pick an option 40 % slower).
 
 Why on the speedup: the verdict is a ratio (topology vs All-Reduce), and a ratio's error is not the
 error of either time (a compute error shared by both cancels; a link error in one does not). Each
@@ -27,7 +32,12 @@ from runtime_model import preset_data
 
 PRESETS, PROFILE = "presets", "profile"
 # The source classes of an advice's inputs (source_class): each states its own margin.
-IB_PRESET, ETHERNET_PRESET, ONE_NODE_PRESET, NCCL_TESTS = "ib-preset", "ethernet-preset", "one-node-preset", "nccl-tests"
+IB_PRESET, ETHERNET_PRESET, ONE_NODE_PRESET, NCCL_TESTS = (
+    "ib-preset",
+    "ethernet-preset",
+    "one-node-preset",
+    "nccl-tests",
+)
 
 
 @dataclass(frozen=True)
@@ -121,7 +131,7 @@ def class_margin(cls: str) -> Margin:
     why = (
         f"±{used.max_abs_error:.1%} on the speedup, the worst error of {used.speedups} published "
         f"{CLASS_NAMES[PRESETS] if used is pooled else name} speedups over All-Reduce ({used.source}; mean "
-        f"{used.mean_abs_error:.1%}): a new cluster's exceeds it about 1 time in {used.speedups + 1}"
+        f"{used.mean_abs_error:.1%}): a new cluster's error exceeds it about 1 time in {used.speedups + 1}"
     )
     if used is pooled and cls != PRESETS:
         mine = "none" if own is None else f"{own.speedups}, worst {own.max_abs_error:.1%}"

@@ -16,7 +16,18 @@ runner = CliRunner()
 # the issue's repro: one 8-GPU node at 2,048 tokens per GPU
 # an explicit margin: with the one-node presets' own (the worst published error) the untuned verdict is already
 # too close to call, and this test is about what tuning DDP changes
-ONE_NODE = ["--gpus", "8", "--gpus-per-node", "8", "--global-batch", "16384", "--local-sgd-h", "0", "--margin", "0.2"]
+ONE_NODE = [
+    "--gpus",
+    "8",
+    "--gpus-per-node",
+    "8",
+    "--global-batch",
+    "16384",
+    "--local-sgd-h",
+    "0",
+    "--margin",
+    "0.2",
+]
 
 
 def _json(*argv: str) -> dict:
