@@ -98,9 +98,16 @@ def guarded(command):
 
 
 def guard_app(typer_app: typer.Typer) -> typer.Typer:
-    """Guard every command registered on `typer_app` and its sub-apps (once, after registration)."""
+    """Guard every command registered on `typer_app` and its sub-apps (once, after registration), and
+    give each the panelled --help (help_panels.py)."""
+    from typer.core import TyperCommand
+
+    from rtmodel_cli.help_panels import PanelledCommand
+
     for info in typer_app.registered_commands:
         info.callback = guarded(info.callback)
+        if info.cls in (None, TyperCommand):  # --help in panels, common options first
+            info.cls = PanelledCommand
     for group in typer_app.registered_groups:
         guard_app(group.typer_instance)
     return typer_app

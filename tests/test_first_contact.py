@@ -73,6 +73,24 @@ def test_help_states_the_gpus_per_node_default_advise_uses():
     assert f"else {k}; capped at n" in " ".join(res.stdout.split())  # wherever the help wraps
 
 
+def test_help_comes_in_panels_with_the_common_options_first_and_whole_flag_names():
+    """At 80 columns: panels in help_panels.PANELS' order, Common first with --gpus and --cluster, the
+    details after the measurements; no flag name cut, no line past 80 columns."""
+    from rtmodel_cli.help_panels import OTHER, PANELS
+
+    out = CliRunner().invoke(app, ["advise", "--help"], env={"COLUMNS": "80"}).stdout
+    headers = [line[:-1] for line in out.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert headers == [p for p in (*PANELS, OTHER) if p in headers] and headers[0] == "Common"
+    assert {"Your measurements (in place of the presets)", "Local SGD (DiLoCo)"} <= set(headers)
+    common = out.split("Common:")[1].split("\n\n")[0]
+    assert "--gpus <int>" in common and "--cluster <str>" in common and "--mfu" not in common
+    assert all(len(line) <= 80 for line in out.splitlines())
+    for flag in ("--local-sgd-fragments", "--ddp-bucket-view / --ddp-bucket-copy", "--message-dtype"):
+        assert flag in out
+    single = CliRunner().invoke(app, ["topologies", "--help"], env={"COLUMNS": "80"}).stdout
+    assert "Common:" in single  # --gpus and --format are common there too
+
+
 def test_a_users_folders_named_like_rtmodels_packages_do_not_shadow_it(tmp_path):
     """A project with its own `validation/` and `profiler/` folders: rtmodel's commands, and the line it
     prints for a training script, still import rtmodel's code."""
