@@ -167,7 +167,10 @@ def factors(
     ] = "64",
     topology: Annotated[
         str | None,
-        typer.Option(help="With several --gpus: this topology (default: the fastest at each n)."),
+        typer.Option(
+            help="With several --gpus: this topology (default: the fastest Decent-DP runs at each n, what "
+            "advise picks from)."
+        ),
     ] = None,
     batch_per_gpu: PerGpuOpt = None,
     *,
@@ -192,7 +195,10 @@ def what_if(
     out: OutOpt,
     gpus: GpusOpt = "8:1024",
     topology: Annotated[
-        str | None, typer.Option(help="This topology (default: the fastest at each n).")
+        str | None,
+        typer.Option(
+            help="This topology (default: the fastest Decent-DP runs at each n, what advise picks from)."
+        ),
     ] = None,
     batch_per_gpu: PerGpuOpt = None,
     *,

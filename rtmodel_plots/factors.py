@@ -64,6 +64,8 @@ def factor_breakdown_bars(
             ax.text(xi, 0.02 * span, "n/a", ha="center", va="bottom", fontsize=8.5, color="0.4")
             continue
         label = f"{row.saved_ms:+.1f} ms\n{row.speedup:.2f}x"
+        if not many and not row.runnable:
+            label += f"\n{row.library}: not picked"
         if many and topology is None:
             label = f"{row.topology}\n" + label
         ax.text(xi, max(top, row.saved_ms, 0.0) + 0.03 * span, label, ha="center", va="bottom", fontsize=8.5)
@@ -87,7 +89,8 @@ def _bar_rows(df, gpus_list: list[int], many: bool, topology: str | None):
     if many:
         bars = best_per_gpus(df) if topology is None else df[df["topology"] == topology].sort_values("gpus")
         bars = bars.set_index("gpus").reindex(gpus_list).reset_index()
-        return bars, [str(g) for g in gpus_list], "GPUs (n)", topology or "fastest topology at each n"
+        what = topology or "the fastest topology Decent-DP runs at each n (what advise picks from)"
+        return bars, [str(g) for g in gpus_list], "GPUs (n)", what
     bars = df.reset_index(drop=True)
     what = f"n = {gpus_list[0]}, All-Reduce {bars['allreduce_ms'].iloc[0]:.1f} ms / iteration"
     return bars, list(bars["topology"]), "topology", what

@@ -104,7 +104,8 @@ def sweep(
 
     Columns: gpus, topology, family ("gossip", or "local-sgd" for each `local_sgd` configuration), applicable,
     reason, allreduce_ms, topology_ms, speedup, overlap_ms, links_ms, variance_ms, uneven_ms, saved_ms (= the
-    factors' sum = allreduce_ms - topology_ms; NaN for local SGD, which has no factors).
+    factors' sum = allreduce_ms - topology_ms; NaN for local SGD, which has no factors), runnable (Decent-DP
+    runs it: what advise picks from) and library (what runs it: Decent-DP, SGP, BlueFog, local SGD).
     `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
     """
     from runtime_model.families import local_sgd_rows
@@ -139,6 +140,8 @@ def sweep(
                     "variance_ms": f.variance_s * 1e3 if f else math.nan,
                     "uneven_ms": f.uneven_s * 1e3 if f else math.nan,
                     "saved_ms": f.total_s * 1e3 if f else math.nan,
+                    "runnable": applicable and m.decent_dp_runnable,  # what advise can pick (Decent-DP runs it)
+                    "library": m.exchange.library if applicable else None,
                 }
             )
         rows.extend(_local_sgd_row(n, ar_ms, r) for r in local_sgd_rows(sc, ar.mean_s, list(local_sgd or [])))
@@ -160,15 +163,21 @@ def _local_sgd_row(n: int, allreduce_ms: float, row) -> dict:
         "topology_ms": row.prediction.mean_s * 1e3,
         "speedup": row.speedup,
         **dict.fromkeys(("overlap_ms", "links_ms", "variance_ms", "uneven_ms", "saved_ms"), nan),
+        "runnable": True,
+        "library": "local SGD",
     }
 
 
 def best_per_gpus(df: pd.DataFrame) -> pd.DataFrame:
-    """Per n, the row of the fastest applicable gossip topology (highest speedup; local SGD, another
-    training algorithm, is drawn beside it but never marks where decentralization pays)."""
+    """Per n, the row of the fastest applicable gossip topology that Decent-DP runs (highest speedup):
+    what advise picks from, so no plot credits a row the verdict would not name (SGP's and BlueFog's
+    rows are drawn, not picked); local SGD, another training algorithm, is drawn beside it but never
+    marks where decentralization pays."""
     ok = df[df["applicable"] & np.isfinite(df["speedup"])]
     if "family" in ok:
         ok = ok[ok["family"] == "gossip"]
+    if "runnable" in ok:
+        ok = ok[ok["runnable"].astype(bool)]
     return ok.loc[ok.groupby("gpus")["speedup"].idxmax()].sort_values("gpus").reset_index(drop=True)
 
 

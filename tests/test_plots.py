@@ -113,6 +113,19 @@ def test_best_and_pays_from_logic():
     assert plots.pays_from(df) is None  # does not pay at the largest n
 
 
+def test_plots_credit_only_rows_advise_could_pick():
+    """BlueFog's dynamic graph ties ring at 64 GPUs, but advise never picks a row Decent-DP does not run: the
+    sweep says which rows those are, and the best per n (factors' default bars, where it pays) skips them."""
+    df = plots.sweep([64, 1024])
+    bluefog = df[df["topology"] == "bluefog-dynamic-exp"]
+    assert not bluefog["runnable"].any() and set(bluefog["library"]) == {"BlueFog"}
+    assert df[df["topology"] == "ring"]["runnable"].all()
+    best = plots.best_per_gpus(df)
+    assert best["runnable"].all() and not set(best["topology"]) & {"bluefog-dynamic-exp", "sgp-exp", "osgp-exp"}
+    with_all = plots.best_per_gpus(df.drop(columns="runnable"))  # a frame without the column: every row
+    assert len(with_all) == len(best)
+
+
 def test_preset_scenario_caps_gpus_per_node_and_weak_scaling():
     small = plots.preset_scenario(4, network="ib-100")
     assert small.shape.gpus_per_node == 4
