@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from rtmodel_plots.errors import PlotError
+from rtmodel_plots.progress import CurveProgress
 from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis, topology_style
 from rtmodel_plots.sweeps import best_per_gpus, pays_from, sweep
 from runtime_model.defaults import MARGIN
@@ -49,6 +50,7 @@ def speedup_vs_gpus(
     axes = fig.subplots(len(models), len(columns), squeeze=False, sharex=True, sharey=True)
     seen: dict[str, object] = {}
     speedups: list[float] = []
+    progress = CurveProgress(len(models) * len(columns), "panels")
     for i, model in enumerate(models):
         for j, col in enumerate(columns):
             ax = axes[i][j]
@@ -68,6 +70,7 @@ def speedup_vs_gpus(
             ax.axhline(1.0, color="black", ls="--", lw=1.0)
             _mark_pays(ax, df, margin)
             log2_gpu_axis(ax, gpus_list)
+            progress.step(f"{model} on {col}")
             ax.grid(True, which="major", alpha=0.3)
             ax.set_title(f"{model} · {col}", fontsize=10)
             if j == 0:

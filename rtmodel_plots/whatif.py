@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rtmodel_plots.errors import PlotError
+from rtmodel_plots.progress import CurveProgress
 from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis
 from rtmodel_plots.sweeps import DEFAULT_WHAT_IFS, WhatIf, best_per_gpus, pays_from, sweep
 from runtime_model.defaults import MARGIN
@@ -39,6 +40,7 @@ def what_if(
     styles = ["-", "--", "--", "-.", ":", ":"]
     colors = ["black", "#C44E52", "#4C72B0", "#55A868", "#8172B3", "#DD8452"]
     speedups: list[float] = []
+    progress = CurveProgress(len(variants), "what-ifs")
     for idx, v in enumerate(variants):
         kw = dict(preset_kw)
         if v.bucket_cap_mb is not None:
@@ -53,6 +55,7 @@ def what_if(
         label = v.label + (f"  (pays from n={n0})" if n0 is not None else "  (never pays)")
         ax.plot(gpus_list, pick["speedup"], ls=styles[idx % len(styles)], color=colors[idx % len(colors)],
                 marker="o", ms=3.5, lw=2.2 if idx == 0 else 1.5, label=label)
+        progress.step(v.label)
     ax.axhline(1.0, color="black", ls="--", lw=0.9)
     ax.text(gpus_list[-1] * 1.2, 1.0, "All-Reduce ", va="bottom", ha="right", fontsize=8, color="0.3")
     log2_gpu_axis(ax, gpus_list)

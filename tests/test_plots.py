@@ -365,3 +365,20 @@ def test_rtmodel_app_has_plot_commands():
     assert res.exit_code == 0
     for cmd in ("speedup", "factors", "what-if", "paper", "parity"):
         assert cmd in res.stdout
+
+
+def test_a_sweep_of_several_curves_says_how_far_it_is_once_it_takes_a_while(monkeypatch, capsys):
+    """Progress on stderr, one line per curve, once AFTER_S has passed; nothing for quick figures."""
+    import rtmodel_plots.progress as progress
+
+    monkeypatch.setattr(progress, "AFTER_S", 1e9)  # quick work (no clock in the test: a loaded box is slow)
+    plots.what_if([8, 16], "ib-100")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)
+    plots.what_if([8, 16], "ib-100")
+    lines = capsys.readouterr().err.splitlines()
+    n = len(plots.DEFAULT_WHAT_IFS)
+    assert len(lines) == n and lines[0].startswith(f"  1/{n} what-ifs drawn (") and "s left" in lines[0]
+    assert lines[-1].startswith(f"  {n}/{n} what-ifs drawn") and "left" not in lines[-1]
+    plots.speedup_vs_gpus([8, 16], ["ib-100", "tcp-25g"])
+    assert capsys.readouterr().err.splitlines()[-1].startswith("  2/2 panels drawn (transformer-base on tcp-25g)")
