@@ -97,6 +97,11 @@ def render_result(res: ValidationResult, console: Console) -> None:
             "across the margin; run again or raise --iterations[/]",
             highlight=False,
         )
+    if res.drift is not None:
+        from validation.drift import drift_line
+
+        line = drift_line(res.drift, res.topology, res.allreduce.error, res.decentralized.error)
+        console.print(f"[yellow]{line}[/]" if res.drift["beyond"] else line, highlight=False)
     if res.advisor:
         console.print(f"advisor: {res.advisor['verdict']}", highlight=False)
     d = res.distance_to_consensus

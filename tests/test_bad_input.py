@@ -508,7 +508,6 @@ def workdir(tmp_path, monkeypatch):
         'source = "a typo"\n'
     )
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # validate's default results live there
     return tmp_path
 
 

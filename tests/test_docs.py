@@ -118,10 +118,9 @@ def test_every_documented_command_runs(key, words, tmp_path, monkeypatch):
     assert words[0] == "rtmodel", f"{key!r}: not an `rtmodel` command; run it here or list it in SKIPPED"
     shutil.copy(PROFILE, tmp_path / "profile.json")
     (tmp_path / "all_reduce.txt").write_text(NCCL_TESTS_RUN)  # what `--nccl-tests all_reduce.txt` reads
-    (tmp_path / "data" / "rtmodel").mkdir(parents=True)
-    shutil.copy(VALIDATIONS, tmp_path / "data" / "rtmodel" / "validations.jsonl")
+    shutil.copy(VALIDATIONS, tmp_path / "rtmodel-validations.jsonl")  # validate's default, in the project
     monkeypatch.chdir(tmp_path)
-    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "COLUMNS": "120"}
+    env = {"COLUMNS": "120"}
     result = runner.invoke(app, words[1:], env=env)
     assert result.exit_code == 0, f"{key}\n{result.output}\n{result.exception!r}"
     out = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--out"), None)

@@ -4,7 +4,7 @@ And the rules around it, through the real command line: calibrate falls back to 
 presets as advise (saying so); a bad profile is exit 2 from both; `profile --resume FILE` (the command
 the incomplete-profile error suggests) parses and works; one rule for output paths (profile --out,
 calibrate --out, validate --results: checked before any work, one `error:` line, nothing left
-behind); validate's default results file lives in $XDG_DATA_HOME and a failed write still shows the
+behind); validate's default results file lives in the working directory (one per project) and a failed write still shows the
 result. Only the tests marked `cluster` start ranks (torch); the rest are fast and torch-free.
 """
 
@@ -326,16 +326,17 @@ VALIDATE = [
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
-def test_validate_records_in_the_xdg_data_dir_by_default_and_report_reads_it(tmp_path, monkeypatch, fmt):
-    work, data = tmp_path / "work", tmp_path / "xdg"
+def test_validate_records_in_the_projects_directory_by_default_and_report_reads_it(tmp_path, monkeypatch, fmt):
+    """One results file per project (the working directory), not one per user mixing unrelated runs."""
+    work, other = tmp_path / "work", tmp_path / "other"
     work.mkdir()
+    other.mkdir()
     monkeypatch.chdir(work)
-    monkeypatch.setenv("XDG_DATA_HOME", str(data))
     _fake_ranks(monkeypatch)
     res = invoke(*VALIDATE, "--format", fmt)
     assert res.exit_code == 0, res.output
-    default = data / "rtmodel" / "validations.jsonl"
-    assert len(default.read_text().splitlines()) == 1  # created with its directory on the first write
+    default = work / "rtmodel-validations.jsonl"
+    assert len(default.read_text().splitlines()) == 1
     shown = res.stdout if fmt == "table" else res.stderr
     assert f"appended to {default}" in " ".join(shown.split())
     if fmt == "json":
@@ -343,34 +344,29 @@ def test_validate_records_in_the_xdg_data_dir_by_default_and_report_reads_it(tmp
     rep = invoke("validate", "--report", "--format", "json")
     assert rep.exit_code == 0, rep.output
     assert json.loads(rep.stdout)["path"] == str(default) and json.loads(rep.stdout)["records"] == 1
-    assert not any(work.iterdir()), "nothing written to the working directory"
+    monkeypatch.chdir(other)  # another project sees none of it
+    assert invoke("validate", "--report", "--format", "json").exit_code != 0
+    assert not any(other.iterdir())
 
 
-def test_validate_default_honours_xdg_rules(tmp_path, monkeypatch):
+def test_the_default_results_file_is_the_working_directorys(tmp_path, monkeypatch):
     from validation.results import default_results_path
 
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    assert default_results_path() == tmp_path / "rtmodel" / "validations.jsonl"
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for unusable in ("", "relative/dir"):  # the XDG spec: empty or relative means ~/.local/share
-        monkeypatch.setenv("XDG_DATA_HOME", unusable)
-        assert (
-            default_results_path() == tmp_path / "home" / ".local" / "share" / "rtmodel" / "validations.jsonl"
-        )
+    monkeypatch.chdir(tmp_path)
+    assert default_results_path() == tmp_path / "rtmodel-validations.jsonl"
 
 
 def test_validate_help_shows_the_default_results_file(monkeypatch, tmp_path):
     from validation.cli import register
 
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     local = typer.Typer()
     local.callback()(lambda: None)
     register(local)
     res = CliRunner().invoke(guard_app(local), ["validate", "--help"], env={"COLUMNS": "300"})
     assert res.exit_code == 0
     text = " ".join(res.output.split())
-    assert "$XDG_DATA_HOME/rtmodel/validations.jsonl" in text
-    assert str(tmp_path / "rtmodel" / "validations.jsonl") in text
+    assert "./rtmodel-validations.jsonl, in the directory validate runs in" in text
 
 
 def test_validate_shows_the_result_even_when_recording_it_fails(tmp_path, monkeypatch):

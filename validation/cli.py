@@ -23,8 +23,8 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
 
     A --results path follows the one output rule (rtmodel_util.files: its directory must exist, and it is
     not the --profile the run reads); the
-    default lives in rtmodel's data directory, created on the first write. Only the process that writes
-    it checks it (rank 0 under torchrun)."""
+    default is ./rtmodel-validations.jsonl in the working directory (one per project), created on the
+    first write. Only the process that writes it checks it (rank 0 under torchrun)."""
     from rtmodel_util.files import check_output_path
     from rtmodel_util.processes import is_lead_process
     from validation.results import check_default_results_path

@@ -87,6 +87,10 @@ class RankReport:
     decentralized_s: tuple[float, ...]
     distance_to_consensus: float
     local_sgd_s: tuple[float, ...] = ()  # per inner step of the local-SGD run; empty when it did not run
+    # the bare step (no DDP, nothing sent) timed at validate time, and the host's 1-minute load average
+    # before the runs: drift since the profile, told apart from the model's error (validation/drift.py)
+    bare_compute_s: tuple[float, ...] = ()
+    load_avg_1m: float | None = None
 
     def to_json(self) -> dict:
         times = {k: list(getattr(self, k)) for k in TIMES}
@@ -99,4 +103,4 @@ class RankReport:
         return cls(**{**values, **times, "distance_to_consensus": float(values["distance_to_consensus"])})
 
 
-TIMES = ("allreduce_s", "decentralized_s", "local_sgd_s")  # a report's per-iteration times
+TIMES = ("allreduce_s", "decentralized_s", "local_sgd_s", "bare_compute_s")  # a report's per-iteration times

@@ -72,6 +72,10 @@ class Plan:
     local_sgd: dict | None = None  # LocalSgd's fields; None: no local-SGD run
     local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
+    # the profile's compute per iteration (forward + backward + optimizer), and the model's inputs (the
+    # scenario, the schedule) to predict again with today's compute: validation/drift.py
+    profile_compute_s: float = 0.0
+    model_inputs: tuple | None = field(default=None, repr=False, compare=False)
 
     def rank_job(self, timeout_s: float, backend: str = "auto") -> RankJob:
         """The part the ranks need."""
@@ -90,7 +94,7 @@ class Plan:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(replace(self, model_inputs=None)).items() if k != "model_inputs"}
 
 
 def check_counts(iterations: int, warmup: int) -> None:
@@ -351,6 +355,8 @@ def make_plan(
         notes=notes,
         profile_info=info,
         **_local_sgd_plan(local_sgd, iterations, run_warmup),
+        profile_compute_s=scenario.compute.forward_s + scenario.compute.backward_s + scenario.compute.optimizer_s,
+        model_inputs=(scenario, schedule),
     )
 
 

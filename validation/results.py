@@ -27,9 +27,10 @@ if TYPE_CHECKING:  # annotations only: importing this module (validate's --help)
     from runtime_model.scenario import ClusterShape
     from validation.analysis import Comparison, Verdict
 
-# Where validations are recorded unless --results says otherwise: the user's data directory (XDG Base
-# Directory spec), not the working directory, so records accumulate in one place and stay out of repos.
-DEFAULT_RESULTS_DOC = "$XDG_DATA_HOME/rtmodel/validations.jsonl (XDG_DATA_HOME defaults to ~/.local/share)"
+# Where validations are recorded unless --results says otherwise: the working directory, one file per
+# project (a file per user in its data directory mixed unrelated projects' runs in one --report).
+DEFAULT_RESULTS_NAME = "rtmodel-validations.jsonl"
+DEFAULT_RESULTS_DOC = f"./{DEFAULT_RESULTS_NAME}, in the directory validate runs in (one file per project)"
 RECORD_KIND = "rtmodel-validation"
 RECORD_VERSION = 1
 LOCAL_SGD_KEYS = ("local_sgd", "local_sgd_run")  # in a record only when the validation ran local SGD
@@ -60,13 +61,14 @@ class ValidationResult:
     times_s: dict[str, list[list[float]]] = field(default_factory=dict)  # run -> per rank -> per iteration
     local_sgd: Comparison | None = None  # local SGD (validate --local-sgd-h), per inner step; None: not run
     local_sgd_run: dict | None = None  # its options, warm-up and timed inner steps, the prediction's parts
+    drift: dict | None = None  # the bare step now against the profile's, errors with today's compute (drift.py)
 
     def to_record(self) -> dict:
         """The JSONL line: everything but the per-iteration times."""
         d = asdict(self)
         d.pop("times_s")
         d.pop("shape")
-        for key in LOCAL_SGD_KEYS:  # a validation without local SGD writes the record it always did
+        for key in (*LOCAL_SGD_KEYS, "drift"):  # without local SGD or a drift check: the record it always wrote
             if d[key] is None:
                 d.pop(key)
         s = self.shape  # the file's own names (record version 1), which existing files use
@@ -83,20 +85,10 @@ def dumps(doc: dict, indent: int | None = None) -> str:
 
 
 def default_results_path() -> Path:
-    """$XDG_DATA_HOME/rtmodel/validations.jsonl; an unset, empty or relative XDG_DATA_HOME means
-    ~/.local/share (as the XDG Base Directory spec says). Read when called, so the environment counts."""
-    data = os.environ.get("XDG_DATA_HOME", "")
-    if data and os.path.isabs(data):
-        base = Path(data)
-    else:
-        try:
-            base = Path.home() / ".local" / "share"
-        except RuntimeError:  # no HOME and no passwd entry
-            raise ValidationError(
-                "cannot find the default results file (no home directory): set XDG_DATA_HOME or "
-                "pass --results PATH"
-            ) from None
-    return base / "rtmodel" / "validations.jsonl"
+    """./rtmodel-validations.jsonl: in the directory validate runs in, one file per project (issue 50: a
+    file per user mixed the validations of unrelated projects in one --report). Read when called, so
+    the working directory counts."""
+    return Path.cwd() / DEFAULT_RESULTS_NAME
 
 
 def check_default_results_path(path: Path) -> Path:
@@ -110,7 +102,7 @@ def check_default_results_path(path: Path) -> Path:
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         raise ValidationError(
             f"cannot write the default results file {path}: {ancestor} is not a writable directory "
-            "(pass --results PATH, or set XDG_DATA_HOME)"
+            "(pass --results PATH, or run validate in your project's directory)"
         )
     if path.exists() and not os.access(path, os.W_OK):
         raise ValidationError(f"cannot write the default results file {path} (pass --results PATH)")

@@ -83,6 +83,26 @@ def job_recipe(job: RankJob):
     return recipe
 
 
+BARE_WARMUP, BARE_ITERATIONS = 2, 5  # the drift check's bare steps: a median of 5 is enough for a drift
+
+
+def run_bare(job: RankJob, device: torch.device) -> list[float]:
+    """The workload's bare step (forward, backward, optimizer; no DDP, nothing sent), as the profile timed
+    its compute: measured again now, so validate tells the machine's drift from the model's error."""
+    from rtmodel_harness.recipe import train_step
+    from rtmodel_harness.workloads import build_workload
+
+    wl_job, recipe = job.workload, job_recipe(job)
+    scaler = recipe.prepare(device)
+    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
+    optimizer = wl.make_optimizer(wl.model.parameters(), lr=1e-3, recipe=recipe)
+
+    def step(batch):
+        train_step(recipe, wl, wl.model, batch, optimizer, scaler)
+
+    return timed_loop(step, wl, BARE_WARMUP, BARE_ITERATIONS, device)
+
+
 def run_allreduce(job: RankJob, device: torch.device) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel
 
@@ -182,6 +202,9 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         from validation.preflight import preflight_job
 
         preflight_job(job, device, job_recipe(job))  # before any training: Decent-DP and both optimizers step
+        load_1m = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        note(f"bare step (the compute now, against the profile's): {BARE_ITERATIONS} timed iterations")
+        bare_times = run_bare(job, device)
         counts = f"{job.warmup} warm-up + {job.iterations} timed iterations on {world} ranks ({device.type})"
         note(f"DDP run (All-Reduce): {counts}")
         ar_times = run_allreduce(job, device)
@@ -204,6 +227,8 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
             decentralized_s=tuple(dd_times),
             distance_to_consensus=float(d2c),
             local_sgd_s=tuple(ls_times),
+            bare_compute_s=tuple(bare_times),
+            load_avg_1m=load_1m,
         )
         gathered: list = [None] * world
         dist.all_gather_object(gathered, report)

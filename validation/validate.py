@@ -111,6 +111,9 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
     prof_dev = plan.profile_info.get("device")
     if prof_dev and prof_dev != device:
         notes.append(f"the profile was taken on {prof_dev} but this run used {device}")
+    from validation.drift import compute_drift
+
+    drift = compute_drift(plan, reports, ar.measured.mean_s, dd.measured.mean_s)
     return ValidationResult(
         timestamp_utc=timestamp_utc,
         profile=plan.profile_path,
@@ -131,6 +134,7 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
         advisor=plan.advisor,
         notes=notes,
         times_s=times,
+        drift=drift,
         **local,
     )
 
