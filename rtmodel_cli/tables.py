@@ -168,6 +168,28 @@ def _reason_lines(console: Console, entries: list[dict]) -> None:
             _plain(console, f"{e['topology']}: {runs_on}: {e['reason']}", "yellow")
 
 
+def _rest_of_columns(console: Console, headers: list[str], rows: list[list], dropped: list[str]) -> list[str]:
+    """--verbose: the columns the table left out, as many more tables as the width needs, each led by
+    the topology's name; returns what still did not fit (a column wider than the terminal)."""
+    while dropped:
+        keep = [0] + [headers.index(h) for h in dropped]
+        cols = [TABLE_COLUMNS[i] for i in keep]
+        table, still = fitted_table(
+            console,
+            "",
+            [headers[i] for i in keep],
+            [[r[i] for i in keep] for r in rows],
+            [c.priority for c in cols],
+            [not c.numeric for c in cols],
+            [c.numeric for c in cols],
+        )
+        if set(still) == set(dropped):
+            break
+        console.print(table)
+        dropped = still
+    return dropped
+
+
 def render_advice(
     advice: Advice, console: Console, header: str = "", verbose: bool = False, assumed=None
 ) -> None:
@@ -196,6 +218,9 @@ def render_advice(
     )
     console.print(table)
     printed = shown_text(headers, rows, dropped)
+    if verbose:  # every column: those left out, in tables of their own beside the topology's name
+        dropped = _rest_of_columns(console, headers, rows, dropped)
+        printed += " " + " ".join(headers)
     _reason_lines(console, entries)
     print_dropped(console, dropped, "--format json or csv")
     rec = advice.recommendation

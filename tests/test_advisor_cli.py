@@ -387,3 +387,16 @@ def test_dgx_clusters_are_named_presets_with_a_nic_per_gpu(cluster):
     assert inputs["gpus_per_node"] == 8
     assert inputs["preset"]["nics_per_node"] == 8
     assert "8 NICs per node" in inputs["network"]["name"]
+
+
+def test_verbose_shows_every_column_the_default_leaves_out():
+    """--verbose differs from the default on presets too: the columns that do not fit the width follow
+    in tables of their own (each led by the topology), and no 'not shown at this width' line is left."""
+    from runtime_model.columns import TABLE_COLUMNS
+
+    plain = runner.invoke(app, ["advise", "--gpus", "64"], terminal_width=80).output
+    verbose = runner.invoke(app, ["advise", "--gpus", "64", "--verbose"], terminal_width=80).output
+    assert "not shown at this width" in plain and "not shown at this width" not in verbose
+    for col in TABLE_COLUMNS:
+        assert col.label in verbose, col.label
+    assert all(len(line) <= 80 for line in verbose.splitlines())
