@@ -112,7 +112,8 @@ class Advice:
     @property
     def family_verdict(self) -> str:
         """Across All-Reduce, gossip and local SGD (families.py); "" without local-SGD rows."""
-        return family_verdict(self.families, self.objective) if self.local_sgd else ""
+        too_close = self.recommendation.too_close_to_call
+        return family_verdict(self.families, self.objective, too_close) if self.local_sgd else ""
 
     def standing(self) -> dict[str, str]:
         """See `standing`."""

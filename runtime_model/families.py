@@ -92,12 +92,15 @@ def family_candidates(
     return _ordered(out, objective)
 
 
-def family_verdict(candidates: list[FamilyBest], objective: str) -> str:
+def family_verdict(candidates: list[FamilyBest], objective: str, too_close: bool = False) -> str:
     """One sentence: the families' best options in the objective's order, each with its cost. Local SGD
     whose time to All-Reduce's loss is not known is never ranked: it changes the training algorithm, and
     a faster iteration at a higher loss says nothing about the time to the same loss, so ranking it first
-    would read against a verdict that picks among the algorithms that keep it (issue 50)."""
+    would read against a verdict that picks among the algorithms that keep it (issue 50). `too_close`:
+    the verdict is too close to call, and the ranking says it is the predicted order, not a pick."""
     ranked = "time per iteration" if objective == ITERATION else "time to All-Reduce's loss (known first)"
+    if too_close:
+        ranked = f"predicted {ranked} (too close to call against All-Reduce: the verdict above)"
     unranked = [c for c in candidates if c.family == LOCAL_SGD and not c.known_time]
     parts = []
     for c in candidates:

@@ -65,7 +65,9 @@ nocv, small-6x3 and t4-64, and where tuning DDP now changes the verdict (a100-8,
 answer is against the tuned DDP, so All-Reduce's row moved as `--ddp-bucket-view` gives it; resnet's
 network is named tcp-25g (was eth-25g, same figures); no other prediction moved. Then for the step-rate loss
 published for ResNet-50 under AMP on one node (issue 47): inputs.assumptions.step_rate_loss added (null
-but in resnet, whose A40 nodes train under AMP: the note, also its warnings' first entry); nothing else moved.
+but in resnet, whose A40 nodes train under AMP: the note, also its warnings' first entry); nothing else moved. Then for
+words only: families.verdict says its ranking is the predicted order where the verdict is too close to
+call, and the preset margin's line reads "a new cluster's error exceeds it".
 """
 
 import json
