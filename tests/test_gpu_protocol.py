@@ -427,6 +427,7 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
          "registered_by_rtmodel": False, "iterations": iterations, "warmup": warmup, "timeout_s": 60,
          "workload": {"model": "mlp", "model_args": SMALL_MLP, "batch_per_rank": 2, "bucket_cap_mb": 25.0}})
     reports = run_rank(job)
+    from validation.runner import BARE_ITERATIONS, BARE_WARMUP
 
     check_bound_init(gpu, 60)
     check_barriers_name_device(gpu)
@@ -434,13 +435,16 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
     assert gpu.calls("DistributedDataParallel") == [{"device_ids": [GPU]}]
     assert [_cuda(a["device"]) for a in gpu.calls("preflight")] == [_cuda(GPU)]  # before any training
     assert gpu.names().index("preflight") < gpu.names().index("DistributedDataParallel")
-    assert [_cuda(a["device"]) for a in gpu.calls("build_workload")] == [_cuda(GPU)] * 2
+    # the bare step (the drift check: validation/drift.py), DDP, Decent-DP: each on this rank's GPU
+    assert [_cuda(a["device"]) for a in gpu.calls("build_workload")] == [_cuda(GPU)] * 3
     names = gpu.names()
     clocks = gpu.where("perf_counter")
     for i in clocks:  # the clock is read only once the GPU is idle
         assert gpu[i - 1] == ("synchronize", {"device": _cuda(GPU)})
-    assert len(clocks) == 2 * 2 * (warmup + iterations)
+    runs = [(BARE_WARMUP, BARE_ITERATIONS), (warmup, iterations), (warmup, iterations)]
+    assert len(clocks) == sum(2 * (w + n) for w, n in runs)
     for run, barrier in enumerate(gpu.where("barrier")):  # ranks line up exactly where timing starts
-        assert names[:barrier].count("perf_counter") == 2 * (warmup + run * (warmup + iterations))
+        before = sum(2 * (w + n) for w, n in runs[:run]) + 2 * runs[run][0]
+        assert names[:barrier].count("perf_counter") == before
     assert reports[0].device == f"cuda:{GPU}" and reports[0].backend == "nccl"
     assert len(reports[0].allreduce_s) == len(reports[0].decentralized_s) == iterations
