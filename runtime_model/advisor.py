@@ -284,7 +284,6 @@ def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, 
         )
     rec = _recommend(scenario, ar, ar_sd, rows, margin.equivalence, objective, margin.interval)
     rec = _with_equivalents(rec, ar, rows, margin.equivalence, objective)
-    interval = None if margin.interval == margin.equivalence else margin.interval
     return Advice(
         scenario,
         ar,
@@ -294,7 +293,7 @@ def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, 
         margin.equivalence,
         dict(provenance or {}),
         objective=objective,
-        interval_margin=interval,
+        interval_margin=margin.interval,
     )
 
 

@@ -30,7 +30,7 @@ def compute_drift(plan, reports: list[RankReport], allreduce_measured_s: float, 
     compute): the bare step then and now, their relative change, each host's load average, and the
     errors on the mean with today's compute beside those as profiled."""
     medians = [statistics.median(r.bare_compute_s) for r in reports if r.bare_compute_s]
-    if not medians or plan.profile_compute_s <= 0 or plan.model_inputs is None:
+    if not medians or plan.profile_compute_s <= 0:
         return None
     from runtime_model.iteration import allreduce_prediction, gossip_prediction
 

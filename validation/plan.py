@@ -72,10 +72,17 @@ class Plan:
     local_sgd: dict | None = None  # LocalSgd's fields; None: no local-SGD run
     local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
-    # the profile's compute per iteration (forward + backward + optimizer), and the model's inputs (the
-    # scenario, the schedule) to predict again with today's compute: validation/drift.py
-    profile_compute_s: float = 0.0
+    # the model's inputs (the scenario, the schedule): the profile's compute, and predictions again with
+    # today's compute (validation/drift.py)
     model_inputs: tuple | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def profile_compute_s(self) -> float:
+        """The profile's compute per iteration (forward + backward + optimizer); 0 without model inputs."""
+        if self.model_inputs is None:
+            return 0.0
+        compute = self.model_inputs[0].compute
+        return compute.compute_s + compute.optimizer_s
 
     def rank_job(self, timeout_s: float, backend: str = "auto") -> RankJob:
         """The part the ranks need."""
@@ -355,7 +362,6 @@ def make_plan(
         notes=notes,
         profile_info=info,
         **_local_sgd_plan(local_sgd, iterations, run_warmup),
-        profile_compute_s=scenario.compute.forward_s + scenario.compute.backward_s + scenario.compute.optimizer_s,
         model_inputs=(scenario, schedule),
     )
 

@@ -83,6 +83,16 @@ def job_recipe(job: RankJob):
     return recipe
 
 
+def _prepared(job: RankJob, device: torch.device):
+    """(recipe, GradScaler or None, a fresh workload) for one training of the job on `device`: every run
+    builds its workload afresh with the same seed (module doc)."""
+    from rtmodel_harness.workloads import build_workload
+
+    wl_job, recipe = job.workload, job_recipe(job)
+    scaler = recipe.prepare(device)
+    return recipe, scaler, build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
+
+
 BARE_WARMUP, BARE_ITERATIONS = 2, 5  # the drift check's bare steps: a median of 5 is enough for a drift
 
 
@@ -90,11 +100,8 @@ def run_bare(job: RankJob, device: torch.device) -> list[float]:
     """The workload's bare step (forward, backward, optimizer; no DDP, nothing sent), as the profile timed
     its compute: measured again now, so validate tells the machine's drift from the model's error."""
     from rtmodel_harness.recipe import train_step
-    from rtmodel_harness.workloads import build_workload
 
-    wl_job, recipe = job.workload, job_recipe(job)
-    scaler = recipe.prepare(device)
-    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
+    recipe, scaler, wl = _prepared(job, device)
     optimizer = wl.make_optimizer(wl.model.parameters(), lr=1e-3, recipe=recipe)
 
     def step(batch):
@@ -108,12 +115,9 @@ def run_allreduce(job: RankJob, device: torch.device) -> list[float]:
 
     from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.recipe import train_step
-    from rtmodel_harness.workloads import build_workload
 
-    wl_job, recipe = job.workload, job_recipe(job)
-    scaler = recipe.prepare(device)
-    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
-    model = DistributedDataParallel(wl.model, **ddp_kwargs(device, wl_job.bucket_cap_mb))
+    recipe, scaler, wl = _prepared(job, device)
+    model = DistributedDataParallel(wl.model, **ddp_kwargs(device, job.workload.bucket_cap_mb))
     optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
 
     def step(batch):
@@ -129,18 +133,15 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
 
     from rtmodel_harness.decent_dp_args import decent_dp_kwargs
     from rtmodel_harness.recipe import backward_only_step
-    from rtmodel_harness.workloads import build_workload
 
     if job.registered_by_rtmodel:
         import rtmodel_decentdp  # noqa: F401  (registers rtmodel's schedules)
     name = job.decent_dp_topology
     if name not in TopologyReg.registry:
         raise ValidationError(f"Decent-DP has no topology {name!r} (known: {', '.join(TopologyReg.registry)})")
-    wl_job, recipe = job.workload, job_recipe(job)
-    scaler = recipe.prepare(device)
-    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
+    recipe, scaler, wl = _prepared(job, device)
     model = DecentralizedDataParallel(
-        wl.model, **decent_dp_kwargs(wl, recipe, scaler, name, wl_job.bucket_cap_mb, job.ranks_per_node)
+        wl.model, **decent_dp_kwargs(wl, recipe, scaler, name, job.workload.bucket_cap_mb, job.ranks_per_node)
     )
     model.train()
 
@@ -160,17 +161,14 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.local_sgd import OuterSync, node_group
     from rtmodel_harness.recipe import train_step
-    from rtmodel_harness.workloads import build_workload
     from runtime_model.local_sgd import LocalSgd
 
     opts = LocalSgd(**job.local_sgd)
-    wl_job, recipe = job.workload, job_recipe(job)
-    scaler = recipe.prepare(device)
-    wl = build_workload(wl_job.model, wl_job.model_args, wl_job.batch_per_rank, device)
+    recipe, scaler, wl = _prepared(job, device)
     model = wl.model
     if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
         group = node_group(job.ranks_per_node)
-        model = DistributedDataParallel(wl.model, **ddp_kwargs(device, wl_job.bucket_cap_mb, process_group=group))
+        model = DistributedDataParallel(wl.model, **ddp_kwargs(device, job.workload.bucket_cap_mb, process_group=group))
     optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
     outer = OuterSync(wl.model.parameters(), opts.inner_steps, opts.overlap_steps, opts.fragments, opts.bits)
     steps = itertools.count()
