@@ -124,7 +124,7 @@ def run_cluster(cfg: ClusterConfig, workdir: Path, timeout_s: float = 600) -> li
     """Bring up one emulated cluster, profile it, and validate each of cfg.topologies on it."""
     from calibration import calibrate
     from calibration.profile_io import load_profile
-    from runtime_model.presets import network_preset
+    from runtime_model.presets.to_model import network_preset
 
     profile = workdir / f"{cfg.name}.profile.json"
     results = workdir / f"{cfg.name}.validations.jsonl"
@@ -183,10 +183,10 @@ def _done(results: Path, cfg: ClusterConfig) -> bool:
 def _analyse(cfg: ClusterConfig, cal, results: Path) -> list[Row]:
     """Measured means from the validation records; predictions recomputed with the current model
     (the same calibration and model code the validation ran), so a model change is re-scored."""
-    from runtime_model.advisor import advise
-    from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import build_schedule
+    from runtime_model.advice.advisor import advise
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
+    from runtime_model.topology.registry import build_schedule
 
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)
     scenario = cal.scenario(shape)

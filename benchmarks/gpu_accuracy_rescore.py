@@ -23,8 +23,8 @@ from benchmarks.gpu_accuracy import Config, Run, config_result, summarise, to_ma
 def rescore_config(entry: dict, runs_dir: Path) -> dict:
     """One configuration's entry with every run re-predicted from its profile and the pick re-made."""
     from calibration.profile_io import load_profile
-    from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.topologies import build_schedule
+    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
+    from runtime_model.topology.registry import build_schedule
     from validation.plan import choose_topology, run_shape, validation_scenario
 
     cfg = Config(**{**entry["config"], "topologies": tuple(entry["config"]["topologies"])})

@@ -1,5 +1,5 @@
 """GPU compute benchmark (issue 24): eager training iterations of the reference models on one GPU, measured
-against the runtime model's compute prediction (runtime_model/gpu_compute.py, presets.iteration_work).
+against the runtime model's compute prediction (runtime_model/prediction/gpu_compute.py, presets.iteration_work).
 
     python -m benchmarks.gpu_compute                          # one GPU, ~2 min, benchmarks/results/gpu-compute
     python -m benchmarks.gpu_compute --device cpu --tiny --out-dir /tmp/g   # the CPU smoke run (seconds)
@@ -285,8 +285,7 @@ def _nothing():
 
 
 def _preset_dispatch_us(gpu: str) -> float:
-    from runtime_model import presets
-
+    from runtime_model.presets import to_model as presets
     return presets.builtin_library().gpus[gpu].dispatch_us
 
 

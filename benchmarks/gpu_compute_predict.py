@@ -31,8 +31,8 @@ def gpu_preset_for(device_name: str | None, memory_gib: float = 0.0) -> str:
 
 def predict(model: str, units: int, precision: str, gpu: str, dispatch_us: float) -> dict | None:
     """The runtime model's compute for one GPU at this point (None for a model without a preset)."""
-    from runtime_model import presets
-    from runtime_model.gpu_compute import ddp_compute
+    from runtime_model.prediction.gpu_compute import ddp_compute
+    from runtime_model.presets import to_model as presets
 
     lib = presets.builtin_library()
     if model not in lib.models:

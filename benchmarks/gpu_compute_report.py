@@ -51,7 +51,7 @@ def render_readme(doc: dict) -> str:
         "host's time in forward + backward + GradScaler + optimizer, without the recipe's waits. us/op: a",
         "phase's host time / its kernel-launching aten ops (profiler.op_tally); an upper bound where the",
         "device is busy most of the iteration (device_busy_share in the JSON). predicted ms: the preset",
-        "GPU's compute (runtime_model.presets.iteration_work) bare, or DDP's (ddp_compute); error =",
+        "GPU's compute (runtime_model.presets.to_model.iteration_work) bare, or DDP's (ddp_compute); error =",
         "(predicted - measured) / measured, by the model at the time of the run: `python -m",
         "benchmarks.gpu_compute_rescore` re-predicts it with today's (rescore.md). pass: which of the",
         f"run's {h.get('repeats', 1)} pass(es) over the points measured the row (every other pass in reverse",

@@ -51,7 +51,7 @@ def _host_bound(point: dict) -> bool:
 
 def derive(doc: dict, library=None) -> HostCost:
     """The figures from one benchmark document (benchmarks.gpu_compute's JSON)."""
-    from runtime_model.presets import builtin_library
+    from runtime_model.presets.to_model import builtin_library
 
     lib = library or builtin_library()
     dispatch = doc["dispatch"]["us_per_op"]

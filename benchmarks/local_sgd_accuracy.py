@@ -3,7 +3,7 @@
 The pipeline of benchmarks/accuracy.py (its workload, iteration counts and launcher): per emulated cluster
   profile (torchrun in every namespace) -> calibrate -> `rtmodel validate --local-sgd-h H ...` per
   local-SGD configuration (DDP, Decent-DP on ring, then local SGD, torchrun in every namespace),
-then the mean time per inner step predicted (runtime_model.local_sgd, recomputed from the profile with the
+then the mean time per inner step predicted (runtime_model.prediction.local_sgd, recomputed from the profile with the
 current model, as accuracy.py re-scores) next to the measured one. The acceptance bound is 10 % per run.
 
     python -m benchmarks.local_sgd_accuracy            # needs root; ~15 min on 2 cores
@@ -53,7 +53,7 @@ class LocalSgdRun:
 
     @property
     def name(self) -> str:
-        from runtime_model.local_sgd import LocalSgd
+        from runtime_model.prediction.local_sgd import LocalSgd
 
         return LocalSgd(**asdict(self)).name
 
@@ -186,10 +186,10 @@ def _analyse(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path) -
     """Predictions recomputed from the profile with the current model; measurements from the documents."""
     from calibration import calibrate
     from calibration.profile_io import load_profile
-    from runtime_model.iteration import allreduce_prediction
-    from runtime_model.local_sgd import LocalSgd, local_sgd_prediction
-    from runtime_model.presets import network_preset
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.prediction.iteration import allreduce_prediction
+    from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
+    from runtime_model.presets.to_model import network_preset
 
     # as accuracy.py: a link class the profile cannot measure (1 rank per node) is never used there
     fallback = network_preset("tcp-25g", "pcie4")

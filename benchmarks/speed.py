@@ -41,8 +41,8 @@ def advise_cli_s(repeats: int = 5) -> float:
 
 def sweep_s(repeats: int = 3) -> tuple[float, int]:
     """advise() over n = 1, 2, 4, ..., 65,536 (8 GPUs per node) with every topology."""
-    from runtime_model import presets
-    from runtime_model.advisor import advise
+    from runtime_model.advice.advisor import advise
+    from runtime_model.presets import to_model as presets
 
     ns = [2**i for i in range(17)]
     scenarios = [presets.scenario_from_choice(presets.resolve(n, gpus_per_node=min(8, n))) for n in ns]
@@ -133,7 +133,7 @@ def import_floor(repeats: int = 11) -> dict:
     each side measured alternately in one run (median of `repeats`). The ratios are medians of each
     round's own ratio (its sides measured back to back): a shared VM slows a whole round at once, so a
     ratio of two medians taken at different moments moves more than the code does. rtmodel loads its
-    BLAS with one thread (runtime_model/blas_threads.py) where the plain floor starts one per core, so
+    BLAS with one thread (runtime_model/core/blas_threads.py) where the plain floor starts one per core, so
     the floor is also measured as rtmodel loads it (`floor_one_blas_thread`): the like-for-like ratio."""
     rtmodel = [sys.executable, "-m", "rtmodel_cli", "advise"]
     floor = [sys.executable, "-c", "import numpy, typer"]
@@ -167,9 +167,9 @@ def _round_ratios(top: list[float], bottom: list[float]) -> list[float]:
 
 
 def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
-    from runtime_model.consensus import consensus_metrics
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
+    from runtime_model.convergence.consensus import consensus_metrics
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.topology.registry import TopologyNotApplicable, build_schedule, topology_names
 
     shape = ClusterShape(n, k)
     out = {}

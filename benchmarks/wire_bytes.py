@@ -1,5 +1,5 @@
 """Bytes on the wire: what each emulated node's NIC carried per iteration for DDP and every Decent-DP
-topology (gloo), next to the model's `nic_bytes_per_iteration` (runtime_model.link_bytes).
+topology (gloo), next to the model's `nic_bytes_per_iteration` (runtime_model.prediction.link_bytes).
 
 Why: a time can be right for the wrong reason; bytes settle whether the model charges a NIC what the
 libraries really send. Each cluster (nodes x ranks per node) runs `benchmarks.wire_bytes_rank` under
@@ -50,9 +50,9 @@ def parse_cluster(text: str) -> tuple[int, int]:
 
 def decent_dp_runs(gpus: int, gpus_per_node: int) -> list[str]:
     """Every topology Decent-DP runs on this shape (its built-ins and rtmodel's registered rounds)."""
-    from runtime_model.exchange import DECENT_DP
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.topology.exchange import DECENT_DP
+    from runtime_model.topology.registry import TopologyNotApplicable, build_schedule, topology_names
 
     runs = []
     for name in topology_names():
@@ -70,9 +70,9 @@ def model_nic_bytes(
 ) -> float:
     """The model's bytes through the busiest NIC per iteration for DDP ("allreduce") or a topology."""
     from benchmarks.wire_bytes_rank import ALLREDUCE
-    from runtime_model.link_bytes import allreduce_nic_bytes, gossip_nic_bytes
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import build_schedule
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.prediction.link_bytes import allreduce_nic_bytes, gossip_nic_bytes
+    from runtime_model.topology.registry import build_schedule
 
     shape = ClusterShape(gpus, gpus_per_node)
     if run == ALLREDUCE:

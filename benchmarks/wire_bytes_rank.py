@@ -38,8 +38,8 @@ def period_of(run: str, world: int, local_world: int) -> int:
     """Rounds before a schedule repeats (1 for DDP's one all-reduce group)."""
     if run == ALLREDUCE:
         return 1
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import build_schedule
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.topology.registry import build_schedule
 
     return build_schedule(run, ClusterShape(world, local_world)).period
 

@@ -16,7 +16,7 @@ Public API (re-exported lazily so `import calibration` costs nothing until a fun
 
 from __future__ import annotations
 
-from runtime_model.lazy_exports import lazy_exports
+from runtime_model.core.lazy_exports import lazy_exports
 
 _EXPORTS, __getattr__, __all__ = lazy_exports(
     __name__,

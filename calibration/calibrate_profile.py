@@ -26,7 +26,7 @@ from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from calibration.units import fmt_bytes, fmt_per_byte
 from calibration.unmeasured import kept_as_measured, link_line_key, unused_pattern_note
-from runtime_model.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
+from runtime_model.core.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
 
 GLOO_WORKER_THREADS = 2  # torch's ProcessGroupGloo.Options default (threads=2)
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from calibration.results import Calibration
-    from runtime_model.scenario import Network
+    from runtime_model.core.scenario import Network
 
 FORMATS = ("table", "json")
 Resolver = Callable[[str | None, str | None], "Network"]
@@ -30,7 +30,7 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
     """Add the `calibrate` command to `app`.
 
     resolve_network(inter_name, intra_name) -> Network turns `--network` / `--intra` into the preset
-    used for link classes the profile cannot measure (default: runtime_model.presets); a name left
+    used for link classes the profile cannot measure (default: runtime_model.presets.to_model); a name left
     out (None) is the default; it raises ValueError with a one-line message for an unknown name.
     """
 
@@ -94,7 +94,7 @@ def run_calibrate(
     from calibration.serialize import calibration_to_json, save_calibration
     from calibration.unmeasured import say_link_choice
     from rtmodel_util.files import check_output_path
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
 
     if fmt not in FORMATS:
         raise CalibrationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -129,8 +129,7 @@ def preset_network(inter: str | None, intra: str | None) -> Network:
     A name left out is filled exactly as `rtmodel advise --profile` fills it (presets.link_names: the
     library's defaults.toml, the intra-node link of its default GPU), so both commands fall back alike.
     """
-    from runtime_model import presets
-
+    from runtime_model.presets import to_model as presets
     library = presets.builtin_library()
     network, intra_link = presets.link_names(inter, intra, library=library)
     return presets.network_preset(network, intra_link, library)

@@ -18,8 +18,8 @@ from calibration.profile import BucketReadyTimes, ComputeProfile, Profile
 from calibration.profile_io import CalibrationError, ProfileError
 from calibration.results import DdpWork, FitReport
 from calibration.variation_fit import fit_variation
-from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.scenario import Bucket, BucketLayout, Compute
+from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
+from runtime_model.core.scenario import Bucket, BucketLayout, Compute
 
 DISTRIBUTIONS = ("empirical", "normal")
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 
 from calibration.results import Calibration
-from runtime_model.distributions import EmpiricalCompute
-from runtime_model.scenario import ClusterShape, GroupShape
+from runtime_model.core.distributions import EmpiricalCompute
+from runtime_model.core.scenario import ClusterShape, GroupShape
 
 _KEY = re.compile(r"^p(\d+)-s(\d+)-q(\d+)$")
 
@@ -64,7 +64,7 @@ def extrapolation_notes(
 
 
 def _variation_notes(cal: Calibration, target: ClusterShape) -> list[str]:
-    """How the measured compute variation (runtime_model.variation) is taken to the target shape."""
+    """How the measured compute variation (runtime_model.core.variation) is taken to the target shape."""
     ms, var = cal.measured_shape, cal.compute.variation
     out = []
     if var.rank_factors is not None:

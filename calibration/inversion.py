@@ -3,7 +3,7 @@
 Why the model's own functions and not a formula here: calibration once inverted every profile as gloo's
 flat ring (fixed = 2(p-1) alpha) while the model extrapolated NCCL profiles with NCCL's ring, where only
 the steps that cross nodes pay the network's latency; a 256-GPU prediction then got the wrong latency.
-Here the model's cost (runtime_model.collectives.modelled_parts_s, for the algorithm the profile ran) is
+Here the model's cost (runtime_model.prediction.collectives.modelled_parts_s, for the algorithm the profile ran) is
 evaluated at unit parameters, which gives for one group shape how many steps pay each link class's
 latency and the bandwidth part per byte at 1 B/s of the bottleneck link; a measured line
 t(S) = fixed + S * per_byte is then solved for the link class:
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calibration.links import LinkEstimate
-from runtime_model.collectives import modelled_parts_s
-from runtime_model.scenario import GroupShape, Link, Network
+from runtime_model.core.scenario import GroupShape, Link, Network
+from runtime_model.prediction.collectives import modelled_parts_s
 
 _NEVER_BOTTLENECK_BPS = 1e30  # a probe link this fast never limits the bandwidth part
 
@@ -60,7 +60,7 @@ def line_algorithm(profiled_algo: str | None) -> str | None:
     """The algorithm a measured large-message line ran: the profile's, with NCCL's own choice ("auto")
     taken as ring, the one the model (and NCCL's tuner) picks for large messages beyond 2 nodes: its
     bandwidth term 2(p-1)/p S / B is below the tree's 2S / B there. On 2 nodes the tree sends S and may
-    be the cheaper one (runtime_model.collectives); nccl_auto.ring_regime_lines then keeps only the sizes
+    be the cheaper one (runtime_model.prediction.collectives); nccl_auto.ring_regime_lines then keeps only the sizes
     at which the model picks the ring, so a line is never inverted under the wrong algorithm."""
     return "ring" if profiled_algo == "auto" else profiled_algo
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_model.errors import UserError
-from runtime_model.scenario import Link
+from runtime_model.core.errors import UserError
+from runtime_model.core.scenario import Link
 
 FLOW_CAP_MIN_REL = 0.05  # below this a lone flow's shortfall is not told from the fit's systematic error
 

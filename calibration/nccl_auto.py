@@ -1,7 +1,7 @@
 """NCCL's own algorithm choice (NCCL_ALGO unset): invert only the sizes at which NCCL ran its ring.
 
 Why: choosing per call, NCCL runs a group that spans nodes as a tree for small messages and as a ring
-for large ones (the model's choice too: the cheaper of the two, runtime_model.collectives). The two
+for large ones (the model's choice too: the cheaper of the two, runtime_model.prediction.collectives). The two
 differ by a few to 20% in time, too little for the regime detection to split the line, and a line that
 mixes them, inverted as ring, gives an inter-node latency off by half (a 4 x 4 profile gave 8 us for
 80 us). So each inter-node line is refitted on the sizes at which the model, with the links calibrated
@@ -18,9 +18,9 @@ from calibration.fitting import fit_affine
 from calibration.inversion import MeasuredLine, invert_line
 from calibration.links import combine_estimates
 from calibration.units import fmt_bytes
-from runtime_model.collectives import modelled_parts_s
-from runtime_model.errors import UserError
-from runtime_model.scenario import Link, Network
+from runtime_model.core.errors import UserError
+from runtime_model.core.scenario import Link, Network
+from runtime_model.prediction.collectives import modelled_parts_s
 
 MAX_ROUNDS = 6
 

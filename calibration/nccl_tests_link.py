@@ -6,7 +6,7 @@ are (calibration.fitting.fit_regimes: robust affine, a second regime where one l
 large-message line, inverted through the model's own formula (calibration.inversion, for the algorithm
 the model would run there: NCCL's ring, or its tree where that is cheaper, as on 2 nodes), the
 inter-node link for every other shape; that exact group shape keeps the run's own times size by size
-(runtime_model.scenario.TabulatedCost: NCCL's protocol and algorithm switches are not one line), so
+(runtime_model.core.scenario.TabulatedCost: NCCL's protocol and algorithm switches are not one line), so
 the run's own bus bandwidth is reproduced. `sendrecv_perf` is one flow: t = latency + S / bandwidth.
 The latency comes from the same line where the fit resolves it; else the preset's stays, and says so.
 """
@@ -20,14 +20,14 @@ import numpy as np
 from calibration.fitting import AffineFit, fit_regimes
 from calibration.inversion import MeasuredLine, invert_line
 from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRow, NcclTestsRun
-from runtime_model.collectives import (
+from runtime_model.core.scenario import GroupShape, Link, Network, TabulatedCost
+from runtime_model.prediction.collectives import (
     allreduce_algorithm,
     allreduce_s,
     busbw_Bps,
     global_allreduce_shape,
     tree_nic_bytes,
 )
-from runtime_model.scenario import GroupShape, Link, Network, TabulatedCost
 
 MIN_BYTES = 1 << 20  # the bandwidth regime the fit and its check cover
 MIN_SIZES = 3

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.I)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calibration.measurement import Measurement
-from runtime_model.scenario import ClusterShape, GroupShape
+from runtime_model.core.scenario import ClusterShape, GroupShape
 
 PHASES = ("forward", "backward", "optimizer")
 BucketReadyTimes = tuple[tuple[tuple[float, ...], ...], ...]  # rank -> measured iteration -> bucket (s)

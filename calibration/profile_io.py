@@ -26,8 +26,8 @@ from rtmodel_util.profile_schema import (
     TOOL,
     UNMEASURED_LINKS,
 )
-from runtime_model.errors import UserError
-from runtime_model.scenario import ClusterShape, GroupShape
+from runtime_model.core.errors import UserError
+from runtime_model.core.scenario import ClusterShape, GroupShape
 
 
 class CalibrationError(UserError):

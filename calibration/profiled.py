@@ -14,7 +14,7 @@ from calibration.calibrate_profile import calibrate
 from calibration.extrapolate import extrapolation_notes
 from calibration.profile import Profile
 from calibration.profile_io import load_profile
-from runtime_model.scenario import ClusterShape, Network, Scenario
+from runtime_model.core.scenario import ClusterShape, Network, Scenario
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ProfiledScenario:
         """The confidence.Margin: the calibrated profiles' measured error, widened by each link not
         measured or fitted loosely and by extrapolation beyond the measured shape (confidence.py); the
         mean errors for equivalence, the worst ones for the verdict's interval."""
-        from runtime_model.confidence import Margin, describe_parts, profile_margin
+        from runtime_model.advice.confidence import Margin, describe_parts, profile_margin
 
         shape = (self.scenario.shape.gpus, self.measured_shape.gpus, self.links_used())
         typical, _ = profile_margin(*shape)

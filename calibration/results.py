@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from runtime_model.distributions import shifted
-from runtime_model.scenario import BucketLayout, ClusterShape, Compute, Network, Scenario
+from runtime_model.core.distributions import shifted
+from runtime_model.core.scenario import BucketLayout, ClusterShape, Compute, Network, Scenario
 
 
 @dataclass(frozen=True)

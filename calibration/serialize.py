@@ -34,9 +34,9 @@ from typing import Any
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, DdpWork, FitReport
 from rtmodel_util.files import write_json_atomic
-from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
-from runtime_model.variation import Variation
+from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
+from runtime_model.core.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
+from runtime_model.core.variation import Variation
 
 FORMAT = "rtmodel-calibration"
 VERSION = 1

@@ -2,7 +2,7 @@
 
 Why: the only honest test of a fitter is to hand it data whose truth is known and check it gets the
 truth back (within its own stated uncertainty). The collective times come from the same cost the model
-uses (runtime_model.collectives): the flat ring for gloo and the default "synthetic" backend, NCCL's
+uses (runtime_model.prediction.collectives): the flat ring for gloo and the default "synthetic" backend, NCCL's
 ring/tree (as NCCL_ALGO would leave it) for backend "nccl"; with multiplicative log-normal noise, optionally with a
 separate small-message regime (a protocol switch), so regime detection can be tested too.
 """
@@ -17,9 +17,9 @@ import numpy as np
 from calibration.profile import nccl_algo_from_env
 from rtmodel_util.files import write_json_atomic
 from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, new_document
-from runtime_model.collectives import allreduce_s, busbw_Bps
-from runtime_model.defaults import BUCKET_CAP_MIB, MIB
-from runtime_model.scenario import GroupShape, Link, Network
+from runtime_model.core.defaults import BUCKET_CAP_MIB, MIB
+from runtime_model.core.scenario import GroupShape, Link, Network
+from runtime_model.prediction.collectives import allreduce_s, busbw_Bps
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ the advice stays what it would be for the link the user named (or the presets' d
 
 from __future__ import annotations
 
-from runtime_model.scenario import GroupShape
+from runtime_model.core.scenario import GroupShape
 
 WHAT = {"intra": "intra-node link", "inter": "inter-node link"}
 FLAGS = {"intra": "--intra", "inter": "--network"}

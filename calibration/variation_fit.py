@@ -1,6 +1,6 @@
 """The structure of measured compute variation: per-rank speed factors, a node term, the i.i.d. rest.
 
-Why: the runtime model draws C_i(t) = mu x s_i x (1 + node term + iid term) (runtime_model.variation).
+Why: the runtime model draws C_i(t) = mu x s_i x (1 + node term + iid term) (runtime_model.core.variation).
 A profile whose ranks differ persistently (a slow GPU) must give the model those s_i, and then the
 i.i.d. distribution must be the WITHIN-rank part (each sample divided by its rank's factor) or the
 between-rank spread would be counted twice: once in s_i and again as i.i.d. noise every iteration.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_model.variation import Variation
+from runtime_model.core.variation import Variation
 
 SIGNIFICANCE = 0.01
 MIN_RANK_CV = 0.05  # a persistent spread below 5% of the mean changes a prediction by less than that
@@ -157,8 +157,8 @@ def _node_cv(rows: list[np.ndarray], means: np.ndarray, k: int) -> tuple[float, 
 
 def _fdtrc():
     """The F survival function (scipy.stats.f.sf) from scipy.special, without scipy.stats's import;
-    scipy's BLAS loaded with one thread (runtime_model.blas_threads)."""
-    from runtime_model.blas_threads import one_blas_thread
+    scipy's BLAS loaded with one thread (runtime_model.core.blas_threads)."""
+    from runtime_model.core.blas_threads import one_blas_thread
 
     with one_blas_thread():
         from scipy.special import fdtrc

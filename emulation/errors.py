@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime_model.errors import RunFailure, UserError
+from runtime_model.core.errors import RunFailure, UserError
 
 
 class EmulationError(RunFailure):

@@ -8,8 +8,8 @@ namespaces to undo. Each range is an `Interval`, so the check and its message ca
 from __future__ import annotations
 
 from emulation.errors import EmulationConfigError
-from runtime_model.constraints import Interval
-from runtime_model.errors import InvalidValue
+from runtime_model.core.constraints import Interval
+from runtime_model.core.errors import InvalidValue
 
 MAX_NODES = 64
 MAX_RANKS_PER_NODE = 64

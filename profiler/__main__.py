@@ -12,7 +12,7 @@ import sys
 import traceback
 
 from profiler.errors import RankFailure
-from runtime_model.errors import DEBUG_ENV, UserError
+from runtime_model.core.errors import DEBUG_ENV, UserError
 
 OPTIONS_JSON = "--options-json"
 

@@ -1,9 +1,9 @@
-"""Profiler errors, under rtmodel's one hierarchy (runtime_model.errors)."""
+"""Profiler errors, under rtmodel's one hierarchy (runtime_model.core.errors)."""
 
 from __future__ import annotations
 
 from rtmodel_harness.errors import WorkloadError
-from runtime_model.errors import RankFailure, UserError
+from runtime_model.core.errors import RankFailure, UserError
 
 __all__ = ["ProfilingError", "RankFailure", "WorkloadError"]
 

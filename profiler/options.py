@@ -11,7 +11,7 @@ from rtmodel_harness.model_choice import check_batch, default_batch
 from rtmodel_harness.recipe import check_optimizer, check_precision
 from rtmodel_util.backend_choice import BACKENDS
 from rtmodel_util.processes import check_local_ranks, check_timeout_s
-from runtime_model.constraints import BUCKET_CAP_MIB_RANGE, MAX_RUN_ITERATIONS
+from runtime_model.core.constraints import BUCKET_CAP_MIB_RANGE, MAX_RUN_ITERATIONS
 
 # Without --model: the paper's recipe on a GPU host; on a CPU-only host a real model that profiles in
 # seconds (a quick CPU profile of full-width transformer-base took 3 minutes on 2 cores). The sleeping

@@ -92,7 +92,7 @@ class _Run:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""
         from rtmodel_harness.buckets import ddp_first_bucket_mb
         from rtmodel_util.profile_patterns import message_sizes
-        from runtime_model.defaults import BUCKET_CAP_MIB
+        from runtime_model.core.defaults import BUCKET_CAP_MIB
 
         o = self.opts
         with self.tracker.phase("setup/workload"):

@@ -74,7 +74,7 @@ REQUEST_KEYS = (
 def refuse_options_a_profile_replaces(given: dict) -> None:
     """UserError naming every option in PROFILE_REPLACES that the user gave (not None) with --profile."""
     from rtmodel_cli.failing import flag_of
-    from runtime_model.errors import UserError
+    from runtime_model.core.errors import UserError
 
     flags = [flag_of(name) for name in PROFILE_REPLACES if given.get(name) is not None]
     if flags:
@@ -89,7 +89,7 @@ def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str]) -
     """UserError for an option that would have no effect with this profile: how collectives use the
     links (always measured), or a preset for a link class the profile measured itself."""
     from rtmodel_cli.failing import flag_of
-    from runtime_model.errors import UserError
+    from runtime_model.core.errors import UserError
 
     for name in PROFILE_MEASURES_COLLECTIVES:
         if given.get(name) is not None:
@@ -120,13 +120,12 @@ def scenario_for(
     could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`). Your own
     model's size (`your_model.KEYS`) adds it to the library as the model.
     Returns (scenario, provenance, notes, inputs)."""
-    from runtime_model import presets
-
+    from runtime_model.presets import to_model as presets
     library = presets.load_library(preset_dirs or ())
     if profile is None:
         return _preset_scenario(preset_request, library, nccl_tests)
     if nccl_tests is not None:
-        from runtime_model.errors import UserError
+        from runtime_model.core.errors import UserError
 
         raise UserError(
             "--nccl-tests replaces a preset's inter-node link; with --profile the profile's measured links "
@@ -168,8 +167,8 @@ def scenario_for(
 def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     """scenario_for's presets: (scenario, provenance, notes, inputs), the network from nccl-tests if given."""
     from rtmodel_cli import your_model
-    from runtime_model import presets
-    from runtime_model.assumptions import preset_assumptions
+    from runtime_model.advice.assumptions import preset_assumptions
+    from runtime_model.presets import to_model as presets
 
     request = {
         k: v for k, v in preset_request.items() if k not in (*your_model.KEYS, *STEP_KEYS, "batch_per_gpu")
@@ -225,12 +224,12 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
 def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | None, per_gpu: float | None):
     """(request with the compute backed out of your DDP step, the StepAnchor): step_anchor.py. With
     --batch-per-gpu the step's n has its own global batch (weak scaling)."""
-    from runtime_model import presets
-    from runtime_model.confidence import class_margin, source_class
-    from runtime_model.constraints import AT_LEAST_ONE
-    from runtime_model.errors import InvalidCombination, InvalidValue, UserError
-    from runtime_model.iteration import allreduce_prediction
-    from runtime_model.step_anchor import anchor_compute
+    from runtime_model.advice.confidence import class_margin, source_class
+    from runtime_model.advice.step_anchor import anchor_compute
+    from runtime_model.core.constraints import AT_LEAST_ONE
+    from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
+    from runtime_model.prediction.iteration import allreduce_prediction
+    from runtime_model.presets import to_model as presets
 
     if step_ms is None:
         raise InvalidCombination(
@@ -270,7 +269,7 @@ def margin_of(scenario, inputs: dict, provenance: dict, given: float | None = No
     """The confidence.Margin an advice states: yours (--margin, both figures), a profile's composed one
     (scenario_for put it in `inputs` and its why in `provenance`), else the measured errors of the
     preset's source class."""
-    from runtime_model.confidence import Margin, class_margin, source_class
+    from runtime_model.advice.confidence import Margin, class_margin, source_class
 
     if given is not None:
         return Margin(given, given, f"±{given:.1%} on the speedup (--margin)")
@@ -353,7 +352,7 @@ def scenario_request(opts: dict) -> dict:
 
 def assumed_of(inputs: dict):
     """The preset answer's assumptions (None for a profile, whose network name says what it measured)."""
-    from runtime_model.assumptions import Assumptions
+    from runtime_model.advice.assumptions import Assumptions
 
     doc = inputs.get("assumptions")
     return None if doc is None else Assumptions.from_dict(doc)

@@ -110,10 +110,10 @@ def advise(
 
 def _advise(opts: dict, format: Format, view: str = "") -> None:
     """`advise` once the scenario file (if any) is merged under the command line's options."""
-    from runtime_model import report
-    from runtime_model.advisor import advise as run_advice
-    from runtime_model.constraints import Interval
-    from runtime_model.crossover import with_crossovers
+    from runtime_model.advice import report
+    from runtime_model.advice.advisor import advise as run_advice
+    from runtime_model.advice.crossover import with_crossovers
+    from runtime_model.core.constraints import Interval
 
     objective = _objective(opts["objective"])
     local_sgd = local_sgd_configs(opts)
@@ -153,8 +153,8 @@ def _with_tuned_ddp(adv, tuned_sc, asked: dict):
     tuned DDP (tuned_ddp.led_by_tuning), asked as the first one was (`asked`: advisor.advise's keywords)."""
     from dataclasses import replace
 
-    from runtime_model.advisor import advise as run_advice
-    from runtime_model.tuned_ddp import led_by_tuning, tuned_ddp
+    from runtime_model.advice.advisor import advise as run_advice
+    from runtime_model.advice.tuned_ddp import led_by_tuning, tuned_ddp
 
     tuned = tuned_ddp(adv, tuned_sc)
     if tuned is None:
@@ -166,6 +166,6 @@ def _with_tuned_ddp(adv, tuned_sc, asked: dict):
 
 def _objective(given: str | None) -> str:
     """--objective, checked: one line naming the choices for anything else."""
-    from runtime_model.advisor import ITERATION, check_objective
+    from runtime_model.advice.advisor import ITERATION, check_objective
 
     return ITERATION if given is None else check_objective(given)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from runtime_model.advisor import Advice
-from runtime_model.confidence import speedup_uncertainty
-from runtime_model.crossover import settle_line
-from runtime_model.errors import UserError
+from runtime_model.advice.advisor import Advice
+from runtime_model.advice.confidence import speedup_uncertainty
+from runtime_model.advice.crossover import settle_line
+from runtime_model.core.errors import UserError
 
 BRIEF_MAX_LINES = 15
 BRIEF_TOPOLOGIES = 3  # the fastest runnable topologies listed under All-Reduce (the pick always among them)

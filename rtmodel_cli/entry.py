@@ -12,7 +12,7 @@ def main() -> None:
         sys.stderr.write("error: standard output is closed; redirect it (e.g. > out.txt or > /dev/null)\n")
         sys.exit(2)
     try:
-        from runtime_model.blas_threads import one_blas_thread
+        from runtime_model.core.blas_threads import one_blas_thread
 
         with one_blas_thread():
             import numpy  # noqa: F401  (its BLAS reads the thread count as it loads: blas_threads)

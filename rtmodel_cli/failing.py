@@ -1,7 +1,7 @@
 """The one failure path of every `rtmodel` command.
 
 Commands raise; they never print errors themselves. `guarded` turns rtmodel's own errors
-(`runtime_model.errors`: user mistakes exit 2, run failures exit 1) and `OSError` into one line on
+(`runtime_model.core.errors`: user mistakes exit 2, run failures exit 1) and `OSError` into one line on
 stderr; anything else is a bug and keeps its traceback. `RTMODEL_DEBUG=1` prints the traceback of
 every error as well.
 """
@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from rtmodel_cli.terminal import prepare_terminal
-from runtime_model.errors import DEBUG_ENV, RtmodelError, UserError
+from runtime_model.core.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
 USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)

@@ -2,7 +2,7 @@
 line naming the columns left out. Used by every table rtmodel prints (advise, topologies, validate).
 
 Why here and not beside the column definitions: the width of a terminal is the shell's business; the
-model's columns (`runtime_model.columns`) only say which matter most (their priority).
+model's columns (`runtime_model.advice.columns`) only say which matter most (their priority).
 """
 
 from __future__ import annotations

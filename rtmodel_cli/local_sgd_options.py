@@ -2,7 +2,7 @@
 
 Why one row and not a grid: each option changes the training algorithm (cadence, fragments, overlap,
 compression); the user states the one they would run, and the defaults are the configuration whose loss
-is measured (H = 30, runtime_model/local_sgd_convergence.py).
+is measured (H = 30, runtime_model/prediction/local_sgd_convergence.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from runtime_model.local_sgd import DEFAULT_INNER_STEPS, REPLICAS, WIRE_BITS, LocalSgd
+from runtime_model.prediction.local_sgd import DEFAULT_INNER_STEPS, REPLICAS, WIRE_BITS, LocalSgd
 
 LocalSgdHOpt = Annotated[
     int | None,
@@ -57,7 +57,7 @@ def local_sgd_configs(opts: dict) -> list[LocalSgd]:
     if h == 0:
         given = [k for k in KEYS[1:] if opts.get(k) is not None]
         if given:
-            from runtime_model.errors import InvalidCombination
+            from runtime_model.core.errors import InvalidCombination
 
             raise InvalidCombination(
                 "{local_sgd_h} turns the local-SGD row off, so {" + given[0] + "} has nothing to set",

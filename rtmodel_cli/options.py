@@ -1,6 +1,6 @@
 """Option definitions shared by the commands (one help text per option, one default per value).
 
-Defaults that are facts about the model live beside the model (`runtime_model.defaults`); this
+Defaults that are facts about the model live beside the model (`runtime_model.core.defaults`); this
 module only says how they appear on the command line.
 """
 
@@ -12,10 +12,10 @@ from typing import Annotated
 
 import typer
 
-from runtime_model import defaults
-from runtime_model.constraints import COMPUTE_CV, COMPUTE_MS, DISPATCH_US, MFU, OPTIMIZER_MS
-from runtime_model.errors import InvalidValue
-from runtime_model.preset_loading import builtin_library
+from runtime_model.core import defaults
+from runtime_model.core.constraints import COMPUTE_CV, COMPUTE_MS, DISPATCH_US, MFU, OPTIMIZER_MS
+from runtime_model.core.errors import InvalidValue
+from runtime_model.presets.preset_loading import builtin_library
 
 
 class Format(StrEnum):
@@ -44,7 +44,7 @@ IntraOpt = Annotated[
 ModelOpt = Annotated[
     str | None, typer.Option(help="Model preset (transformer-base, resnet50, ...; default transformer-base).")
 ]
-# Your own model instead of a preset (runtime_model.own_model): its size, and --compute-ms for its compute.
+# Your own model instead of a preset (runtime_model.presets.own_model): its size, and --compute-ms for its compute.
 ParamsOpt = Annotated[
     float | None,
     typer.Option(
@@ -225,7 +225,7 @@ def own_numbers(
     return kw
 
 
-# Compute variation, C_i(t) = mu x s_i x (1 + node term + iid term) (runtime_model/variation.py).
+# Compute variation, C_i(t) = mu x s_i x (1 + node term + iid term) (runtime_model/core/variation.py).
 ComputeCvOpt = Annotated[
     float | None,
     typer.Option(
@@ -268,8 +268,8 @@ class BadStraggler(InvalidValue):
 def parse_straggler(text: str, gpus: int | None) -> tuple[float, int]:
     """'FACTOR[:COUNT]' -> (factor, count), checked: FACTOR in [1, 100], 1 <= COUNT <= gpus (when gpus
     is a valid count; a bad one is the model's to name). BadStraggler names the flag."""
-    from runtime_model.variation import STRAGGLER_FACTOR
-    from runtime_model.variation import parse_straggler as parse
+    from runtime_model.core.variation import STRAGGLER_FACTOR
+    from runtime_model.core.variation import parse_straggler as parse
 
     try:
         factor, count = parse(text.strip())
@@ -312,8 +312,8 @@ PerGpuOpt = Annotated[
 def check_batch_per_gpu(batch_per_gpu: float | None, global_batch: float | None) -> None:
     """--batch-per-gpu: at least one unit per GPU, and never beside --global-batch (two answers to one
     question; the plots took the per-GPU one silently before)."""
-    from runtime_model.constraints import Interval
-    from runtime_model.errors import InvalidCombination
+    from runtime_model.core.constraints import Interval
+    from runtime_model.core.errors import InvalidCombination
 
     if batch_per_gpu is None:
         return

@@ -31,7 +31,7 @@ from rtmodel_cli.plot_common import (
     refuse_nccl_tests,
     render,
 )
-from runtime_model.errors import InvalidValue, UserError
+from runtime_model.core.errors import InvalidValue, UserError
 
 GpusOpt = Annotated[
     str,
@@ -64,7 +64,7 @@ class BadGpus(UserError):
 
 def parse_gpus(text: str) -> list[int]:
     """'8:1024' -> [8, 16, ..., 1024] (doubling from a up to b); '8,12,16' -> that list; items may mix."""
-    from runtime_model.scenario import check_gpus  # lazily: numpy is not imported for `rtmodel --help`
+    from runtime_model.core.scenario import check_gpus  # lazily: numpy is not imported for `rtmodel --help`
 
     out: list[int] = []
     for item in (s.strip() for s in text.split(",")):
@@ -85,7 +85,7 @@ def parse_gpus(text: str) -> list[int]:
             if isinstance(exc, BadGpus):
                 raise
             raise BadGpus(f"--gpus '{text}': '{item}' is not a count or a range a:b (e.g. 8:1024)") from None
-    for n in out:  # the model's own range (1 to runtime_model.defaults.MAX_GPUS), with its message
+    for n in out:  # the model's own range (1 to runtime_model.core.defaults.MAX_GPUS), with its message
         try:
             check_gpus("gpus", n)
         except InvalidValue as exc:

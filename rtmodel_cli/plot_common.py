@@ -17,7 +17,7 @@ from rtmodel_cli import scenario_file, your_model
 from rtmodel_cli.model_options import ModelInputs
 from rtmodel_cli.options import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 from rtmodel_util.files import check_output_path
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
 
@@ -65,7 +65,7 @@ def render(make, out: Path) -> None:
 
 def check_topology(topology: str | None) -> None:
     if topology is not None:
-        from runtime_model.topologies import topology_info
+        from runtime_model.topology.registry import topology_info
 
         topology_info(topology)  # one line naming the choices when unknown
 
@@ -99,7 +99,7 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
     sweep turns --batch-per-gpu into a global batch that must hold at least one unit per GPU
     (presets.resolve checks the rest). With --params/--param-mb the library holds your model, and the
     inputs returned name it as the model."""
-    from runtime_model.presets import load_library
+    from runtime_model.presets.to_model import load_library
 
     check_batch_per_gpu(batch_per_gpu, o.global_batch)
 

@@ -3,7 +3,7 @@ band inside which it is too close to call and this cluster's bandwidth (the pres
 
 Why a module of its own: like `plot variance` it takes a profile and answers at one n, so it builds its
 scenario as `rtmodel advise` does (plot_common.plotted_scenario); the advice's crossovers
-(runtime_model.crossover) mark where the verdict flips.
+(runtime_model.advice.crossover) mark where the verdict flips.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def crossover(
     """Speedup of the pick (or, where All-Reduce is kept, the best gossip option) over All-Reduce from
     1/64x to 64x this cluster's inter-node bandwidth; marks where it flips and the too-close band."""
     import rtmodel_plots as plots
-    from runtime_model.advisor import advise
-    from runtime_model.crossover import with_crossovers
-    from runtime_model.scenario import check_gpus
+    from runtime_model.advice.advisor import advise
+    from runtime_model.advice.crossover import with_crossovers
+    from runtime_model.core.scenario import check_gpus
 
     check_out(out)
     check_gpus("gpus", gpus)

@@ -22,7 +22,7 @@ from rtmodel_cli.plot_common import (
     plotted_scenario,
     render,
 )
-from runtime_model.constraints import Interval
+from runtime_model.core.constraints import Interval
 
 STRAGGLER_MAX = Interval(1.0, 100.0, closed="right")  # the sweep starts at 1 (no straggler)
 CV_MAX = Interval(0.0, 1.0, closed="right")  # the sweep starts at 0 (no jitter)
@@ -51,7 +51,7 @@ def variance(
     i.i.d. compute CV 0..--cv-max, at one n. Panel (a) replaces any --straggler; (b) keeps it."""
     import rtmodel_plots as plots
     from rtmodel_plots.variance import POINTS, grid
-    from runtime_model.scenario import check_gpus
+    from runtime_model.core.scenario import check_gpus
 
     check_out(out)
     STRAGGLER_MAX.check("straggler_max", straggler_max)

@@ -1,7 +1,7 @@
 """`rtmodel presets`: the preset GPUs, networks, models and clusters, with their key figures.
 
 Why a command: the names `--gpu`, `--network`, `--intra`, `--model` and `--cluster` take are otherwise
-found only in the TOML files (runtime_model/preset_data/). The tables show the figures the model uses;
+found only in the TOML files (runtime_model/presets/preset_data/). The tables show the figures the model uses;
 `--format json` (or `--json`) gives every field of every entry, sources included. `--presets DIR` shows
 the library as `rtmodel advise --presets DIR` would see it.
 """
@@ -51,8 +51,8 @@ def presets_command(
     presets: PresetsOpt = None,
 ):
     """List the presets: GPUs, networks (inter- and intra-node), models and named clusters."""
-    from runtime_model.errors import UserError
-    from runtime_model.preset_loading import load_library
+    from runtime_model.core.errors import UserError
+    from runtime_model.presets.preset_loading import load_library
 
     if as_json and format is PresetFormat.table:
         raise UserError("--json and --format table contradict each other; give one")
@@ -246,7 +246,7 @@ def _tables(library, kinds: list[Kind]):
 def render_presets(library, kinds: list[Kind], console=None) -> None:
     from rtmodel_cli.fitted_tables import fitted_table, print_dropped
     from rtmodel_cli.tables import terminal_console
-    from runtime_model.preset_loading import FILES
+    from runtime_model.presets.preset_loading import FILES
 
     console = console or terminal_console()
     dropped_any: list[str] = []
@@ -265,7 +265,7 @@ def render_presets(library, kinds: list[Kind], console=None) -> None:
     yours = library.files[len(FILES) :]
     where = "built-in" + (f", then {', '.join(yours)}" if yours else "")
     _dim(
-        console, f"presets: {where}; every figure's source: --format json or runtime_model/preset_data/*.toml"
+        console, f"presets: {where}; every figure's source: --format json or runtime_model/presets/preset_data/*.toml"
     )
 
 

@@ -18,7 +18,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from runtime_model.errors import InvalidCombination, InvalidValue, UserError
+from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
 
 INT, FLOAT, TEXT, TEXTS, BOOL = "an integer", "a number", "a string", "a list of strings", "true or false"
 NUMBER_TEXT = 'a number or a string (such as "1.5:4")'

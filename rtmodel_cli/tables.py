@@ -1,5 +1,5 @@
 """Terminal rendering of the advice and the topology list (rich). The numbers and their formatting
-come from `runtime_model.columns`, the same list the CSV uses.
+come from `runtime_model.advice.columns`, the same list the CSV uses.
 
 The tables fit the terminal (rich's width: the terminal's, else $COLUMNS, else 80 when piped): the
 columns that fit are chosen by priority (`rtmodel_cli.fitted_tables`), nothing is cut mid-word, and a dim line
@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.text import Text
 
 from rtmodel_cli.fitted_tables import Cell, fitted_table, print_dropped, shown_text
-from runtime_model.advisor import Advice
-from runtime_model.columns import (
+from runtime_model.advice.advisor import Advice
+from runtime_model.advice.columns import (
     EQUIVALENT_MARK,
     MODEL_ONLY,
     NOT_APPLICABLE,
@@ -23,10 +23,10 @@ from runtime_model.columns import (
     consensus_text,
     runs_on_text,
 )
-from runtime_model.crossover import crossover_sentence, settle_line
-from runtime_model.defaults import MIB
-from runtime_model.report import advice_to_dict
-from runtime_model.scenario import ClusterShape
+from runtime_model.advice.crossover import crossover_sentence, settle_line
+from runtime_model.advice.report import advice_to_dict
+from runtime_model.core.defaults import MIB
+from runtime_model.core.scenario import ClusterShape
 
 # (word as it appears in the output, its legend line): printed only when the word appears
 LEGEND = (

@@ -21,8 +21,8 @@ def topologies(
     format: FormatOpt = Format.table,
 ):
     """List the gossip schedules: rounds, degree, consensus, and whether they fit the shape."""
-    from runtime_model.report import topology_rows, topology_rows_csv, topology_rows_json
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.advice.report import topology_rows, topology_rows_csv, topology_rows_json
+    from runtime_model.core.scenario import ClusterShape
 
     shape = ClusterShape(gpus, gpus_per_node)
     rows = topology_rows(shape, with_rounds=show_rounds and gpus <= 64)

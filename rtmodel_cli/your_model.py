@@ -1,12 +1,12 @@
 """`--params N` / `--param-mb MB`: advise or plot for your own model, known by its size and your --compute-ms.
 
-Why here: the options only add a model the preset library lacks (runtime_model.own_model makes and checks
+Why here: the options only add a model the preset library lacks (runtime_model.presets.own_model makes and checks
 it, named OWN_MODEL); from then on the commands run it as they run any preset model.
 """
 
 from __future__ import annotations
 
-from runtime_model.own_model import OWN_MODEL, add_yours, describe
+from runtime_model.presets.own_model import OWN_MODEL, add_yours, describe
 
 KEYS = ("params", "param_mb")  # option (and scenario-file key) names
 
@@ -21,7 +21,7 @@ def add(library, yours: dict, model, compute_ms: float | None, message_dtype: st
     else both unchanged. A preset `model`, a missing compute_ms or a bad size is a named error."""
     if not yours:
         return library, model
-    from runtime_model.presets import MESSAGE_DTYPE_BYTES
+    from runtime_model.presets.to_model import MESSAGE_DTYPE_BYTES
 
     element_bytes = MESSAGE_DTYPE_BYTES[message_dtype or "fp32"]
     if isinstance(model, list):  # plot speedup's repeatable --model, shown as typed
@@ -32,7 +32,7 @@ def add(library, yours: dict, model, compute_ms: float | None, message_dtype: st
 
 def provenance(library, choice, compute_cv_given: bool) -> tuple[str, dict] | None:
     """(the compute provenance line, the JSON inputs' "your_model") for a params-only model, else None."""
-    from runtime_model.presets import MESSAGE_DTYPE_BYTES
+    from runtime_model.presets.to_model import MESSAGE_DTYPE_BYTES
 
     m = library.model(choice.model)
     if not m.params_only:

@@ -25,11 +25,11 @@ from __future__ import annotations
 from decent_dp.topo import Edge, Topology, TopologyReg
 
 from rtmodel_decentdp.compat import ensure_optimizers_work
-from runtime_model.errors import UserError
-from runtime_model.exchange import DECENT_DP
-from runtime_model.scenario import ClusterShape
-from runtime_model.schedule import Schedule
-from runtime_model.topologies import TOPOLOGIES, TopologyNotApplicable, build_schedule
+from runtime_model.core.errors import UserError
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.topology.exchange import DECENT_DP
+from runtime_model.topology.registry import TOPOLOGIES, TopologyNotApplicable, build_schedule
+from runtime_model.topology.schedule import Schedule
 
 # shapes to build each topology on, to see its kind: the first one it applies to decides
 _PROBE_SHAPES = (ClusterShape(8, 2), ClusterShape(16, 4))

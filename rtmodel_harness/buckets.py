@@ -1,7 +1,7 @@
 """Gradient bucket layouts of a real model: trace its backward order, then cut it as DDP and Decent-DP do.
 
 The cutting rules (DDP's first-bucket cap and close-at-cap, Decent-DP's 32-element alignment and unique
-buffer sizes) live in `runtime_model.bucketing`, shared with the presets, so a profiled model and a
+buffer sizes) live in `runtime_model.prediction.bucketing`, shared with the presets, so a profiled model and a
 preset are bucketed by the same code. Parameter indices index `[p for p in model.parameters() if
 p.requires_grad]`, the list both libraries bucket.
 """
@@ -12,8 +12,8 @@ import functools
 import re
 from collections.abc import Callable
 
-from runtime_model.bucketing import BucketLayout, layout_from_order
-from runtime_model.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
+from runtime_model.core.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
+from runtime_model.prediction.bucketing import BucketLayout, layout_from_order
 
 
 def trainable_params(model) -> list:

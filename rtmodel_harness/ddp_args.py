@@ -9,7 +9,7 @@ from __future__ import annotations
 
 def ddp_bucket_cap(cap_mb: float):
     """None keeps DDP's defaults (25 MB, 1 MB first bucket), which is what the profiler measured at 25 MB."""
-    from runtime_model.defaults import BUCKET_CAP_MIB
+    from runtime_model.core.defaults import BUCKET_CAP_MIB
 
     return None if cap_mb == BUCKET_CAP_MIB else cap_mb
 

@@ -1,8 +1,8 @@
-"""Errors of the torch harness, under rtmodel's one hierarchy (runtime_model.errors)."""
+"""Errors of the torch harness, under rtmodel's one hierarchy (runtime_model.core.errors)."""
 
 from __future__ import annotations
 
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 
 class WorkloadError(UserError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rtmodel_harness.recipe import Recipe
 from rtmodel_util.backend_choice import pick_backend
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 
 def check_local_launch(

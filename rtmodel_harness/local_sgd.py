@@ -1,7 +1,7 @@
 """Local SGD (DiLoCo and Streaming DiLoCo) in plain torch.distributed: what `rtmodel validate --local-sgd-h`
 trains and times.
 
-Why so small: validation checks runtime_model/local_sgd.py against a real run, so the run does what the
+Why so small: validation checks runtime_model/prediction/local_sgd.py against a real run, so the run does what the
 model costs and nothing more:
 - inner steps: the workload's own optimizer (as validation's DDP run); a "node" replica wraps the model in
   DDP over its node's ranks (one subgroup per node), a "gpu" replica trains alone;

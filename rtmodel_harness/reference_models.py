@@ -8,7 +8,7 @@ the models the presets name, so the definitions must be the ones trained, not lo
   biases; dropout 0.0 as in the paper's gpt2 config.
 - transformer-xl-base: NVIDIA DeepLearningExamples' Transformer-XL base (PyTorch/LanguageModeling/
   Transformer-XL, mem_transformer.py, wt103_base.yaml): not a paper model but the reference for the GPUs'
-  large-batch efficiency (runtime_model/efficiency.py), because NVIDIA publishes its eager-PyTorch
+  large-batch efficiency (runtime_model/presets/efficiency.py), because NVIDIA publishes its eager-PyTorch
   throughput on A100, V100 and T4 and it has the paper model's width (d=512).
 - resnet50: torchvision's resnet50 (v1.5, stride in the 3x3 conv), channels_last and label smoothing
   0.1 as in the paper's cnn/decent_train.py and config; 224x224 images.

@@ -74,7 +74,7 @@ from rtmodel_harness.model_choice import (
 )
 from rtmodel_harness.recipe import Recipe
 from rtmodel_harness.reference_workloads import build_reference, step_seed
-from runtime_model.defaults import MIB
+from runtime_model.core.defaults import MIB
 
 __all__ = [
     "BUILTIN_DEFAULTS",

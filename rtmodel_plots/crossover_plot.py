@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtmodel_plots.style import new_figure
-from runtime_model.crossover import BANDWIDTH, PRESET_NETWORK_SPREAD, SPAN, bandwidth_speedups
+from runtime_model.advice.crossover import BANDWIDTH, PRESET_NETWORK_SPREAD, SPAN, bandwidth_speedups
 
 POINTS = 49  # 1/64x .. 64x in steps of 2^(1/4)
 
@@ -16,7 +16,7 @@ POINTS = 49  # 1/64x .. 64x in steps of 2^(1/4)
 def crossover_curve(advice, where: str):
     """The figure for one advice (its scenario, pick, margin and crossovers; crossover.with_crossovers):
     `where` names the current bandwidth's source ("preset tcp-25g", "profile: measured")."""
-    from runtime_model.crossover import crossover_topology
+    from runtime_model.advice.crossover import crossover_topology
 
     sc = advice.scenario
     topology = crossover_topology(advice)

@@ -15,7 +15,7 @@ from rtmodel_plots.errors import PlotError
 from rtmodel_plots.progress import CurveProgress
 from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis, topology_style
 from rtmodel_plots.sweeps import best_per_gpus, pays_from, sweep
-from runtime_model.defaults import MARGIN
+from runtime_model.core.defaults import MARGIN
 
 
 def speedup_vs_gpus(
@@ -35,7 +35,7 @@ def speedup_vs_gpus(
     Rows are models, columns are networks (or named clusters, if given). A dashed line marks 1.0
     (All-Reduce); a dotted vertical line marks where decentralization starts to pay (best topology
     >= 1 + margin from there on). Pass a dict as `data` to get the swept DataFrames back, keyed by
-    (model, network-or-cluster). `local_sgd`: local-SGD configurations (runtime_model.local_sgd.LocalSgd)
+    (model, network-or-cluster). `local_sgd`: local-SGD configurations (runtime_model.prediction.local_sgd.LocalSgd)
     drawn beside the topologies, in black dash-dot (another training algorithm: never the pays mark). preset_kw: gpu, gpus_per_node, intra, batch_per_gpu, global_batch, ...
     """
     gpus_list = sorted(set(int(g) for g in gpus_list))
@@ -98,8 +98,7 @@ def _dashed_handle():
 
 
 def _speedup_title(preset_kw: dict) -> str:
-    from runtime_model import presets
-
+    from runtime_model.presets import to_model as presets
     extra = [str(preset_kw["gpu"])] if preset_kw.get("gpu") else []
     per_gpu = preset_kw.get("batch_per_gpu")
     if isinstance(per_gpu, dict):

@@ -3,7 +3,7 @@
 Why a tidy frame (one row per GPU count and topology, times in ms): every figure draws from the same
 numbers, and a notebook can tabulate or check them directly. Topologies that do not fit a shape
 (e.g. one-peer-exp at a non-power-of-2 n) are NaN there and show as gaps. "Pays" means the best
-topology is at least `runtime_model.defaults.MARGIN` faster: the advisor's too-close-to-call margin.
+topology is at least `runtime_model.core.defaults.MARGIN` faster: the advisor's too-close-to-call margin.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from rtmodel_plots.errors import PlotError
-from runtime_model.defaults import MARGIN
-from runtime_model.local_sgd import LocalSgd
-from runtime_model.scenario import Scenario
-from runtime_model.topologies import TopologyNotApplicable
+from runtime_model.core.defaults import MARGIN
+from runtime_model.core.scenario import Scenario
+from runtime_model.prediction.local_sgd import LocalSgd
+from runtime_model.topology.registry import TopologyNotApplicable
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,7 @@ def preset_scenario(
     one value per model); otherwise the preset's fixed global batch (strong scaling, as in the
     paper's Figure 6).
     """
-    from runtime_model import presets
-
+    from runtime_model.presets import to_model as presets
     library = preset_kw.get("library") or presets.builtin_library()
     clusters = library.clusters
     if gpus_per_node is not None:
@@ -108,8 +107,8 @@ def sweep(
     runs it: what advise picks from) and library (what runs it: Decent-DP, SGP, BlueFog, local SGD).
     `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
     """
-    from runtime_model.families import local_sgd_rows
-    from runtime_model.topology_predictions import predict_many
+    from runtime_model.advice.families import local_sgd_rows
+    from runtime_model.prediction.topology_predictions import predict_many
 
     ns = [int(n) for n in gpus_list]
     scenarios = [preset_scenario(n, model=model, network=network, cluster=cluster, **preset_kw) for n in ns]

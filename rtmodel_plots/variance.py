@@ -1,7 +1,7 @@
 """Speedup over All-Reduce under compute variation: one persistently slow rank, and i.i.d. jitter.
 
 Why two panels: the two kinds of variation act in opposite directions on gossip
-(runtime_model/variation.py). All-Reduce waits every iteration for the slowest of all n ranks, gossip
+(runtime_model/core/variation.py). All-Reduce waits every iteration for the slowest of all n ranks, gossip
 only for its group, so gossip escapes much of the i.i.d. jitter: its speedup grows with the CV (b). A
 persistent straggler is different: in a connected schedule every rank runs, in the long run, at the
 slowest rank's pace, so no topology escapes it and the speedup falls towards what communication alone
@@ -20,8 +20,8 @@ import pandas as pd
 
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.style import new_figure, speedup_y_axis, topology_style
-from runtime_model.distributions import NormalCompute
-from runtime_model.scenario import Compute, Scenario
+from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.scenario import Compute, Scenario
 
 DEFAULT_STRAGGLER_MAX = 3.0
 DEFAULT_CV_MAX = 0.5
@@ -62,7 +62,7 @@ def with_iid_cv(scenario: Scenario, cv: float) -> Scenario:
 
 
 def _rows(scenario: Scenario, key: str, value: float, topologies: Sequence[str] | None) -> list[dict]:
-    from runtime_model.advisor import advise
+    from runtime_model.advice.advisor import advise
 
     adv = advise(scenario, topologies=list(topologies) if topologies else None)
     ar_ms = adv.allreduce.mean_s * 1e3

@@ -12,7 +12,7 @@ from rtmodel_plots.errors import PlotError
 from rtmodel_plots.progress import CurveProgress
 from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis
 from rtmodel_plots.sweeps import DEFAULT_WHAT_IFS, WhatIf, best_per_gpus, pays_from, sweep
-from runtime_model.defaults import MARGIN
+from runtime_model.core.defaults import MARGIN
 
 
 def what_if(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 BACKENDS = ("auto", "gloo", "nccl")
 HOST_RANKS_ENV = "RTMODEL_HOST_RANKS"  # set by a local launcher whose pretend nodes share this host

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 LOCK_HELD_ENV = (
     "RTMODEL_OUTPUT_LOCK_HELD"  # the launcher holds the lock on this path; its ranks do not retake it

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime_model.defaults import MAX_GPUS
-from runtime_model.errors import DEBUG_ENV, UserError
+from runtime_model.core.defaults import MAX_GPUS
+from runtime_model.core.errors import DEBUG_ENV, UserError
 
 __all__ = [
     "DEBUG_ENV",

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime_model.scenario import ClusterShape
-from runtime_model.schedule import Round
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.topology.schedule import Round
 
 ALONE = "-alone"
 PATTERN_NAMES = (

@@ -1,7 +1,7 @@
 """Small builders for model tests (hand-checkable scenarios)."""
 
-from runtime_model.distributions import NormalCompute
-from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
+from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
 
 
 def net(intra_lat=1e-5, intra_bw=1e10, inter_lat=1e-4, inter_bw=1e9) -> Network:

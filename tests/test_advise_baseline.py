@@ -13,7 +13,7 @@ identical, their factors, margin, verdict and provenance changed. Re-recorded ag
 clusters build them: achievable link bandwidth (line rate x published nccl-tests efficiency), NCCL's
 ring/tree costs on presets, nvlink3-x4 on the paper's A100 nodes: preset predictions moved as intended;
 the profile scenarios moved only through the preset links they fall back on for what was not measured.
-Re-recorded for the large-batch efficiency derived from Transformer-XL base (runtime_model/efficiency.py):
+Re-recorded for the large-batch efficiency derived from Transformer-XL base (runtime_model/presets/efficiency.py):
 device-bound preset predictions moved as intended, and every margin with the presets' measured error.
 Re-recorded for advice a user can trust (issue 27): no prediction moved (iteration_s, comm identical);
 added convergence, factors.uneven_s, recommendation.candidate/objective and the CSV's last three columns;

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
-from runtime_model.advisor import advise
+from runtime_model.advice.advisor import advise
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
 ROOT = Path(__file__).parent.parent
@@ -205,7 +205,7 @@ def assert_refused(res, *fragments):
 @pytest.mark.parametrize(
     "args, fragments",
     [
-        # the largest n (runtime_model.defaults.MAX_GPUS), not a MemoryError or a negative group size
+        # the largest n (runtime_model.core.defaults.MAX_GPUS), not a MemoryError or a negative group size
         (["--gpus", "1000000000000"], ["--gpus must be at most 16777216"]),
         (["--gpus", "33554432"], ["--gpus must be at most 16777216"]),
         (["--gpus", "16777217", "--global-batch", "2e7"], ["--gpus must be at most 16777216"]),
@@ -288,7 +288,7 @@ def test_a_profile_refuses_link_options_it_would_ignore(given, fragment, monkeyp
 
 def test_advise_help_states_the_ranges_it_checks():
     from rtmodel_cli.advise import advise as advise_command
-    from runtime_model.constraints import COMPUTE_CV, MFU
+    from runtime_model.core.constraints import COMPUTE_CV, MFU
 
     hints = typing.get_type_hints(advise_command, include_extras=True)
     assert "[0, 1]" in COMPUTE_CV.describe() and "[0.01, 1]" in MFU.describe()
@@ -350,9 +350,9 @@ def test_group_shape_keys_are_exact_beyond_max_gpus():
     """n = 2^21 used to overflow the int64 key that packs (size, nodes, q) with one base n + 1, and
     reported GroupShape(size=-2097148, ...). The keys must stay exact past the limit, so that
     MAX_GPUS is the only reason n is refused."""
-    from runtime_model.defaults import MAX_GPUS
-    from runtime_model.scenario import ClusterShape, GroupShape
-    from runtime_model.topology_builders import build_complete
+    from runtime_model.core.defaults import MAX_GPUS
+    from runtime_model.core.scenario import ClusterShape, GroupShape
+    from runtime_model.topology.topology_builders import build_complete
 
     n, k = 2 * MAX_GPUS, 8
     shape = object.__new__(ClusterShape)  # bypass the MAX_GPUS check: this tests the arithmetic only
@@ -392,7 +392,7 @@ def test_dgx_clusters_are_named_presets_with_a_nic_per_gpu(cluster):
 def test_verbose_shows_every_column_the_default_leaves_out():
     """--verbose differs from the default on presets too: the columns that do not fit the width follow
     in tables of their own (each led by the topology), and no 'not shown at this width' line is left."""
-    from runtime_model.columns import TABLE_COLUMNS
+    from runtime_model.advice.columns import TABLE_COLUMNS
 
     plain = runner.invoke(app, ["advise", "--gpus", "64"], terminal_width=80).output
     verbose = runner.invoke(app, ["advise", "--gpus", "64", "--verbose"], terminal_width=80).output

@@ -7,8 +7,8 @@ import json
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
-from runtime_model.assumptions import Assumptions, preset_assumptions
+from runtime_model.advice.assumptions import Assumptions, preset_assumptions
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
 

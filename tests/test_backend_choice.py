@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rtmodel_util.backend_choice import HOST_RANKS_ENV, pick_backend, ranks_on_this_host
-from runtime_model.errors import UserError
+from runtime_model.core.errors import UserError
 
 
 @pytest.mark.parametrize(

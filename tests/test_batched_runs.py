@@ -1,4 +1,4 @@
-"""The batched recurrence (runtime_model/recurrence.py), complete's batched reduced system and the sweep's
+"""The batched recurrence (runtime_model/prediction/recurrence.py), complete's batched reduced system and the sweep's
 one pass over n give each run's own numbers: equal to a plain per-rank loop, and alone = in a batch.
 
 The plain loop here is the recurrence as iteration.py's module doc states it, one rank group at a time.
@@ -11,18 +11,18 @@ import math
 import numpy as np
 import pytest
 
-from runtime_model import presets
-from runtime_model.advisor import advise, advise_many
-from runtime_model.complete_system import CompleteJob, _normal_extremes, simulate_complete
-from runtime_model.distributions import NormalCompute
-from runtime_model.iteration import SIM_SEED, last_bucket_optimizer_s, plan_job
-from runtime_model.pending import Pending, run_pending
-from runtime_model.recurrence import batch_se, run_jobs
-from runtime_model.round_comm import round_comm
-from runtime_model.scenario import ClusterShape, Compute
-from runtime_model.schedule import Round, ScheduleError
-from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
-from runtime_model.variation import Variation
+from runtime_model.advice.advisor import advise, advise_many
+from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.scenario import ClusterShape, Compute
+from runtime_model.core.variation import Variation
+from runtime_model.prediction.complete_system import CompleteJob, _normal_extremes, simulate_complete
+from runtime_model.prediction.iteration import SIM_SEED, last_bucket_optimizer_s, plan_job
+from runtime_model.prediction.pending import Pending, run_pending
+from runtime_model.prediction.recurrence import batch_se, run_jobs
+from runtime_model.prediction.round_comm import round_comm
+from runtime_model.presets import to_model as presets
+from runtime_model.topology.registry import TopologyNotApplicable, build_schedule, topology_names
+from runtime_model.topology.schedule import Round, ScheduleError
 
 
 def _scenario(n, k, cv=0.05, **kw):

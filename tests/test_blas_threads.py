@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from runtime_model.blas_threads import BLAS_THREADS_ENV, one_blas_thread
+from runtime_model.core.blas_threads import BLAS_THREADS_ENV, one_blas_thread
 
 
 def test_one_thread_is_asked_for_inside_and_the_variable_is_gone_after(monkeypatch):

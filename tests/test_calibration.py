@@ -31,9 +31,9 @@ from calibration import (
 from calibration.cli import register
 from calibration.synthetic import SmallMessageRegime, write_synthetic_profile
 from rtmodel_cli.failing import guard_app
-from runtime_model.distributions import EmpiricalCompute, NormalCompute
-from runtime_model.errors import UserError
-from runtime_model.scenario import ClusterShape, GroupShape, Link, Network
+from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
+from runtime_model.core.errors import UserError
+from runtime_model.core.scenario import ClusterShape, GroupShape, Link, Network
 
 
 def calibrate(doc, **kwargs):

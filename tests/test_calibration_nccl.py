@@ -21,8 +21,8 @@ from calibration.inversion import MeasuredLine, invert_line, latency_steps, line
 from calibration.profile import nccl_algo_from_env
 from calibration.synthetic import write_synthetic_profile
 from rtmodel_cli.app import app
-from runtime_model.collectives import allreduce_parts_s, allreduce_s, global_allreduce_shape
-from runtime_model.scenario import GroupShape, Link, Network
+from runtime_model.core.scenario import GroupShape, Link, Network
+from runtime_model.prediction.collectives import allreduce_parts_s, allreduce_s, global_allreduce_shape
 
 INTRA = Link(latency_s=15e-6, bandwidth_Bps=25e9)
 INTER = Link(latency_s=80e-6, bandwidth_Bps=2.5e9)

@@ -2,8 +2,13 @@
 
 import pytest
 
-from runtime_model.collectives import allreduce_s, busbw_Bps, global_allreduce_shape, ring_allreduce_s
-from runtime_model.scenario import AffineCost, GroupShape, ScenarioError
+from runtime_model.core.scenario import AffineCost, GroupShape, ScenarioError
+from runtime_model.prediction.collectives import (
+    allreduce_s,
+    busbw_Bps,
+    global_allreduce_shape,
+    ring_allreduce_s,
+)
 from tests.helpers import net
 
 

@@ -120,7 +120,7 @@ def test_debug_env_adds_the_traceback_and_keeps_the_exit_code(path, tmp_path, mo
 
 def test_a_bug_is_not_dressed_as_a_user_error(monkeypatch):
     """Only rtmodel's own errors and OSError become one line; anything else keeps its traceback."""
-    import runtime_model.advisor as advisor
+    import runtime_model.advice.advisor as advisor
 
     def broken(*args, **kwargs):
         raise KeyError("a bug")

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model.consensus import (
+from runtime_model.convergence.consensus import (
     ConsensusError,
     consensus_metrics,
     dense_rounds,
     round_contraction,
     worst_round_contraction,
 )
-from runtime_model.scenario import ClusterShape
-from runtime_model.schedule import Round, Schedule
-from runtime_model.topologies import TOPOLOGIES, build_schedule, topology_names
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.topology.registry import TOPOLOGIES, build_schedule, topology_names
+from runtime_model.topology.schedule import Round, Schedule
 
 SMALL_SHAPES = [(2, 1), (4, 2), (6, 3), (8, 1), (12, 4), (16, 4), (20, 2), (24, 8), (32, 4), (40, 8), (64, 8)]
 
@@ -247,7 +247,7 @@ def test_consensus_at_65536_takes_a_closed_form_path_for_decent_dp_topologies():
 
 
 def _dense_worst_round(schedule) -> float:
-    """max_r ||W_r - J||_2 straight from numpy, independent of runtime_model.consensus."""
+    """max_r ||W_r - J||_2 straight from numpy, independent of runtime_model.convergence.consensus."""
     n = schedule.n
     j = np.full((n, n), 1.0 / n)
     return max(float(np.linalg.norm(w - j, 2)) for w in dense_rounds(schedule))
@@ -344,7 +344,7 @@ def _fft_rho(n, offsets):
 
 
 def test_circulant_rho_from_the_offsets_is_the_fft_of_the_row():
-    from runtime_model.consensus import circulant_rho
+    from runtime_model.convergence.consensus import circulant_rho
 
     rng = np.random.default_rng(7)
     sizes = list(range(1, 700)) + [int(n) for n in rng.integers(700, 70_000, 60)]
@@ -360,7 +360,7 @@ def test_circulant_rho_of_the_exponential_graph_at_a_power_of_two_is_ying_et_als
     """n = 2^tau: (tau - 1) / (tau + 1) (Ying et al., NeurIPS 2021), up to 2^24 without n-sized work."""
     import tracemalloc
 
-    from runtime_model.consensus import circulant_rho
+    from runtime_model.convergence.consensus import circulant_rho
 
     tracemalloc.start()
     for tau in range(2, 25):

@@ -1,4 +1,4 @@
-"""Where the verdict flips (runtime_model.crossover): the pick ties All-Reduce at the crossover it
+"""Where the verdict flips (runtime_model.advice.crossover): the pick ties All-Reduce at the crossover it
 reports, it wins on the side it says, a pick that wins over the whole range has no crossover, and
 advise (table, JSON, CSV) and `rtmodel plot crossover` show them."""
 
@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model.advisor import advise
-from runtime_model.crossover import (
+from runtime_model.advice.advisor import advise
+from runtime_model.advice.crossover import (
     BANDWIDTH,
     COMPUTE,
     CV,
@@ -23,7 +23,7 @@ from runtime_model.crossover import (
     crossovers,
     inter_scaled,
 )
-from runtime_model.scenario import AffineCost
+from runtime_model.core.scenario import AffineCost
 from tests.helpers import scenario
 
 runner = CliRunner()
@@ -38,7 +38,7 @@ def _overhead_scenario(gossip_overhead: float):
 
 def _speedup_at(sc, c) -> float:
     """The topology's speedup over All-Reduce with c's quantity set to c.at (the others as they are)."""
-    from runtime_model.crossover import _bandwidth_search, _compute_search, _cv_search
+    from runtime_model.advice.crossover import _bandwidth_search, _compute_search, _cv_search
 
     search = {BANDWIDTH: _bandwidth_search, COMPUTE: _compute_search, CV: _cv_search}[c.quantity](sc)
     picked = advise(search.at(c.at), topologies=[c.topology])
@@ -141,7 +141,7 @@ def test_a_preset_network_near_its_crossover_is_named_as_what_to_measure():
     """The bandwidth crossover (17.6 Gbit/s) lies within 4x of the preset's 8: published clusters miss
     their presets by that much, so the verdict is too close to call (a win the margin alone would let
     stand) and says it depends on the network and how to measure it."""
-    from runtime_model.crossover import settle_line, with_crossovers
+    from runtime_model.advice.crossover import settle_line, with_crossovers
 
     plain = advise(_overhead_scenario(1.2), topologies=["alternating-exp-ring"])
     assert plain.recommendation.topology == "alternating-exp-ring"
@@ -155,7 +155,7 @@ def test_a_preset_network_near_its_crossover_is_named_as_what_to_measure():
 
 
 def test_a_measured_network_is_not_second_guessed():
-    from runtime_model.crossover import settle_line, with_crossovers
+    from runtime_model.advice.crossover import settle_line, with_crossovers
 
     sc = _overhead_scenario(1.2)
     sc = replace(
@@ -166,7 +166,7 @@ def test_a_measured_network_is_not_second_guessed():
 
 def test_a_too_close_verdict_names_the_nearest_crossovers_measurement():
     """Compute flips at 52.5 ms from 32 (1.6x), the network at 17.6 from 8 Gbit/s (2.2x): measure the step."""
-    from runtime_model.crossover import settle_line, with_crossovers
+    from runtime_model.advice.crossover import settle_line, with_crossovers
 
     adv = with_crossovers(advise(_overhead_scenario(1.2), margin=0.5, topologies=["alternating-exp-ring"]))
     assert adv.recommendation.too_close_to_call
@@ -176,7 +176,7 @@ def test_a_too_close_verdict_names_the_nearest_crossovers_measurement():
 
 
 def test_a_too_close_verdict_with_nothing_in_range_asks_for_a_validation_run():
-    from runtime_model.crossover import settle_line, with_crossovers
+    from runtime_model.advice.crossover import settle_line, with_crossovers
 
     adv = with_crossovers(advise(scenario(n=16, k=4, sd=0.001), margin=0.9, topologies=["complete"]))
     assert adv.recommendation.too_close_to_call
@@ -186,10 +186,10 @@ def test_a_too_close_verdict_with_nothing_in_range_asks_for_a_validation_run():
 def test_a_search_reads_the_very_means_the_full_predictions_give():
     """run_means (the searches' mean-only finish) equals each full prediction's mean_s, bit for bit,
     for full per-rank schedules, reduced systems and complete's own job."""
-    from runtime_model.iteration import allreduce_prediction
-    from runtime_model.pending import run_means, run_pending
-    from runtime_model.reduced_system import topology_model
-    from runtime_model.symmetry import FULL_MAX_N
+    from runtime_model.prediction.iteration import allreduce_prediction
+    from runtime_model.prediction.pending import run_means, run_pending
+    from runtime_model.prediction.reduced_system import topology_model
+    from runtime_model.topology.symmetry import FULL_MAX_N
 
     for n, k, sd in (
         (16, 4, 0.05),

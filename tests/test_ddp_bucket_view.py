@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
 
@@ -64,7 +64,7 @@ def test_the_paper_comparison_prices_its_ddp_with_bucket_views():
     view = presets.resolve(
         32, cluster="a100-ib100", model="transformer-base", global_batch=25_000, ddp_bucket_view=True
     )
-    from runtime_model.advisor import advise
+    from runtime_model.advice.advisor import advise
 
     assert row.predicted_ms == pytest.approx(
         advise(presets.scenario_from_choice(view)).allreduce.mean_s * 1e3

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
 HOST_BOUND = {"gpus": 64}  # transformer-base's 390 tokens per GPU: the host issues slower than the A100 runs

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from runtime_model.distributions import EmpiricalCompute, NormalCompute
+from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 
 
 def test_expected_max_of_two_normals_closed_form():
@@ -66,8 +66,8 @@ def test_zero_spread_is_deterministic():
 @pytest.mark.parametrize("n", [3, 8])
 def test_a_block_of_iterations_is_the_per_iteration_draws_bit_for_bit(dist, variation, n):
     """Compute.block_sampler (advise --profile's speed) must give exactly what one draw per iteration gives."""
-    from runtime_model.scenario import Compute
-    from runtime_model.variation import Variation
+    from runtime_model.core.scenario import Compute
+    from runtime_model.core.variation import Variation
 
     if "rank_factors" in variation and n != 3:
         variation = dict(rank_factors=tuple(1.0 + 0.01 * i for i in range(n)))
@@ -86,8 +86,8 @@ def test_a_block_of_iterations_is_the_per_iteration_draws_bit_for_bit(dist, vari
 def test_the_step_spread_drawn_in_blocks_is_the_per_iteration_draws_bit_for_bit(spread, n):
     """recurrence_draws.step_draws (the measured step's deviation, advise --profile's speed) gives exactly what one
     Compute.step_deviations draw per iteration on its stream gives, across the blocks' seams."""
-    from runtime_model.recurrence_draws import STEP_STREAM, draw_block, step_draws
-    from runtime_model.scenario import Compute
+    from runtime_model.core.scenario import Compute
+    from runtime_model.prediction.recurrence_draws import STEP_STREAM, draw_block, step_draws
 
     comp = Compute(0.01, 0.02, 0.005, distribution=NormalCompute(0.03, 0.004), step_spread=spread)
     one, rows = np.random.default_rng((5, STEP_STREAM)), 2 * draw_block(n) + 7
@@ -98,8 +98,8 @@ def test_the_step_spread_drawn_in_blocks_is_the_per_iteration_draws_bit_for_bit(
 
 
 def test_a_node_term_keeps_the_per_iteration_loop():
-    from runtime_model.scenario import Compute
-    from runtime_model.variation import Variation
+    from runtime_model.core.scenario import Compute
+    from runtime_model.core.variation import Variation
 
     comp = Compute(
         0.01, 0.02, 0.005, distribution=NormalCompute(0.03, 0.004), variation=Variation(node_cv=0.05)

@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from calibration.profile_io import load_profile
-from runtime_model.iteration import allreduce_prediction, gossip_prediction
+from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
 from tests.test_local_sgd_validate import PROFILE_2X2
 from validation.drift import drift_threshold
 from validation.job import RankReport

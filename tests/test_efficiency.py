@@ -1,4 +1,4 @@
-"""gpus.toml's large-batch efficiencies are derived from published throughputs (runtime_model/efficiency.py),
+"""gpus.toml's large-batch efficiencies are derived from published throughputs (runtime_model/presets/efficiency.py),
 never chosen: every figure is recomputed here, and the derivation is checked on hand-computed cases."""
 
 import math
@@ -7,8 +7,8 @@ import pytest
 
 from profiler import opcount
 from rtmodel_harness import reference_models
-from runtime_model import efficiency
-from runtime_model.preset_loading import builtin_library
+from runtime_model.presets import efficiency
+from runtime_model.presets.preset_loading import builtin_library
 
 GPUS = dict(builtin_library().gpus)
 

@@ -1,12 +1,12 @@
-"""The charge for flows that share a NIC at drifting offsets (runtime_model.flow_drift), on hand-computed
+"""The charge for flows that share a NIC at drifting offsets (runtime_model.prediction.flow_drift), on hand-computed
 cases and as properties: between the solo and the lockstep time, monotone in the window."""
 
 import numpy as np
 import pytest
 
-from runtime_model.flow_drift import drift_charge_s
-from runtime_model.round_comm import round_comm
-from runtime_model.schedule import Round, Schedule
+from runtime_model.prediction.flow_drift import drift_charge_s
+from runtime_model.prediction.round_comm import round_comm
+from runtime_model.topology.schedule import Round, Schedule
 from tests.helpers import scenario
 
 

@@ -1,4 +1,4 @@
-"""SGP and BlueFog beside Decent-DP (runtime_model/exchange.py): each library's semantics, what runs
+"""SGP and BlueFog beside Decent-DP (runtime_model/topology/exchange.py): each library's semantics, what runs
 them, and the published runs they are checked against (validation/published_runs.py)."""
 
 from dataclasses import replace
@@ -6,13 +6,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from runtime_model import presets
-from runtime_model.advisor import advise
-from runtime_model.columns import runs_on_text
-from runtime_model.report import advice_to_dict
-from runtime_model.round_comm import static_graph_comm_s
-from runtime_model.scenario import ClusterShape
-from runtime_model.topologies import build_schedule
+from runtime_model.advice.advisor import advise
+from runtime_model.advice.columns import runs_on_text
+from runtime_model.advice.report import advice_to_dict
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.prediction.round_comm import static_graph_comm_s
+from runtime_model.presets import to_model as presets
+from runtime_model.topology.registry import build_schedule
 from validation.published_runs import bluefog_efficiency, sgp_rows
 
 LIBRARY_ROWS = ("static-exp", "bluefog-dynamic-exp", "sgp-exp", "osgp-exp")

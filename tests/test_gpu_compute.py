@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model import presets
-from runtime_model.gpu_compute import IterationWork, Work, ddp_compute, decent_dp_compute
-from runtime_model.scenario import Bucket
+from runtime_model.core.scenario import Bucket
+from runtime_model.prediction.gpu_compute import IterationWork, Work, ddp_compute, decent_dp_compute
+from runtime_model.presets import to_model as presets
 
 MS = 1e-3
 

@@ -32,8 +32,8 @@ DIST_CALLS = ("init_process_group", "new_group", "barrier", "all_reduce", "destr
     ("complete", 8, 2, 5, 5),  # period 1: the All-Reduce-like case needs nothing more
 ])
 def test_warmup_covers_one_schedule_period_plus_two(name, n, k, asked, used):
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import build_schedule
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.topology.registry import build_schedule
     from validation.plan import MIN_WARMUP, effective_warmup
 
     schedule = build_schedule(name, ClusterShape(n, k))
@@ -61,8 +61,8 @@ def test_decent_dp_cycles_through_the_period_the_warmup_assumes(monkeypatch, nam
     topo = pytest.importorskip("decent_dp.topo")
     import torch.distributed as dist
 
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import build_schedule
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.topology.registry import build_schedule
 
     for attr, fn in {"is_available": lambda: True, "is_initialized": lambda: True, "get_rank": lambda: 0,
                      "get_world_size": lambda: n, "new_group": lambda ranks, **kw: tuple(ranks)}.items():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from benchmarks import gpu_host_cost
-from runtime_model.preset_loading import builtin_library
+from runtime_model.presets.preset_loading import builtin_library
 
 LIB = builtin_library()
 

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model.iteration import allreduce_prediction, ddp_exposed_tail_s, gossip_prediction
-from runtime_model.scenario import Bucket, ClusterShape, Compute
-from runtime_model.schedule import Round, Schedule
+from runtime_model.core.scenario import Bucket, ClusterShape, Compute
+from runtime_model.prediction.iteration import allreduce_prediction, ddp_exposed_tail_s, gossip_prediction
+from runtime_model.topology.schedule import Round, Schedule
 from tests.helpers import scenario
 
 
@@ -136,7 +136,7 @@ def test_quantiles_ordered():
 
 
 def test_cluster_shape_errors():
-    from runtime_model.errors import UserError
+    from runtime_model.core.errors import UserError
 
     with pytest.raises(UserError, match="gpus_per_node 4 does not divide gpus 10"):
         ClusterShape(10, 4)

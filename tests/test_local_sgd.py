@@ -1,4 +1,4 @@
-"""Local SGD (runtime_model/local_sgd.py, local_sgd_convergence.py, families.py): the period's parts,
+"""Local SGD (runtime_model/prediction/local_sgd.py, local_sgd_convergence.py, families.py): the period's parts,
 its options, its loss from the published fits, and its place beside All-Reduce and gossip in advise."""
 
 import json
@@ -9,15 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
-from runtime_model.advisor import advise
-from runtime_model.collectives import allreduce_s, global_allreduce_shape
-from runtime_model.distributions import NormalCompute
-from runtime_model.errors import InvalidCombination, InvalidValue
-from runtime_model.families import ACCURACY, ITERATION
-from runtime_model.iteration import allreduce_prediction
-from runtime_model.local_sgd import LocalSgd, local_sgd_prediction, period_compute_s, wire_bytes
-from runtime_model.local_sgd_convergence import EXTRAPOLATED, MEASURED, PENALIZED, local_sgd_cost
+from runtime_model.advice.advisor import advise
+from runtime_model.advice.families import ACCURACY, ITERATION
+from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.errors import InvalidCombination, InvalidValue
+from runtime_model.prediction.collectives import allreduce_s, global_allreduce_shape
+from runtime_model.prediction.iteration import allreduce_prediction
+from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction, period_compute_s, wire_bytes
+from runtime_model.prediction.local_sgd_convergence import EXTRAPOLATED, MEASURED, PENALIZED, local_sgd_cost
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
 
@@ -235,8 +235,8 @@ def test_every_family_reports_the_bytes_its_busiest_nic_carries_per_iteration():
     ring's node-boundary pairs once every two rounds, two per NIC (M); the one-peer exponential graph
     leaves the node with all 4 ranks at distances 4..32 (16 M over 6 rounds); BlueFog's static graph
     1 + 2 + 4 x 4 peers across nodes at once (19 M)."""
-    from runtime_model.collectives import allreduce_algorithm, global_allreduce_shape
-    from runtime_model.report import advice_to_dict
+    from runtime_model.advice.report import advice_to_dict
+    from runtime_model.prediction.collectives import allreduce_algorithm, global_allreduce_shape
 
     sc = _scenario()
     m = sc.buckets.message_bytes

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model.local_sgd import LocalSgd, local_sgd_prediction
+from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
 from tests.spawned import end_spawned_rank
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport, RunWorkload
@@ -93,7 +93,7 @@ def test_counts_are_whole_periods_at_least_asked(iterations, warmup, h, expected
 def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks():
     from calibration.profile_io import load_profile
     from calibration.profiled import scenario_from_profile
-    from runtime_model.iteration import allreduce_prediction
+    from runtime_model.prediction.iteration import allreduce_prediction
     from validation.plan import _placeholder_network, make_plan, run_shape
 
     profile = load_profile(PROFILE_2X2)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_model import efficiency, presets
+from runtime_model.presets import efficiency
+from runtime_model.presets import to_model as presets
 
 LIB = presets.builtin_library()
 RESULTS = Path(__file__).parent.parent / "benchmarks" / "results" / "gpu-compute" / "gpu-compute.json"

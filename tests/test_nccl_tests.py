@@ -19,8 +19,8 @@ from calibration.nccl_tests_output import (
     read_nccl_tests,
 )
 from rtmodel_cli.app import app
-from runtime_model.collectives import allreduce_s, global_allreduce_shape
-from runtime_model.scenario import Link, Network, TabulatedCost
+from runtime_model.core.scenario import Link, Network, TabulatedCost
+from runtime_model.prediction.collectives import allreduce_s, global_allreduce_shape
 from tests.nccl_tests_text import nccl_tests_output
 
 runner = CliRunner()

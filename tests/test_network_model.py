@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model.collectives import (
+from runtime_model.core.errors import InvalidValue
+from runtime_model.core.scenario import ClusterShape, GroupShape, Link, Network
+from runtime_model.prediction.collectives import (
     allreduce_algorithm,
     allreduce_nic_bytes_of,
     allreduce_parts_s,
@@ -21,12 +23,10 @@ from runtime_model.collectives import (
     nccl_tree_parts_s,
     tree_nic_bytes,
 )
-from runtime_model.errors import InvalidValue
-from runtime_model.iteration import allreduce_prediction, gossip_prediction
-from runtime_model.round_comm import nic_bound_s, round_comm
-from runtime_model.scenario import ClusterShape, GroupShape, Link, Network
-from runtime_model.schedule import Round, Schedule
-from runtime_model.topologies import build_schedule
+from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
+from runtime_model.prediction.round_comm import nic_bound_s, round_comm
+from runtime_model.topology.registry import build_schedule
+from runtime_model.topology.schedule import Round, Schedule
 from tests.helpers import scenario
 
 A_INTRA, A_INTER = 1e-6, 1e-5

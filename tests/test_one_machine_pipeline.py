@@ -29,7 +29,7 @@ from calibration.synthetic import SyntheticTruth
 from rtmodel_cli.app import app
 from rtmodel_cli.failing import guard_app
 from rtmodel_util.files import OutputPathError, check_output_path
-from runtime_model import presets
+from runtime_model.presets import to_model as presets
 
 ROOT = Path(__file__).parent.parent
 DATA = ROOT / "tests" / "data"

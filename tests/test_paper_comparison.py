@@ -33,7 +33,7 @@ def test_the_presets_measured_error_kept_as_data_is_the_comparisons():
     """The presets' iteration-time error kept as data (preset_data/accuracy.toml) is this comparison's,
     recomputed here so the two can never drift apart (the speedup errors, per source class, are
     tests/test_speedup_evidence.py's)."""
-    from runtime_model.confidence import PRESETS, measured_errors
+    from runtime_model.advice.confidence import PRESETS, measured_errors
 
     df = compare()
     kept = measured_errors()[PRESETS]
@@ -46,7 +46,7 @@ def test_the_profiles_measured_error_kept_as_data_is_the_benchmarks():
     import json
     from pathlib import Path
 
-    from runtime_model.confidence import PROFILE, measured_errors
+    from runtime_model.advice.confidence import PROFILE, measured_errors
 
     summary = json.loads((Path(__file__).parents[1] / "benchmarks/results/accuracy-full.json").read_text())
     kept = measured_errors()[PROFILE]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_model import presets
-from runtime_model.bucketing import ready_fractions
+from runtime_model.prediction.bucketing import ready_fractions
+from runtime_model.presets import to_model as presets
 
 MIB = 2**20
 

@@ -8,12 +8,13 @@ from importlib import resources
 
 import pytest
 
-from runtime_model import preset_types, presets
-from runtime_model.advisor import advise
-from runtime_model.defaults import MAX_GPUS
-from runtime_model.errors import InvalidCombination, InvalidValue, UserError
-from runtime_model.preset_loading import PresetFileError, load_library
-from runtime_model.scenario import ClusterShape
+from runtime_model.advice.advisor import advise
+from runtime_model.core.defaults import MAX_GPUS
+from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.presets import preset_types
+from runtime_model.presets import to_model as presets
+from runtime_model.presets.preset_loading import PresetFileError, load_library
 
 A100_LINES = """
 [A100]
@@ -50,7 +51,7 @@ counts_source = "test"
 
 
 def builtin_toml(name: str) -> dict:
-    return tomllib.loads(resources.files("runtime_model.preset_data").joinpath(name).read_text())
+    return tomllib.loads(resources.files("runtime_model.presets.preset_data").joinpath(name).read_text())
 
 
 def write(tmp_path, name: str, text: str):
@@ -366,8 +367,7 @@ def test_global_batch_minimum_is_one_unit_per_gpu_and_says_so():
     with pytest.raises(InvalidCombination, match="default global batch"):
         presets.resolve(2048, model="resnet50", compute_ms=100)
     assert presets.resolve(2048, model="resnet50", compute_ms=100, global_batch=4096).gpus == 2048
-    from runtime_model import own_model
-
+    from runtime_model.presets import own_model
     lib = own_model.add_yours(presets.builtin_library(), 10**8, None, 4, compute_ms=100)
     assert presets.resolve(2048, model=own_model.OWN_MODEL, compute_ms=100, library=lib).gpus == 2048
 

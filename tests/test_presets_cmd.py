@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model.preset_loading import builtin_library
+from runtime_model.presets.preset_loading import builtin_library
 
 runner = CliRunner()
 LIB = builtin_library()

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from runtime_model.local_sgd import LocalSgd
+from runtime_model.prediction.local_sgd import LocalSgd
 from validation import published_local_sgd as pls
 from validation.published_local_sgd import (
     BRACKET,

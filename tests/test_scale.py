@@ -1,4 +1,4 @@
-"""The reduced system (runtime_model/symmetry.py, reduced_system.py) against the per-rank recurrence.
+"""The reduced system (runtime_model/topology/symmetry.py, reduced_system.py) against the per-rank recurrence.
 
 Without variance it must equal the per-rank answer exactly on every topology; with variance it must agree
 within its stated Monte-Carlo error; All-Reduce's max over n from rank classes must agree with the
@@ -15,24 +15,24 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
-from runtime_model.consensus import consensus_metrics
-from runtime_model.distributions import NormalCompute
-from runtime_model.exchange import adapted_scenario
-from runtime_model.iteration import (
+from runtime_model.convergence.consensus import consensus_metrics
+from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.order_stats import max_of_ranks, quantile_of_repeated
+from runtime_model.core.scenario import ClusterShape, Compute
+from runtime_model.core.variation import Variation
+from runtime_model.prediction.iteration import (
     allreduce_prediction,
     compute_wait_of_all,
     gossip_prediction,
     last_bucket_optimizer_s,
     simulate_growth_stats,
 )
-from runtime_model.order_stats import max_of_ranks, quantile_of_repeated
-from runtime_model.reduced_system import reduced_consensus, reduced_prediction, topology_model
-from runtime_model.round_comm import exposed_exchange_s, nic_bound_s, round_comm
-from runtime_model.scenario import ClusterShape, Compute
-from runtime_model.symmetry import FULL_MAX_N, UNREDUCED, reduce
-from runtime_model.topologies import TopologyNotApplicable, build_schedule, topology_names
-from runtime_model.variation import Variation
+from runtime_model.prediction.reduced_system import reduced_consensus, reduced_prediction, topology_model
+from runtime_model.prediction.round_comm import exposed_exchange_s, nic_bound_s, round_comm
+from runtime_model.presets import to_model as presets
+from runtime_model.topology.exchange import adapted_scenario
+from runtime_model.topology.registry import TopologyNotApplicable, build_schedule, topology_names
+from runtime_model.topology.symmetry import FULL_MAX_N, UNREDUCED, reduce
 
 SHAPES = [(4096, 8), (1024, 4), (1024, 1), (768, 4), (96, 2), (512, 8), (2048, 2)]
 
@@ -76,7 +76,7 @@ def test_reduced_costs_are_the_existing_functions_on_the_covering_ranks(n, k):
         if full.static_graph is not None:
             continue
         red = reduce(name, sc.shape, build_schedule, 64)
-        from runtime_model.reduced_system import reduced_rounds
+        from runtime_model.prediction.reduced_system import reduced_rounds
 
         reduced = [r.charged_s for r in reduced_rounds(red, sc)]
         ranks = np.arange(n)
@@ -195,8 +195,8 @@ def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
 def built_schedules(monkeypatch) -> list[int]:
     """The sizes n of every schedule validated (i.e. built) while the test runs, with the reduced systems'
     cache of small schedules cleared so they are built afresh."""
-    import runtime_model.schedule as schedule_mod
-    from runtime_model.reduced_system import _built
+    import runtime_model.topology.schedule as schedule_mod
+    from runtime_model.prediction.reduced_system import _built
 
     _built.cache_clear()  # small schedules are kept across calls: build them afresh here
     built = []
@@ -296,7 +296,7 @@ def _mixing_matrices(schedule, rounds):
 
 
 def _consensus_by_definition(schedule, rounds):
-    """(exact_rounds, rho, worst_round_contraction) as runtime_model/consensus.py defines them, with dense
+    """(exact_rounds, rho, worst_round_contraction) as runtime_model/convergence/consensus.py defines them, with dense
     matrices: the first t <= 3 periods at which the product of rounds is J, ||period product - J||_2, and
     max over rounds of ||W_r - J||_2."""
     mats = _mixing_matrices(schedule, rounds)
@@ -317,8 +317,8 @@ def test_topology_rows_up_to_4096_describe_the_full_schedules(n, k):
     exactly where the schedule builds (else the builder's reason); the rounds it lists partition the ranks,
     their count is the period and their sizes the group sizes; up to 96 ranks, the consensus figures are
     the definitions' values from dense matrices; above, they are in range and consistent."""
-    from runtime_model.report import topology_rows
-    from runtime_model.topologies import TOPOLOGIES
+    from runtime_model.advice.report import topology_rows
+    from runtime_model.topology.registry import TOPOLOGIES
 
     shape = ClusterShape(n, k)
     rows = topology_rows(shape, with_rounds=True)
@@ -363,7 +363,7 @@ def test_topology_rows_up_to_4096_describe_the_full_schedules(n, k):
 
 @pytest.mark.parametrize("n, k", SHAPES)
 def test_a_reduced_systems_period_group_sizes_and_note_are_the_full_schedules(n, k):
-    from runtime_model.reduced_system import TopologyModel
+    from runtime_model.prediction.reduced_system import TopologyModel
 
     shape = ClusterShape(n, k)
     for name, full in _pairs(n, k):

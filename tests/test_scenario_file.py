@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
 from rtmodel_cli.scenario_file import KEYS
-from runtime_model import presets
+from runtime_model.presets import to_model as presets
 
 ROOT = Path(__file__).parent.parent
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"

@@ -5,9 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from runtime_model import presets
-from runtime_model.advisor import advise
-from runtime_model.confidence import (
+from runtime_model.advice.advisor import advise
+from runtime_model.advice.confidence import (
     ETHERNET_PRESET,
     IB_PRESET,
     MIN_OWN_CHECKS,
@@ -19,8 +18,9 @@ from runtime_model.confidence import (
     speedup_evidence,
     speedup_interval,
 )
-from runtime_model.crossover import network_crossover, settle_line, with_crossovers
-from runtime_model.scenario import Link
+from runtime_model.advice.crossover import network_crossover, settle_line, with_crossovers
+from runtime_model.core.scenario import Link
+from runtime_model.presets import to_model as presets
 from validation.speedup_evidence import all_checks, class_errors
 
 

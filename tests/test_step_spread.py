@@ -14,16 +14,16 @@ from calibration import calibration_from_json, calibration_to_json, synthetic_pr
 from calibration.calibrate_profile import calibrate
 from calibration.profile_io import profile_from_document
 from calibration.synthetic import SyntheticTruth
-from runtime_model import presets
-from runtime_model.distributions import EmpiricalCompute, NormalCompute, plus_deviation
-from runtime_model.iteration import (
+from runtime_model.core.distributions import EmpiricalCompute, NormalCompute, plus_deviation
+from runtime_model.core.scenario import ClusterShape, Compute
+from runtime_model.prediction.iteration import (
     allreduce_prediction,
     compute_wait_of_all,
     gossip_prediction,
     last_bucket_share,
 )
-from runtime_model.scenario import ClusterShape, Compute
-from runtime_model.topologies import build_schedule
+from runtime_model.presets import to_model as presets
+from runtime_model.topology.registry import build_schedule
 from tests.cli_helpers import advise_json, run
 
 MS = 1e-3

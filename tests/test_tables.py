@@ -13,11 +13,11 @@ from rich.console import Console
 
 from rtmodel_cli.fitted_tables import FitColumn, fit_columns
 from rtmodel_cli.tables import code_lines, render_advice, render_topologies, shell_lines
-from runtime_model import presets
-from runtime_model.advisor import advise
-from runtime_model.columns import TABLE_COLUMNS
-from runtime_model.report import advice_to_dict, topology_rows
-from runtime_model.scenario import ClusterShape
+from runtime_model.advice.advisor import advise
+from runtime_model.advice.columns import TABLE_COLUMNS
+from runtime_model.advice.report import advice_to_dict, topology_rows
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.presets import to_model as presets
 
 WIDTHS = [60, 80, 100, 150, 200, 240]
 KEY_LABELS = ("topology", "mean ms", "speedup", "runs on")
@@ -239,8 +239,8 @@ def test_fit_columns_priorities_and_minimums():
 
 
 def _validation_result():
-    from runtime_model.iteration import IterationPrediction
-    from runtime_model.scenario import ClusterShape as Shape
+    from runtime_model.core.scenario import ClusterShape as Shape
+    from runtime_model.prediction.iteration import IterationPrediction
     from validation.analysis import compare, measure, verdict
     from validation.results import ValidationResult
 

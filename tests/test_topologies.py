@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_model.scenario import ClusterShape
-from runtime_model.topologies import (
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.topology.registry import (
     TOPOLOGIES,
     TopologyNotApplicable,
     UnknownTopology,
@@ -341,10 +341,10 @@ RUNNABLE_SHAPES = [(1, 1), (2, 1), (6, 3), (8, 2), (12, 4), (16, 4), (16, 1), (1
 def test_topologies_table_advise_and_validate_agree_on_runnable(n, k):
     """`rtmodel topologies`, `rtmodel advise` and `rtmodel validate` read Schedule.decent_dp_runnable and
     its note: same verdict, same reason text, same "runs on" cell, for every topology and shape."""
-    from runtime_model import presets
-    from runtime_model.advisor import advise
-    from runtime_model.columns import runs_on_text
-    from runtime_model.report import advice_to_dict, topology_rows
+    from runtime_model.advice.advisor import advise
+    from runtime_model.advice.columns import runs_on_text
+    from runtime_model.advice.report import advice_to_dict, topology_rows
+    from runtime_model.presets import to_model as presets
 
     shape = ClusterShape(n, k)
     table = {r["topology"]: r for r in topology_rows(shape)}
@@ -368,7 +368,7 @@ def test_topologies_table_advise_and_validate_agree_on_runnable(n, k):
 
 
 def test_base2_and_static_exp_on_6x3_are_model_only_everywhere():
-    from runtime_model.report import topology_rows
+    from runtime_model.advice.report import topology_rows
 
     rows = {r["topology"]: r for r in topology_rows(ClusterShape(6, 3))}
     assert not rows["base-2"]["runs_on_decent_dp"] and "1-rank groups" in rows["base-2"]["reason"]
@@ -378,7 +378,7 @@ def test_base2_and_static_exp_on_6x3_are_model_only_everywhere():
 
 
 def test_a_static_graph_schedule_is_never_runnable_even_built_by_hand():
-    from runtime_model.schedule import Round, Schedule, StaticGraph
+    from runtime_model.topology.schedule import Round, Schedule, StaticGraph
 
     graph = StaticGraph(4, (1, 2), 1 / 3)
     s = Schedule("hand-made", (Round(np.arange(4, dtype=np.int64), np.ones(4)),), static_graph=graph)

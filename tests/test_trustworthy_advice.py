@@ -9,10 +9,15 @@ from dataclasses import replace
 import pytest
 
 from calibration.synthetic import SyntheticTruth, write_synthetic_profile
-from runtime_model import presets
-from runtime_model.advisor import ACCURACY, ITERATION, advise, advise_many, pick
-from runtime_model.confidence import PROFILE, class_margin, measured_errors, profile_margin, source_class
-from runtime_model.convergence import (
+from runtime_model.advice.advisor import ACCURACY, ITERATION, advise, advise_many, pick
+from runtime_model.advice.confidence import (
+    PROFILE,
+    class_margin,
+    measured_errors,
+    profile_margin,
+    source_class,
+)
+from runtime_model.convergence.consensus_cost import (
     EXACT,
     EXTRAPOLATED,
     HOPELESS,
@@ -20,8 +25,9 @@ from runtime_model.convergence import (
     REFERENCE_GPUS,
     consensus_cost,
 )
-from runtime_model.presets import load_library
-from runtime_model.scenario import Link
+from runtime_model.core.scenario import Link
+from runtime_model.presets import to_model as presets
+from runtime_model.presets.to_model import load_library
 
 
 def _scenario(n: int, **kw):
@@ -55,7 +61,7 @@ def test_classes_follow_the_theory_at_scale():
 
 
 def test_a_schedule_that_never_averages_is_hopeless():
-    from runtime_model.consensus import ConsensusMetrics
+    from runtime_model.convergence.consensus import ConsensusMetrics
 
     never = ConsensusMetrics(None, 1.0, 1.0, 0.0, math.inf, "x", 1.0, math.inf)
     assert consensus_cost(8, never).kind == HOPELESS
@@ -228,13 +234,13 @@ def test_validate_recommended_runs_the_too_close_candidate(monkeypatch):
     """Too close to call keeps All-Reduce and names the topology to validate: validate runs that one."""
     from types import SimpleNamespace as NS
 
-    import runtime_model.advisor
+    import runtime_model.advice.advisor
     from tests.helpers import scenario
     from validation.plan import choose_topology
 
     rows = [NS(topology=t, applicable=True, prediction=NS(mean_s=m)) for t, m in (("ring", 0.9), ("one-peer-exp", 1.0))]
     rec = NS(topology="allreduce", candidate="one-peer-exp", too_close_to_call=True, verdict="Too close", speedup=1.0)
-    monkeypatch.setattr(runtime_model.advisor, "advise", lambda sc, **kw: NS(rows=rows, recommendation=rec))
+    monkeypatch.setattr(runtime_model.advice.advisor, "advise", lambda sc, **kw: NS(rows=rows, recommendation=rec))
     name, _, _, notes = choose_topology(None, True, scenario(n=4, k=2))
     assert name == "one-peer-exp" and "too close to call" in notes[0]
 
@@ -243,7 +249,7 @@ def test_under_the_accuracy_objective_nothing_of_unknown_time_is_marked_beside_t
     """Issue 50: under --objective accuracy a hopeless or extrapolated row was '≈ best', and the verdict's
     'Equivalent per iteration' listed rows whose time to the loss is not known beside a pick of known
     time. Marks and equivalents now come from the rows the objective ranks."""
-    from runtime_model.convergence import EXACT, MEASURED
+    from runtime_model.convergence.consensus_cost import EXACT, MEASURED
 
     adv = advise(_scenario(256, cluster="a100-eth25"), objective=ACCURACY, margin=0.157)
     known = {"allreduce"} | {

@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import presets
-from runtime_model.advisor import advise
-from runtime_model.iteration import allreduce_prediction
-from runtime_model.tuned_ddp import BUCKET_VIEW, tuned_ddp
+from runtime_model.advice.advisor import advise
+from runtime_model.advice.tuned_ddp import BUCKET_VIEW, tuned_ddp
+from runtime_model.prediction.iteration import allreduce_prediction
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
 # the repro: one 8-GPU node at 2,048 tokens per GPU

@@ -165,7 +165,7 @@ def test_profiles_without_marks_measure_every_link_and_bad_marks_are_refused():
 
 
 def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
-    from runtime_model.presets import network_preset
+    from runtime_model.presets.to_model import network_preset
 
     fallback = network_preset("tcp-25g", "pcie4")
     doc = synthetic_profile()

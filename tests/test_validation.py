@@ -16,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from rtmodel_cli.failing import guard_app
-from runtime_model.iteration import IterationPrediction
+from runtime_model.prediction.iteration import IterationPrediction
 from tests.host_device import expected_device_and_backend
 from validation.analysis import compare, measure, ordering, verdict
 from validation.cli import register
@@ -185,7 +185,7 @@ def test_parity_points_from_records_and_flat_lines(tmp_path):
 
 
 def test_run_shape_is_a_checked_cluster_shape():
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
     from validation.errors import ValidationError
     from validation.plan import describe_shape, run_shape
 
@@ -201,7 +201,7 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
 
     from calibration import scenario_from_profile
     from calibration.profile_io import load_profile
-    from runtime_model.iteration import allreduce_prediction, gossip_prediction
+    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from validation.plan import _placeholder_network, make_plan, run_shape
 
     plan = make_plan(load_profile(synthetic_profiles[1]), "ring", False, run_shape(4, 2), iterations=5, warmup=2)
@@ -215,7 +215,7 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
 
 
 def _schedule(sc, name):
-    from runtime_model.topologies import build_schedule
+    from runtime_model.topology.registry import build_schedule
 
     return build_schedule(name, sc.shape)
 
@@ -233,11 +233,11 @@ def _fake_advice(recommended: str):
 @pytest.mark.parametrize("recommended, note", [("allreduce", "keeping All-Reduce"),
                                                ("static-exp", "cannot run on Decent-DP")])
 def test_recommended_falls_back_to_best_runnable_topology(monkeypatch, recommended, note):
-    import runtime_model.advisor
+    import runtime_model.advice.advisor
     from tests.helpers import scenario
     from validation.plan import choose_topology
 
-    monkeypatch.setattr(runtime_model.advisor, "advise", lambda sc, **kw: _fake_advice(recommended))
+    monkeypatch.setattr(runtime_model.advice.advisor, "advise", lambda sc, **kw: _fake_advice(recommended))
     name, schedule, advisor, notes = choose_topology(None, True, scenario(n=4, k=2))
     assert name == "one-peer-exp" and schedule.name == "one-peer-exp"  # fastest one Decent-DP can run
     assert advisor["recommendation"] == recommended
@@ -245,7 +245,7 @@ def test_recommended_falls_back_to_best_runnable_topology(monkeypatch, recommend
 
 
 def test_recommended_uses_the_advisors_pick():
-    from runtime_model.advisor import advise
+    from runtime_model.advice.advisor import advise
     from tests.helpers import scenario
     from validation.plan import choose_topology
 
@@ -268,8 +268,8 @@ def test_decentdp_registration_is_idempotent_and_group_based():
     from decent_dp.topo import TopologyReg
 
     import rtmodel_decentdp as reg
-    from runtime_model.scenario import ClusterShape
-    from runtime_model.topologies import build_schedule
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.topology.registry import build_schedule
 
     importlib.reload(reg)  # importing again must not raise on the registry's duplicate check
     assert reg.register_all() == ["base-2"]

@@ -110,7 +110,7 @@ def test_plot_variance_writes_a_png_and_refuses_a_directory(tmp_path):
 
 def test_variance_sweeps_vary_one_thing_of_the_scenario():
     import rtmodel_plots as plots
-    from runtime_model.advisor import advise
+    from runtime_model.advice.advisor import advise
 
     sc = plots.preset_scenario(16, network="ib-100", gpus_per_node=4, compute_cv=0.0)
     by_factor, by_cv = plots.variance_sweeps(sc, [1.0, 2.0], [0.0, 0.3], topologies=["ring"])

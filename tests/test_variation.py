@@ -13,11 +13,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from runtime_model import presets
-from runtime_model.advisor import advise
-from runtime_model.attribution import shapley
-from runtime_model.errors import InvalidValue
-from runtime_model.variation import Variation, parse_straggler
+from runtime_model.advice.advisor import advise
+from runtime_model.core.attribution import shapley
+from runtime_model.core.errors import InvalidValue
+from runtime_model.core.variation import Variation, parse_straggler
+from runtime_model.presets import to_model as presets
 
 
 def _scenario(gpus=32, k=4, cv=0.0, **kw):

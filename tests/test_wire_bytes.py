@@ -1,4 +1,4 @@
-"""Bytes on the wire: the model's busiest-NIC bytes per iteration (runtime_model.link_bytes) held to what
+"""Bytes on the wire: the model's busiest-NIC bytes per iteration (runtime_model.prediction.link_bytes) held to what
 the emulated nodes' kernels counted for DDP and every Decent-DP topology (benchmarks.wire_bytes).
 
 The committed measurements are re-scored against the model as it is now (no root, no torch), so a change

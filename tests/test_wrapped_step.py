@@ -14,9 +14,9 @@ from calibration.calibrate_profile import calibrate
 from calibration.profile_io import ProfileError, profile_from_document
 from calibration.profiled import scenario_from_profile
 from calibration.synthetic import SyntheticTruth
-from runtime_model.iteration import allreduce_prediction
-from runtime_model.presets import network_preset
-from runtime_model.scenario import ClusterShape
+from runtime_model.core.scenario import ClusterShape
+from runtime_model.prediction.iteration import allreduce_prediction
+from runtime_model.presets.to_model import network_preset
 
 TRUTH = SyntheticTruth(nodes=2, ranks_per_node=1, iterations=5, samples_per_size=3)
 

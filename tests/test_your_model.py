@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model import own_model, presets
+from runtime_model.presets import own_model
+from runtime_model.presets import to_model as presets
 
 MIB = 2**20
 runner = CliRunner()
@@ -192,7 +193,7 @@ def test_plot_sweeps_see_your_model():
 def test_equal_buckets_are_bumped_as_decent_dp_bumps_them():
     """Decent-DP keeps buffer sizes unique by adding 32 elements while one equals an earlier bucket's;
     the layout does so without rescanning (a model of equal pieces has thousands of equal buckets)."""
-    from runtime_model.bucketing import layout_from_order
+    from runtime_model.prediction.bucketing import layout_from_order
 
     def bumped_one_by_one(elems: list[int]) -> list[int]:
         seen, out = set(), []

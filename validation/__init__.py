@@ -12,7 +12,7 @@ rtmodel_decentdp, the Decent-DP registrations a training script imports too).
 
 from __future__ import annotations
 
-from runtime_model.lazy_exports import lazy_exports
+from runtime_model.core.lazy_exports import lazy_exports
 
 _EXPORTS, __getattr__, __all__ = lazy_exports(
     __name__,

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from runtime_model.defaults import MARGIN
+from runtime_model.core.defaults import MARGIN
 
 if TYPE_CHECKING:
-    from runtime_model.iteration import IterationPrediction
+    from runtime_model.prediction.iteration import IterationPrediction
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
 def record(result, path: Path, is_default: bool) -> None:
     """Append the (already shown) result to the results file; if that fails, say so in one line."""
     from rtmodel_cli.failing import describe, exit_code_of
-    from runtime_model.errors import RtmodelError, RunFailure
+    from runtime_model.core.errors import RtmodelError, RunFailure
     from validation.errors import ValidationError
     from validation.results import append_record
 

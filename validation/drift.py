@@ -20,7 +20,7 @@ def drift_threshold() -> float:
     """Beyond this change of the bare step the profile no longer describes the machine: the worst speedup
     error of calibrated profiles on the emulated cluster (preset_data/accuracy.toml), the accuracy a
     fresh profile has shown."""
-    from runtime_model.confidence import PROFILE, measured_errors
+    from runtime_model.advice.confidence import PROFILE, measured_errors
 
     return measured_errors()[PROFILE].speedup_max_abs_error
 
@@ -32,7 +32,7 @@ def compute_drift(plan, reports: list[RankReport], allreduce_measured_s: float, 
     medians = [statistics.median(r.bare_compute_s) for r in reports if r.bare_compute_s]
     if not medians or plan.profile_compute_s <= 0:
         return None
-    from runtime_model.iteration import allreduce_prediction, gossip_prediction
+    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
 
     now_s = statistics.median(medians)
     factor = now_s / plan.profile_compute_s

@@ -1,8 +1,8 @@
-"""Validation errors, under rtmodel's one hierarchy (runtime_model.errors)."""
+"""Validation errors, under rtmodel's one hierarchy (runtime_model.core.errors)."""
 
 from __future__ import annotations
 
-from runtime_model.errors import RankFailure, UserError
+from runtime_model.core.errors import RankFailure, UserError
 
 __all__ = ["RankFailure", "ShapeMismatch", "TopologyUnavailable", "ValidationError"]
 

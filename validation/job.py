@@ -62,7 +62,7 @@ class RankJob:
     iterations: int
     warmup: int
     timeout_s: float
-    local_sgd: dict | None = None  # runtime_model.local_sgd.LocalSgd's fields; None: no local-SGD run
+    local_sgd: dict | None = None  # runtime_model.prediction.local_sgd.LocalSgd's fields; None: no local-SGD run
     backend: str = "auto"  # --backend (rtmodel_util.backend_choice decides auto on each host)
 
     def to_json(self) -> dict:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from validation.errors import ValidationError
 
 if TYPE_CHECKING:
-    from runtime_model.local_sgd import LocalSgd, LocalSgdPrediction
+    from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
     from validation.analysis import Comparison, Measured
 
 # LocalSgd's field -> validate's flag (LocalSgd's own checks already name its inputs by these options)
@@ -33,8 +33,8 @@ def local_sgd_options(
     replica: str | None = None,
 ) -> LocalSgd | None:
     """The checked options (None: no local-SGD run); ValidationError (one line, naming the flag) otherwise."""
-    from runtime_model.errors import InvalidCombination, InvalidValue
-    from runtime_model.local_sgd import LocalSgd
+    from runtime_model.core.errors import InvalidCombination, InvalidValue
+    from runtime_model.prediction.local_sgd import LocalSgd
 
     given = {"overlap_steps": overlap_steps, "fragments": fragments, "bits": bits, "replica": replica}
     if inner_steps is None:

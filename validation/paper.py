@@ -14,8 +14,8 @@ from importlib import resources
 
 import pandas as pd
 
-from runtime_model import presets
-from runtime_model.advisor import advise
+from runtime_model.advice.advisor import advise
+from runtime_model.presets import to_model as presets
 
 # The paper's Figure 6 columns and the topology each corresponds to in our model.
 COLUMNS = {"allreduce_ms": "allreduce", "decent_exp_ms": "one-peer-exp", "decent_aer_ms": "alternating-exp-ring"}

@@ -11,23 +11,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from runtime_model.constraints import MAX_RUN_ITERATIONS
-from runtime_model.defaults import BUCKET_CAP_MIB
+from runtime_model.core.constraints import MAX_RUN_ITERATIONS
+from runtime_model.core.defaults import BUCKET_CAP_MIB
 from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
 from validation.job import RankJob, RunWorkload
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
-    from runtime_model.iteration import IterationPrediction
-    from runtime_model.local_sgd import LocalSgd, LocalSgdPrediction
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.prediction.iteration import IterationPrediction
+    from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
 
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
 
 def run_shape(world_size: int, ranks_per_node: int) -> ClusterShape:
     """The run's shape (ranks node-major, possibly on pretend nodes), checked in validation's own terms."""
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
 
     if world_size < 2:
         raise ValidationError(f"a validation needs at least 2 ranks, got {world_size}")
@@ -215,14 +215,14 @@ def _resolve_recipe(wl, precision: str | None, optimizer: str | None):
 
 def _placeholder_network():
     """For a link class the profile cannot measure; the run has the profile's shape, so it never uses it."""
-    from runtime_model.scenario import Link, Network
+    from runtime_model.core.scenario import Link, Network
 
     unused = Link(1e-4, 1e9, source="unused: the run's shape has no link of this class")
     return Network(intra=unused, inter=unused, name="unused")
 
 
 def _schedule_or_error(name: str, shape):
-    from runtime_model.topologies import TopologyNotApplicable, build_schedule
+    from runtime_model.topology.registry import TopologyNotApplicable, build_schedule
 
     try:
         return build_schedule(name, shape)
@@ -235,7 +235,7 @@ def _schedule_or_error(name: str, shape):
 
 def check_topology_choice(topology: str | None, recommended: bool) -> None:
     """Exactly one of --topology NAME / --recommended, and a known name."""
-    from runtime_model.topologies import TOPOLOGIES, topology_info
+    from runtime_model.topology.registry import TOPOLOGIES, topology_info
 
     if topology is not None and recommended:
         raise ValidationError("give either --topology NAME or --recommended, not both")
@@ -256,7 +256,7 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
             raise TopologyUnavailable(f"topology {topology!r} cannot run on Decent-DP here: {blocker}")
         return topology, schedule, None, []
 
-    from runtime_model.advisor import advise
+    from runtime_model.advice.advisor import advise
 
     adv = advise(scenario)
     rec = adv.recommendation
@@ -319,8 +319,8 @@ def make_plan(
 ) -> Plan:
     """Check everything, calibrate the profile (loaded once by the caller), and predict every run for the
     run's exact shape (local SGD too when `local_sgd` is given)."""
-    from runtime_model.iteration import allreduce_prediction, gossip_prediction
-    from runtime_model.topologies import TOPOLOGIES
+    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
+    from runtime_model.topology.registry import TOPOLOGIES
 
     check_counts(iterations, warmup)
     check_topology_choice(topology, recommended)
@@ -370,7 +370,7 @@ def _predict_local_sgd(scenario, opts: LocalSgd | None) -> LocalSgdPrediction | 
     """The same scenario as DDP's and Decent-DP's predictions, so the three are comparable."""
     if opts is None:
         return None
-    from runtime_model.local_sgd import local_sgd_prediction
+    from runtime_model.prediction.local_sgd import local_sgd_prediction
     from validation.local_sgd import check_runnable
 
     check_runnable(opts)

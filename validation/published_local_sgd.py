@@ -1,4 +1,4 @@
-"""The local-SGD model (runtime_model/local_sgd.py) next to published DiLoCo-family compute utilizations.
+"""The local-SGD model (runtime_model/prediction/local_sgd.py) next to published DiLoCo-family compute utilizations.
 
 Why: a check, never a target. Every input is a setting the source states (model size, step time, H,
 fragments, wire precision, bandwidth); nothing is chosen so that a row fits. Where an input had to be
@@ -34,9 +34,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from runtime_model.iteration import allreduce_prediction
-from runtime_model.local_sgd import LocalSgd, local_sgd_prediction
-from runtime_model.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
+from runtime_model.core.scenario import Bucket, BucketLayout, ClusterShape, Compute, Link, Network, Scenario
+from runtime_model.prediction.iteration import allreduce_prediction
+from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
 
 GRID_RATIO = 10 ** (4 / 49)  # the tables' grid step: np.logspace(-1, 3, 50), ~1.207
 CU_TARGETS = (50.0, 80.0, 90.0, 95.0, 99.0)  # Table 4 / Table 6 columns, percent

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime_model import presets
-from runtime_model.advisor import advise
+from runtime_model.advice.advisor import advise
+from runtime_model.presets import to_model as presets
 from validation.paper import published
 
 BLUEFOG_ONE_GPU_MS = 64 / 350.6 * 1e3  # the chart's ideal: 350.6 images/s per V100 at batch 64

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runtime_model.jsonsafe import json_safe
+from runtime_model.core.jsonsafe import json_safe
 from validation.errors import ValidationError
 
 if TYPE_CHECKING:  # annotations only: importing this module (validate's --help) stays numpy-free
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
     from validation.analysis import Comparison, Verdict
 
 # Where validations are recorded unless --results says otherwise: the working directory, one file per

@@ -161,7 +161,7 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.local_sgd import OuterSync, node_group
     from rtmodel_harness.recipe import train_step
-    from runtime_model.local_sgd import LocalSgd
+    from runtime_model.prediction.local_sgd import LocalSgd
 
     opts = LocalSgd(**job.local_sgd)
     recipe, scaler, wl = _prepared(job, device)

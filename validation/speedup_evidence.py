@@ -1,5 +1,5 @@
 """Every published speedup over All-Reduce the project keeps, sorted by the source class of the inputs
-the advisor would have had: the evidence behind its stated margin per class (runtime_model/confidence.py,
+the advisor would have had: the evidence behind its stated margin per class (runtime_model/advice/confidence.py,
 preset_data/accuracy.toml; tests/test_speedup_evidence.py recomputes the kept figures from here).
 
 Why by class: an InfiniBand preset, an Ethernet preset and a calibrated profile miss by different
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime_model.confidence import ETHERNET_PRESET, IB_PRESET
+from runtime_model.advice.confidence import ETHERNET_PRESET, IB_PRESET
 from validation.paper import COLUMNS, paper_advice, published
 from validation.published_runs import bluefog_efficiency
 

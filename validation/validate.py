@@ -34,7 +34,7 @@ from rtmodel_util.processes import (
     run_directory,
     sigterm_exits,
 )
-from runtime_model.errors import RtmodelError
+from runtime_model.core.errors import RtmodelError
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
 from validation.job import RankReport
@@ -43,8 +43,8 @@ from validation.results import ValidationResult, append_record
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
-    from runtime_model.local_sgd import LocalSgd
-    from runtime_model.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.prediction.local_sgd import LocalSgd
 
 RANKS_NEEDED = ("torch", "decent_dp")  # what the ranks import: checked before any of them starts
 

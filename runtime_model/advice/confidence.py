@@ -1,0 +1,206 @@
+"""How far to trust a prediction: the measured error of the source of its inputs.
+
+Why measured, not chosen: "too close to call" must mean "inside the error we have seen when this kind
+of input was checked against real runs". Preset speedups were checked against every published
+comparison the project keeps, per source class (InfiniBand, Ethernet, one node, a network from
+nccl-tests: validation/speedup_evidence.py); a calibrated profile against real runs on the emulated
+cluster (benchmarks/accuracy.py). The figures are kept as data (preset_data/accuracy.toml) and
+recomputed by the tests, so they cannot drift from the model.
+
+Why two figures: the worst error seen is the verdict's interval (every kept speedup lies inside its
+class's), the mean error the margin inside which two options are equivalent (a tie-break by consensus
+must not pick an option 40 % slower).
+
+Why on the speedup: the verdict is a ratio (topology vs All-Reduce), and a ratio's error is not the
+error of either time (a compute error shared by both cancels; a link error in one does not). Each
+source's error is measured on both: absolute times and predicted speedups; the margin is the latter.
+
+Why composed: a profile measured at one shape and extrapolated, or one whose links were not measured
+(a preset or a fitted line with a wide interval stands in), is less certain than the benchmark's
+profiles, which were measured at the shape they predicted. `profile_margin` adds each such component's
+own measured error, in quadrature, to the profile's.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+
+from runtime_model.presets import preset_data
+
+PRESETS, PROFILE = "presets", "profile"
+# The source classes of an advice's inputs (source_class): each states its own margin.
+IB_PRESET, ETHERNET_PRESET, ONE_NODE_PRESET, NCCL_TESTS = (
+    "ib-preset",
+    "ethernet-preset",
+    "one-node-preset",
+    "nccl-tests",
+)
+
+
+@dataclass(frozen=True)
+class MeasuredError:
+    """The mean and max |relative error| of predictions from one kind of input, and what was compared:
+    on absolute iteration times and on predicted speedups over All-Reduce."""
+
+    mean_abs_error: float
+    max_abs_error: float
+    predictions: int
+    source: str
+    # on speedups (the profile's; the presets' are per source class: SpeedupEvidence)
+    speedup_mean_abs_error: float | None = None
+    speedup_max_abs_error: float | None = None
+    speedups: int | None = None
+
+
+@cache
+def _accuracy() -> dict:
+    return tomllib.loads(preset_data.read_text("accuracy.toml"))
+
+
+@cache
+def measured_errors() -> dict[str, MeasuredError]:
+    return {kind: MeasuredError(**_accuracy()[kind]) for kind in (PRESETS, PROFILE)}
+
+
+@dataclass(frozen=True)
+class SpeedupEvidence:
+    """The published speedups over All-Reduce of one source class the project keeps, and how far the
+    predictions from such inputs missed them (validation/speedup_evidence.py recomputes these)."""
+
+    mean_abs_error: float
+    max_abs_error: float
+    speedups: int
+    source: str
+
+
+@cache
+def speedup_evidence() -> dict[str, SpeedupEvidence]:
+    return {cls: SpeedupEvidence(**entry) for cls, entry in _accuracy()["speedups"].items()}
+
+
+# A class states its own worst error only from this many checks of its own: the worst of k exchangeable
+# errors covers the next one with probability k / (k + 1), so 9 checks make the stated interval a 90 %
+# promise; a class with fewer borrows the figure pooled over every preset class.
+MIN_OWN_CHECKS = 9
+CLASS_NAMES = {
+    IB_PRESET: "InfiniBand-preset",
+    ETHERNET_PRESET: "Ethernet-preset",
+    ONE_NODE_PRESET: "one-node-preset",
+    NCCL_TESTS: "nccl-tests-network",
+    PRESETS: "preset",
+}
+
+
+@dataclass(frozen=True)
+class Margin:
+    """What the advisor states for one source of inputs. `equivalence`: the typical (mean) speedup
+    error, inside which two options are equivalent; `interval`: the worst speedup error seen, so that a
+    published speedup s_pub of every check kept lies in s / (1 + interval) .. s / (1 - interval)."""
+
+    equivalence: float
+    interval: float
+    why: str
+
+
+def source_class(scenario) -> str:
+    """The source class of a preset-built scenario: one node, a network from nccl-tests, or the preset
+    network's fabric (InfiniBand, Ethernet: TCP or RoCE); PRESETS for a network of unknown fabric."""
+    if scenario.shape.nodes == 1:
+        return ONE_NODE_PRESET
+    inter = scenario.network.inter
+    if inter.source.startswith("nccl-tests"):
+        return NCCL_TESTS
+    name = inter.source.removeprefix("preset ")
+    if name.startswith("ib-"):
+        return IB_PRESET
+    if name.startswith(("tcp-", "roce-", "eth-")):
+        return ETHERNET_PRESET
+    return PRESETS
+
+
+def class_margin(cls: str) -> Margin:
+    """The margin a preset-built advice states: its class's own published speedup errors when it has at
+    least MIN_OWN_CHECKS of them, else the errors pooled over every preset class (and it says so)."""
+    evidence = speedup_evidence()
+    own, pooled = evidence.get(cls), evidence[PRESETS]
+    used = own if own is not None and own.speedups >= MIN_OWN_CHECKS else pooled
+    name = CLASS_NAMES[cls]
+    why = (
+        f"±{used.max_abs_error:.1%} on the speedup, the worst error of {used.speedups} published "
+        f"{CLASS_NAMES[PRESETS] if used is pooled else name} speedups over All-Reduce ({used.source}; mean "
+        f"{used.mean_abs_error:.1%}): a new cluster's error exceeds it about 1 time in {used.speedups + 1}"
+    )
+    if used is pooled and cls != PRESETS:
+        mine = "none" if own is None else f"{own.speedups}, worst {own.max_abs_error:.1%}"
+        why += f"; {name} checks of its own: {mine}, fewer than {MIN_OWN_CHECKS}, so all presets' figures stand in"
+    return Margin(used.mean_abs_error, used.max_abs_error, why)
+
+
+@dataclass(frozen=True)
+class MarginPart:
+    """One component of a composed margin: what it covers and its relative error on the speedup."""
+
+    what: str
+    error: float
+
+
+def combined(parts: list[MarginPart]) -> float:
+    """Independent relative errors add in quadrature."""
+    return sum(p.error**2 for p in parts) ** 0.5
+
+
+def profile_margin(
+    target_gpus: int,
+    measured_gpus: int,
+    links_used: dict[str, tuple[bool, float]],
+    worst: bool = False,
+) -> tuple[float, list[MarginPart]]:
+    """The margin of profile-based advice at `target_gpus` and its parts: with `worst` the interval's
+    (each part's worst error seen), else the equivalence's (each part's mean).
+
+    links_used: for each link class the target shape uses ("intra", "inter"), (measured?, the fit's
+    relative 1-sigma on bandwidth). The parts:
+    - the calibrated profiles' measured speedup error (at the shape they were measured at);
+    - a link the profile did not measure: the presets' measured speedup error (a preset stands in);
+    - a measured link whose fit is wider than that: the fit's own interval;
+    - a target larger than the measured shape: the largest speedup error the profiles showed at their
+      own shapes (the benchmark has no extrapolated runs, so the worst seen is the honest figure)."""
+    prof, pre = measured_errors()[PROFILE], speedup_evidence()[PRESETS]
+    base = prof.speedup_max_abs_error if worst else prof.speedup_mean_abs_error
+    stand_in = pre.max_abs_error if worst else pre.mean_abs_error
+    parts = [MarginPart("calibrated profile at its measured shape", base)]
+    for cls, (measured, rel_sd) in sorted(links_used.items()):
+        if not measured:
+            parts.append(MarginPart(f"{cls}-node link from a preset, not measured", stand_in))
+        elif rel_sd > base:
+            parts.append(MarginPart(f"{cls}-node link measured, its fit's 1-sigma", rel_sd))
+    if target_gpus > measured_gpus:
+        parts.append(
+            MarginPart(f"extrapolated from {measured_gpus} to {target_gpus} GPUs", prof.speedup_max_abs_error)
+        )
+    return combined(parts), parts
+
+
+def describe_parts(parts: list[MarginPart]) -> str:
+    return "; ".join(f"{p.what} ±{p.error:.1%}" for p in parts)
+
+
+def speedup_uncertainty(best, ar, ar_sd: float, margin: float) -> float:
+    """Relative uncertainty of a predicted speedup (`best`: an advisor.TopologyRow, `ar`: All-Reduce's
+    prediction): the measured error of speedups from these inputs (`margin`) plus the inputs' stated
+    1-sigma of both predictions."""
+    stated = ((best.uncertainty_s / best.prediction.mean_s) ** 2 + (ar_sd / ar.mean_s) ** 2) ** 0.5
+    return margin + stated
+
+
+def speedup_interval(speedup: float, error: float) -> tuple[float, float]:
+    """Where the true speedup lies if the prediction errs by at most `error`, the error measured as
+    predicted / true - 1 (validation/speedup_evidence.py): speedup / (1 + e) .. speedup / (1 - e)."""
+    return speedup / (1.0 + error), (speedup / (1.0 - error) if error < 1.0 else math.inf)
+
+
+def interval_text(low: float, high: float) -> str:
+    return f"{low:.2f}x..{high:.2f}x" if math.isfinite(high) else f"at least {low:.2f}x"

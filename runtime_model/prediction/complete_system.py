@@ -1,0 +1,204 @@
+"""complete's reduced system: its recurrence with the max over all n ranks tracked explicitly.
+
+complete is the one schedule whose group is every rank: X_i(t+1) = max(X_i(t) + C_i, M(t) + comm) couples
+each rank to M(t) = max over all n of X_j(t). The reduced system of n' ranks tracks M explicitly:
+M(t+1) = max(M(t) + comm, max over n of X_j(t) + C_j), where the max over the n - n' ranks not simulated is
+drawn from its exact law given the simulated ranks' empirical distribution, P(V <= v) =
+(mean_j F((v - X_j - t_O) / s_j))^(n - n') (order statistics of the empirical mixture; the node term is
+left out of that extreme, an approximation stated here).
+
+Why batched (CompleteJob.run_batch): a sweep meets complete at every n above the full-simulation limit,
+always with the same n' and seed, so one loop serves them all; each job's numbers are those of its own run
+(the same draws, the same float operations row by row).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from runtime_model.core.distributions import NormalCompute, normal_inv_cdf
+from runtime_model.core.order_stats import base_cdf, erfc
+from runtime_model.core.scenario import Compute
+from runtime_model.prediction.recurrence import Growth, batch_se
+from runtime_model.prediction.recurrence_draws import draw_block, step_draws, stream_key
+
+BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
+HALLEY_STEPS = 40  # at most, for a Normal i.i.d. part (two in practice)
+HALLEY_TOL = 1e-2  # of the Normal's sd: the last step (cubic convergence leaves ~1e-8 sd after it)
+
+
+@dataclass(frozen=True, eq=False)
+class CompleteJob:
+    """complete's reduced recurrence: comm[i] is reduced rank i's exchange (+ the last bucket's optimizer
+    step); n_full the ranks it stands for; budget (iterations) from recurrence's own rule on n'."""
+
+    compute: Compute
+    comm: np.ndarray
+    n_full: int
+    gpus_per_node: int
+    warmup: int
+    measured: int
+    step_share: float = 0.0  # the share of the step after the last wait (recurrence.Job)
+
+    def batch_key(self) -> tuple:
+        return ("complete", self.comm.size, self.gpus_per_node, stream_key(self.compute), self.measured)
+
+    @staticmethod
+    def run_batch(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
+        return simulate_complete(jobs, seed)
+
+
+def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
+    """Every job's recurrence (module doc), side by side: state (jobs, [comm, free], n')."""
+    count, n, k = len(jobs), jobs[0].comm.size, jobs[0].gpus_per_node
+    comp = jobs[0].compute
+    s = np.stack([j.compute.variation.factors(n) for j in jobs])
+    opt = np.array([j.compute.optimizer_s for j in jobs])[:, None, None]
+    draws = _draws(jobs, n, k, seed)
+    wide = replace(comp, distribution=comp.wait_distribution)  # what unseen ranks add, step included
+    spread = step_draws(comp, n, seed)  # one distinct compute whenever it has a spread (stream_key)
+    share = np.array([j.step_share for j in jobs])[:, None]
+    extreme_rng = np.random.default_rng(seed + 1)
+    warmup, measured = jobs[0].warmup, jobs[0].measured
+    cost = np.zeros((count, 2, n))
+    cost[:, 0] = np.stack([j.comm for j in jobs])
+    others = [j.n_full - n for j in jobs]
+    x, top = np.zeros((count, 2, n)), np.zeros((count, 2))
+    hist, start = np.empty((measured + 1, count, n)), None
+    for t in range(warmup + measured):
+        c = next(draws)[:, None, :]
+        step = 0.0
+        if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
+            d = next(spread)
+            c, step = c + d, np.stack([share * d, np.zeros((count, n))], axis=1)
+        xc = x + c
+        new = np.maximum(xc, top[:, :, None] + cost + step)
+        seen = xc.max(axis=2)
+        unseen = _extremes(wide, jobs, x + opt, s, others, extreme_rng.random())
+        top = np.maximum(np.maximum(top + cost.max(axis=2), seen), unseen)
+        if t >= warmup:
+            if start is None:
+                start, hist[0] = x.copy(), x[:, 0]
+            hist[t - warmup + 1] = new[:, 0]
+        x = new
+    out = []
+    for i in range(count):
+        growth = (np.stack(list(x[i]), axis=1) - np.stack(list(start[i]), axis=1)).mean(axis=0) / measured
+        h = hist[:, i]
+        samples = (h[1:] - h[:-1]).reshape(-1)
+        out.append(Growth(float(growth[0]), float(growth[1]), samples, batch_se(h.mean(axis=1), 1)))
+    return out
+
+
+def _draws(jobs: Sequence[CompleteJob], n: int, k: int, seed: int):
+    """Each job's C + t_O per iteration, shape (jobs, n): Compute.sampler's stream (recurrence_draws.compute_draws)."""
+    rng = np.random.default_rng(seed)
+    comp = jobs[0].compute
+    if stream_key(comp) == "normal":
+        mean = np.array([j.compute.distribution.mean_s for j in jobs])[:, None]
+        sd = np.array([j.compute.distribution.sd_s for j in jobs])[:, None]
+        opt = np.array([j.compute.optimizer_s for j in jobs])[:, None]
+        while True:
+            for z in rng.standard_normal((draw_block(n), n)):
+                yield (mean + sd * z) + opt
+    draw = comp.sampler(n, k)
+    while True:
+        yield np.broadcast_to(draw(rng) + comp.optimizer_s, (len(jobs), n))
+
+
+def _extremes(
+    comp: Compute, jobs, base: np.ndarray, s: np.ndarray, others: list[int], u: float
+) -> np.ndarray:
+    """One draw per job and column of max over `others` ranks of base_J + s_J B with J uniform over the
+    simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
+    if isinstance(comp.distribution, NormalCompute):
+        rows = [
+            (j.compute.wait_distribution, base[i, col], s[i], others[i])
+            for i, j in enumerate(jobs)
+            for col in (0, 1)
+        ]
+        return np.array(_normal_extremes(rows, u)).reshape(len(jobs), 2)
+    return np.stack([_bisect(comp, base[i].T, s[i], others[i], u) for i in range(len(jobs))])
+
+
+def _bisect(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: float) -> np.ndarray:
+    """The extreme of each column of base (n, 2) by bisection on the mixture's CDF (any distribution)."""
+    dist = comp.distribution
+    p = u ** (1.0 / others)
+    q = float(dist.ppf(p))
+    lo = (base + s[:, None] * q).min(axis=0)
+    hi = (base + s[:, None] * q).max(axis=0)
+    if dist.sd_s == 0:
+        return hi
+    for _ in range(BISECTIONS):
+        v = 0.5 * (lo + hi)
+        gap = base_cdf(dist, (v[None, :] - base) / s[:, None]).mean(axis=0) - p
+        lo, hi = np.where(gap < 0, v, lo), np.where(gap < 0, hi, v)
+    return 0.5 * (lo + hi)
+
+
+def _normal_extremes(rows: list[tuple[NormalCompute, np.ndarray, np.ndarray, int]], u: float) -> list[float]:
+    """The extreme for a Normal i.i.d. part, each row (dist, base, s, others) alone: Halley's method on
+    h(v) = log mean_j S((v - base_j) / s_j) - log(1 - u^(1/others)) (S the survival), nearly linear in v in
+    the far tail where Newton on the CDF crawls. Bracket: the roots with every rank at the lowest and at
+    the top base; start: the exponential tilt of the top rank's tail over the others (S(x + d) ~
+    S(x) e^(-x d)); cubic convergence, so after a last step of HALLEY_TOL sd what is left is ~1e-8 sd.
+    The vector work of the rows still iterating is done together (row by row, the same operations)."""
+    out: list[float] = []
+    live = []  # (row index, state) of rows that need iterating
+    for i, (dist, base, s, others) in enumerate(rows):
+        mu, sd = dist.mean_s, dist.sd_s
+        tail = -math.expm1(math.log(max(u, 1e-300)) / others)  # 1 - u^(1/others) without cancellation
+        z = -normal_inv_cdf(min(tail, 0.5))
+        at = base + s * (mu + sd * z)
+        lo, hi = float(at.min()), float(at.max())
+        out.append(hi)
+        if sd == 0 or lo == hi:
+            continue  # one base: the root itself (complete's ranks all wait for the same exchange)
+        scale = 1.0 / (s * sd)  # x_j = (v - base_j) scale_j - mu / sd
+        live.append([i, base * scale + mu / sd, scale, at, z, lo, hi, math.log(tail), sd])
+    if not live:
+        return out
+    tilt = np.exp(
+        (np.stack([r[3] for r in live]) - np.array([r[6] for r in live])[:, None])
+        * (np.array([r[4] for r in live])[:, None] * np.stack([r[2] for r in live]))
+    ).mean(axis=1)
+    for r, g in zip(live, tilt, strict=True):
+        r.append(min(max(r[6] + math.log(float(g)) / (r[4] * float(r[2].min())), r[5]), r[6]))
+    for _ in range(HALLEY_STEPS):
+        shift, scale = np.stack([r[1] for r in live]), np.stack([r[2] for r in live])
+        x = np.array([r[9] for r in live])[:, None] * scale - shift
+        surv = 0.5 * erfc(x * (1.0 / math.sqrt(2.0))).mean(axis=1)
+        phi = np.exp(-0.5 * x * x) * scale  # the density per rank, times sqrt(2 pi)
+        dens, slope = phi.mean(axis=1), -(x * phi * scale).mean(axis=1)
+        still = []
+        for r, sv, de, sl in zip(live, surv.tolist(), dens.tolist(), slope.tolist(), strict=True):
+            if _halley_step(r, sv, de, sl):
+                still.append(r)
+            else:
+                out[r[0]] = r[9]
+        if not still:
+            break
+        live = still
+    for r in live:
+        out[r[0]] = r[9]
+    return out
+
+
+def _halley_step(r: list, surv: float, dens: float, slope: float) -> bool:
+    """One Halley step of row state r (its v is r[9]); False once it has converged or cannot go on."""
+    _, _, _, _, _, lo, hi, target, sd, v = r
+    if surv <= 0.0 or dens <= 0.0:
+        return False
+    dens, slope = dens / math.sqrt(2.0 * math.pi), slope / math.sqrt(2.0 * math.pi)
+    h = math.log(surv) - target
+    lo, hi = (v, hi) if h > 0 else (lo, v)
+    h1, h2 = -dens / surv, -(slope * surv + dens * dens) / (surv * surv)
+    nxt = v - 2.0 * h * h1 / (2.0 * h1 * h1 - h * h2)
+    step = (nxt if lo < nxt < hi else 0.5 * (lo + hi)) - v
+    r[5], r[6], r[9] = lo, hi, v + step
+    return abs(step) > HALLEY_TOL * sd

@@ -1,0 +1,305 @@
+"""Typed presets: one frozen dataclass per kind of TOML entry, and the library that holds them all.
+
+Why dataclasses and not the TOML dicts: a misspelt or missing key is caught once, when its file is
+loaded, with the file, entry and key named, instead of as a KeyError deep inside the model; and each
+field spells its unit. Each field declares how its TOML value is read and checked (`_toml(...)`
+metadata); the loader (`preset_loading`) reads only these declarations, so the accepted keys and the
+dataclasses cannot drift apart. Fields without that metadata (`name`) are not TOML keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field
+
+from runtime_model.core.constraints import (
+    AT_LEAST_ONE,
+    COMPUTE_CV,
+    DISPATCH_US,
+    GLOBAL_BATCH,
+    LATENCY_US,
+    LAUNCH_US,
+    LINK_GBPS,
+    MEMORY_BANDWIDTH_GBPS,
+    MEMORY_GIB,
+    MFU,
+    NON_NEGATIVE,
+    PARAMS_RANGE,
+    PEAK_TFLOPS,
+    POSITIVE,
+    POSITIVE_FRACTION,
+    Interval,
+)
+from runtime_model.core.errors import InvalidValue
+from runtime_model.core.scenario import ScenarioError
+
+NON_NEGATIVE_INTEGER = Interval(0, None, closed="left", integer=True)
+
+# How the loader reads a field's TOML value.
+TEXT = "text"  # a non-empty string
+NUMBER = "number"  # an int or float, stored as float, inside `check`
+INTEGER = "integer"  # an integral number, stored as int, inside `check`
+NUMBER_TABLE = "number table"  # an inline table of name = number, each inside `check`
+INTEGER_LIST = "integer list"  # a non-empty array of integers, each inside `check`
+
+# What a field that names another preset refers to: a section of the library.
+GPUS, INTER, INTRA, MODELS = "gpus", "inter", "intra", "models"
+OPTIMIZERS, PASSES = "optimizers", "passes"
+# The two ways a model's kernels run, as keys of a model's per-mode tables: "amp" (autocast to fp16/bf16,
+# GradScaler) for the fp16/bf16 precisions, "full" (no autocast) for fp32/tf32.
+MODES = ("amp", "full")
+AMP_PRECISIONS = ("fp16", "bf16")
+
+
+def _toml(kind: str, check: Interval | None = None, *, ref: str | None = None, default=MISSING):
+    """A dataclass field read from the TOML key of the same name (required unless it has a default)."""
+    return field(default=default, metadata={"toml": kind, "check": check, "ref": ref})
+
+
+# Names that no longer say enough: an Ethernet network runs NCCL over TCP sockets or over RoCE (RDMA),
+# at about half and about all of its line rate (networks.toml), so the name a user types says which.
+RENAMED = {
+    "eth-10g": "tcp-10g",
+    "eth-25g": "tcp-25g (TCP sockets) or roce-25g (RDMA)",
+    "eth-100g": "roce-100g (RDMA) or tcp-100g (TCP sockets)",
+}
+
+
+class UnknownPreset(ScenarioError):
+    """A preset name that the library does not hold. `kind` says which list ("GPU", "network"),
+    `input_name` the model input that named it ("gpu"), `choices` the valid names."""
+
+    def __init__(self, kind: str, name: str, choices: Sequence[str], input_name: str):
+        self.kind, self.name, self.choices, self.input_name = kind, name, tuple(choices), input_name
+        if name in RENAMED:
+            super().__init__(f"{kind} '{name}' is now {RENAMED[name]}: the name says how NCCL runs on it")
+        else:
+            super().__init__(f"unknown {kind} '{name}'; choose one of: {', '.join(self.choices)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuPreset:
+    """One accelerator and its usual host (gpus.toml): dense peak throughput, memory bandwidth, the
+    efficiencies large-batch training reaches on them, and the host's cost per eager op."""
+
+    name: str
+    tflops: Mapping[str, float] = _toml(NUMBER_TABLE, PEAK_TFLOPS)  # dense peak TFLOP/s per precision
+    memory_bandwidth_GBps: float = _toml(NUMBER, MEMORY_BANDWIDTH_GBPS)  # 10^9 bytes per second
+    memory_GiB: float = _toml(NUMBER, MEMORY_GIB)
+    default_precision: str = _toml(TEXT)
+    mfu: Mapping[str, float] = _toml(NUMBER_TABLE, MFU)  # per precision: fraction of peak at large batch
+    memory_efficiency: float = _toml(NUMBER, POSITIVE_FRACTION)  # fraction of memory bandwidth streamed
+    dispatch_us: float = _toml(NUMBER, DISPATCH_US)  # host CPU time per kernel-launching op of eager PyTorch
+    # what a CUDA launch adds on the host per kernel-launching op, above the CPU's dispatch
+    launch_us: float = _toml(NUMBER, LAUNCH_US, default=0.0)
+    default_intra: str | None = _toml(TEXT, ref=INTRA, default=None)  # None: the library's default
+    source: str = _toml(TEXT)
+    mfu_source: str = _toml(TEXT, default="")
+    memory_efficiency_source: str = _toml(TEXT, default="")
+    dispatch_source: str = _toml(TEXT, default="")
+    launch_source: str = _toml(TEXT, default="")
+
+    @property
+    def host_op_us(self) -> float:
+        """Host time per kernel-launching op on this GPU's host: the CPU's dispatch + the CUDA launch."""
+        return self.dispatch_us + self.launch_us
+
+    def __post_init__(self):
+        if self.default_precision not in self.tflops:
+            raise InvalidValue(
+                "default_precision", f"a key of tflops ({', '.join(self.tflops)})", self.default_precision
+            )
+        if set(self.mfu) != set(self.tflops):
+            raise InvalidValue(
+                "mfu", f"a table with the keys of tflops ({', '.join(self.tflops)})", dict(self.mfu)
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkPreset:
+    """One link class (networks.toml): an inter-node network ([inter.NAME]) or an intra-node link
+    ([intra.NAME]); Hockney alpha (latency_us) and line rate (bandwidth_Gbps, per direction)."""
+
+    name: str
+    description: str = _toml(TEXT)
+    bandwidth_Gbps: float = _toml(NUMBER, LINK_GBPS)  # 10^9 bits per second
+    latency_us: float = _toml(NUMBER, LATENCY_US)  # per ring step, software + wire
+    # achievable all-reduce bus bandwidth / line rate (published nccl-tests results for the fabric)
+    efficiency: float = _toml(NUMBER, POSITIVE_FRACTION, default=1.0)
+    source: str = _toml(TEXT)
+    latency_source: str = _toml(TEXT, default="")
+    efficiency_source: str = _toml(TEXT, default="")
+
+    @property
+    def achievable_Gbps(self) -> float:
+        return self.bandwidth_Gbps * self.efficiency
+
+
+# A model's per-precision-mode tables: kernel-launching ops and memory traffic, forward and backward.
+PER_MODE_COUNTS = (
+    "forward_ops",
+    "backward_ops",
+    "forward_bytes_per_unit",
+    "backward_bytes_per_unit",
+    "forward_fixed_bytes",
+    "backward_fixed_bytes",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPreset:
+    """One model (models.toml): what one training iteration costs per batch unit, as the kernels of
+    eager PyTorch see it (counted by `python -m profiler.opcount`), and what it communicates."""
+
+    name: str
+    description: str = _toml(TEXT)
+    params: int = _toml(INTEGER, PARAMS_RANGE)
+    train_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # forward + backward matmul FLOPs per batch unit
+    forward_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # the forward's share of them
+    unit: str = _toml(TEXT)  # the batch unit: "image", "token"
+    default_global_batch: float = _toml(NUMBER, GLOBAL_BATCH)  # in units
+    embedding_params: int = _toml(INTEGER, NON_NEGATIVE_INTEGER)  # gradients ready at the end of backward
+    compute_cv: float = _toml(NUMBER, COMPUTE_CV)  # coefficient of variation of forward + backward time
+    # Per mode (MODES): kernel-launching ops per iteration, and bytes the memory-bound (non-matmul)
+    # kernels move per batch unit and per iteration regardless of batch (AMP's weight casts).
+    forward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    forward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    forward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    backward_numels: tuple[int, ...] = _toml(INTEGER_LIST, AT_LEAST_ONE)  # parameters in gradient-ready order
+    optimizer: str = _toml(TEXT, ref=OPTIMIZERS)  # its memory traffic: a [optimizer.NAME] of traffic.toml
+    source: str = _toml(TEXT)
+    counts_source: str = _toml(TEXT)  # the command that measured the per-mode tables and backward_numels
+    compute_cv_source: str = _toml(TEXT, default="")
+    # Known only by its parameter count (own_model): no FLOP or op counts, compute must be measured.
+    params_only: bool = False
+
+    def __post_init__(self):
+        if self.embedding_params > self.params:
+            raise InvalidValue("embedding_params", f"<= params ({self.params})", self.embedding_params)
+        if self.forward_flops_per_unit >= self.train_flops_per_unit:
+            raise InvalidValue(
+                "forward_flops_per_unit",
+                f"< train_flops_per_unit ({self.train_flops_per_unit:g})",
+                self.forward_flops_per_unit,
+            )
+        if sum(self.backward_numels) != self.params:
+            raise InvalidValue(
+                "backward_numels", f"numbers summing to params ({self.params})", sum(self.backward_numels)
+            )
+        for key in PER_MODE_COUNTS:
+            table = getattr(self, key)
+            if set(table) != set(MODES):
+                raise InvalidValue(key, f"a table with the keys {' and '.join(MODES)}", dict(table))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPass:
+    """One memory-bound pass over the parameters per iteration (traffic.toml): an optimizer step
+    ([optimizer.NAME]) or a library's own pass ([pass.NAME]: GradScaler unscale, Decent-DP mixing,
+    DDP's bucket copies). Bytes per parameter as its implementation reads and writes them."""
+
+    name: str
+    bytes_per_param: float = _toml(NUMBER, NON_NEGATIVE)
+    host_ops: float = _toml(NUMBER, NON_NEGATIVE)  # kernel-launching ops per call (foreach: per tensor list)
+    # host work per parameter tensor per call (Python bookkeeping, foreach list handling), in units of the
+    # host's dispatch cost: it runs on the CPU and scales with it
+    host_dispatches_per_tensor: float = _toml(NUMBER, NON_NEGATIVE, default=0.0)
+    host_source: str = _toml(TEXT, default="")
+    source: str = _toml(TEXT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterPreset:
+    """One named cluster (clusters.toml): each field names another preset, except gpus_per_node."""
+
+    name: str
+    gpu: str = _toml(TEXT, ref=GPUS)
+    gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)
+    intra: str = _toml(TEXT, ref=INTRA)
+    network: str = _toml(TEXT, ref=INTER)
+    precision: str | None = _toml(TEXT, default=None)  # what this cluster trains in; None: the GPU's default
+    nics_per_node: int = _toml(INTEGER, AT_LEAST_ONE, default=1)  # inter-node NICs, rail-optimised
+    source: str = _toml(TEXT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PresetDefaults:
+    """What a preset run uses for a choice the user leaves out (defaults.toml)."""
+
+    machine: str = _toml(TEXT)  # the real machine the default choices describe together
+    gpu: str = _toml(TEXT, ref=GPUS)
+    network: str = _toml(TEXT, ref=INTER)
+    intra: str = _toml(TEXT, ref=INTRA)  # for a GPU whose entry names no default_intra
+    model: str = _toml(TEXT, ref=MODELS)
+    gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)  # capped at the job's GPU count
+
+
+@dataclass(frozen=True, eq=False)
+class PresetLibrary:
+    """Every preset by name, and the defaults: the built-ins, possibly with a user's files over them.
+
+    Look names up with the methods (`gpu("A100")`), which raise UnknownPreset with the choices.
+    `files` lists the files read, built-ins first, for provenance. Compared and hashed by identity,
+    so that a caller may cache per library.
+    """
+
+    gpus: Mapping[str, GpuPreset]
+    inter_networks: Mapping[str, LinkPreset]
+    intra_links: Mapping[str, LinkPreset]
+    models: Mapping[str, ModelPreset]
+    clusters: Mapping[str, ClusterPreset]
+    defaults: PresetDefaults
+    optimizers: Mapping[str, MemoryPass]
+    passes: Mapping[str, MemoryPass]
+    files: tuple[str, ...] = ()
+
+    def gpu(self, name: str) -> GpuPreset:
+        return _pick(self.gpus, name, "GPU", "gpu")
+
+    def network(self, name: str) -> LinkPreset:
+        return _pick(self.inter_networks, name, "network", "network")
+
+    def intra(self, name: str) -> LinkPreset:
+        return _pick(self.intra_links, name, "intra-node link", "intra")
+
+    def model(self, name: str) -> ModelPreset:
+        return _pick(self.models, name, "model", "model")
+
+    def cluster(self, name: str) -> ClusterPreset:
+        return _pick(self.clusters, name, "cluster", "cluster")
+
+    def memory_pass(self, name: str) -> MemoryPass:
+        return _pick(self.passes, name, "memory pass", "pass")
+
+    def traffic(self, name: str) -> MemoryPass:
+        """An optimizer's or a library pass's traffic.toml entry, by name (optimizers first)."""
+        return self.optimizers[name] if name in self.optimizers else self.memory_pass(name)
+
+    def step_passes(self, model: str, precision: str) -> tuple[str, ...]:
+        """The passes one optimizer step of `model` makes: its optimizer, and under AMP GradScaler's unscale."""
+        optimizer = self.model(model).optimizer
+        return (optimizer, "grad-scaler-unscale") if precision in AMP_PRECISIONS else (optimizer,)
+
+    def default_intra(self, gpu: str) -> str:
+        """The intra-node link of `gpu`'s usual node: its own default_intra, else the library's default."""
+        entry = self.gpus.get(gpu)
+        return entry.default_intra if entry is not None and entry.default_intra else self.defaults.intra
+
+    def names(self) -> dict[str, list[str]]:
+        """Valid names per model input (for help texts and error messages)."""
+        return {
+            "gpu": sorted(self.gpus),
+            "network": sorted(self.inter_networks),
+            "intra": sorted(self.intra_links),
+            "model": sorted(self.models),
+            "cluster": sorted(self.clusters),
+        }
+
+
+def _pick(table: Mapping, name: str, kind: str, input_name: str):
+    if name not in table:
+        raise UnknownPreset(kind, name, sorted(table), input_name)
+    return table[name]
