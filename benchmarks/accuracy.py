@@ -145,7 +145,7 @@ def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float)
         _progress(f"{cfg.name}: profiling")
         _launch_with_one_retry(
             cluster, 29500,
-            ["-m", "profiler", "--out", str(profile), "--model", "synthetic", *cfg.model_args(),
+            ["-m", "rtmodel_cli", "profile", "--out", str(profile), "--model", "synthetic", *cfg.model_args(),
              "--iterations", "30", "--warmup", "3", "--reps", str(PROFILE_REPS), "--quiet", "--timeout-s", "300"],
             timeout_s,
         )

@@ -38,7 +38,7 @@ def rescore_config(entry: dict, runs_dir: Path) -> dict:
             predicted_s[run.method] = gossip_prediction(scenario, build_schedule(run.method, shape)).mean_s
         runs.append(replace(run, predicted_ms=predicted_s[run.method] * 1e3))
     _, _, advisor, _ = choose_topology(None, True, scenario)  # as `validate --recommended` chose its pick
-    return config_result(entry["config"], runs, advisor["recommendation"])
+    return config_result(entry["config"], runs, advisor.recommendation)
 
 
 def rescore(doc: dict, runs_dir: Path) -> dict:

@@ -40,7 +40,9 @@ def predict(model: str, units: int, precision: str, gpu: str, dispatch_us: float
     lib = dataclasses.replace(
         lib, gpus={**lib.gpus, gpu: dataclasses.replace(lib.gpus[gpu], dispatch_us=dispatch_us)}
     )
-    choice = presets.resolve(1, gpu=gpu, model=model, global_batch=units, precision=precision, library=lib)
+    choice = presets.resolve(
+        presets.PresetRequest(1, gpu=gpu, model=model, global_batch=units, precision=precision), library=lib
+    )
     work = presets.iteration_work(choice, lib)
     ddp = ddp_compute(work, 0.0, "benchmarks.gpu_compute")
     fwd_bwd = work.forward + work.backward

@@ -123,7 +123,8 @@ def _measure(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path, t
 def _profile_args(cfg: ClusterConfig, profile: Path) -> list[str]:
     return [
         "-m",
-        "profiler",
+        "rtmodel_cli",
+        "profile",
         "--out",
         str(profile),
         "--model",

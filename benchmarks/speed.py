@@ -45,7 +45,7 @@ def sweep_s(repeats: int = 3) -> tuple[float, int]:
     from runtime_model.presets import to_model as presets
 
     ns = [2**i for i in range(17)]
-    scenarios = [presets.scenario_from_choice(presets.resolve(n, gpus_per_node=min(8, n))) for n in ns]
+    scenarios = [presets.scenario_from_choice(presets.resolve(presets.PresetRequest(n, gpus_per_node=min(8, n)))) for n in ns]
 
     def run():
         for sc in scenarios:

@@ -18,6 +18,8 @@ import json
 import math
 import os
 
+from rtmodel_util.processes import NODE_NAME_ENV
+
 ALLREDUCE = "allreduce"
 
 
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         counted = _cumulative(readings) if reads else None
         gathered: list = [None] * world
         dist.all_gather_object(
-            gathered, {"node": os.environ.get("RTMODEL_NODE_NAME", str(rank)), "counted": counted}
+            gathered, {"node": os.environ.get(NODE_NAME_ENV, str(rank)), "counted": counted}
         )
         results.append(
             {

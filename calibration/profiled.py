@@ -14,6 +14,7 @@ from calibration.calibrate_profile import calibrate
 from calibration.extrapolate import extrapolation_notes
 from calibration.profile import Profile
 from calibration.profile_io import load_profile
+from calibration.results import Calibration
 from runtime_model.core.scenario import ClusterShape, Network, Scenario
 
 
@@ -77,13 +78,20 @@ def scenario_from_profile(
     cal = calibrate(
         loaded, fallback_network=fallback_network, distribution=distribution, as_measured=as_measured
     )
+    name = profile if not isinstance(profile, Profile) else profile.origin
+    return scenario_from_calibration(cal, gpus, gpus_per_node, f"profile {name}")
+
+
+def scenario_from_calibration(
+    cal: Calibration, gpus: int, gpus_per_node: int | None = None, description: str = ""
+) -> ProfiledScenario:
+    """Place a calibration (fitted now, or read from `rtmodel calibrate --out`) on `gpus` GPUs: the
+    same scenario, provenance and notes whichever way the calibration came."""
     # 0 is refused, not 'not given'
     k = cal.measured_shape.gpus_per_node if gpus_per_node is None else gpus_per_node
     shape = ClusterShape(gpus, k)
-    name = profile if not isinstance(profile, Profile) else profile.origin
-    scenario = cal.scenario(shape, f"profile {name}")
     return ProfiledScenario(
-        scenario=scenario,
+        scenario=cal.scenario(shape, description),
         provenance=dict(cal.provenance),
         notes=tuple(extrapolation_notes(cal, shape)) + tuple(cal.notes),
         measured_shape=cal.measured_shape,

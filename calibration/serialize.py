@@ -1,7 +1,8 @@
 """Calibration <-> JSON (the PARAMS file `rtmodel calibrate PROFILE --out PARAMS` writes).
 
-Format "rtmodel-calibration", version 1 - one JSON object:
-    {"format": "rtmodel-calibration", "version": 1,
+Schema "rtmodel-calibration/1" - one JSON object (files written before the common header say
+{"format": "rtmodel-calibration", "version": 1} instead of "schema"; both read):
+    {"schema": "rtmodel-calibration/1",
      "measured_shape": {"gpus": 4, "gpus_per_node": 2},
      "network": {"name": str, "concurrent_collectives": int,
                  "nccl_algo": "auto" | "ring" | "tree" | null   (optional; null/absent: the flat ring),
@@ -35,10 +36,11 @@ from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, DdpWork, FitReport
 from rtmodel_util.files import write_json_atomic
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
+from runtime_model.core.document_header import HeaderError, check_header, document_header
 from runtime_model.core.scenario import AffineCost, Bucket, BucketLayout, ClusterShape, Compute, Link, Network
 from runtime_model.core.variation import Variation
 
-FORMAT = "rtmodel-calibration"
+KIND = "calibration"  # the header: "rtmodel-calibration/<VERSION>" (runtime_model.core.document_header)
 VERSION = 1
 
 
@@ -46,8 +48,7 @@ def calibration_to_json(cal: Calibration) -> dict:
     """A JSON-ready dict (json.dump it) describing `cal` completely."""
     net, comp, buckets = cal.network, cal.compute, cal.buckets
     return {
-        "format": FORMAT,
-        "version": VERSION,
+        **document_header(KIND, VERSION),
         "measured_shape": {
             "gpus": cal.measured_shape.gpus,
             "gpus_per_node": cal.measured_shape.gpus_per_node,
@@ -104,16 +105,13 @@ def calibration_to_json(cal: Calibration) -> dict:
     }
 
 
-def calibration_from_json(doc: dict) -> Calibration:
-    """Inverse of calibration_to_json; raises CalibrationError (one line) on a foreign or broken file."""
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CalibrationError(
-            f"not an rtmodel calibration file (format={_get(doc, 'format')!r}, expected {FORMAT!r})"
-        )
-    if doc.get("version") != VERSION:
-        raise CalibrationError(
-            f"calibration file version {doc.get('version')!r}; this rtmodel reads version {VERSION}"
-        )
+def calibration_from_json(doc: dict, origin: str = "the document") -> Calibration:
+    """Inverse of calibration_to_json; raises CalibrationError (one line, naming `origin`) on a foreign,
+    newer or broken file. Reads either header (module doc)."""
+    try:
+        check_header(doc, KIND, VERSION, "rtmodel calibration file")
+    except HeaderError as exc:
+        raise CalibrationError(f"{origin} {exc}") from None
     try:
         net, comp, shape = doc["network"], doc["compute"], doc["measured_shape"]
         network = Network(
@@ -214,10 +212,6 @@ def _opt_float(x: Any) -> float | None:
     return None if x is None else float(x)
 
 
-def _get(doc: Any, key: str) -> Any:
-    return doc.get(key) if isinstance(doc, dict) else None
-
-
 def _link_out(link: Link) -> dict:
     return {
         "latency_s": link.latency_s,
@@ -297,4 +291,4 @@ def load_calibration(path) -> Calibration:
         raise CalibrationError(f"{p} is not UTF-8 text ({exc.reason}); rerun `rtmodel calibrate`") from None
     except DocumentError as exc:
         raise CalibrationError(f"{p} {exc}; rerun `rtmodel calibrate`") from None
-    return calibration_from_json(doc)
+    return calibration_from_json(doc, str(p))

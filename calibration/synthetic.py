@@ -1,4 +1,4 @@
-"""Synthetic schema-v1 profiles generated from KNOWN parameters plus noise.
+"""Synthetic profiles (rtmodel-profile/1, built as rtmodel_util.profile_document's dataclasses) generated from KNOWN parameters plus noise.
 
 Why: the only honest test of a fitter is to hand it data whose truth is known and check it gets the
 truth back (within its own stated uncertainty). The collective times come from the same cost the model
@@ -16,7 +16,17 @@ import numpy as np
 
 from calibration.profile import nccl_algo_from_env
 from rtmodel_util.files import write_json_atomic
-from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS, new_document
+from rtmodel_util.profile_document import (
+    PatternResult,
+    ProfileCommunication,
+    ProfileCompute,
+    ProfileDocument,
+    ProfilePattern,
+    ProfileShape,
+    ProfileWorkload,
+    frozen,
+)
+from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS
 from runtime_model.core.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.core.scenario import GroupShape, Link, Network
 from runtime_model.prediction.collectives import allreduce_s, busbw_Bps
@@ -95,43 +105,51 @@ def pattern_groups(nodes: int, ranks_per_node: int) -> list[tuple[str, GroupShap
 
 
 def synthetic_profile(truth: SyntheticTruth | None = None, **overrides) -> dict:
-    """A complete schema-v1 profile document drawn from `truth` (fields may be overridden by keyword)."""
+    """A complete profile document (JSON-ready) drawn from `truth` (fields may be overridden by keyword)."""
+    return synthetic_document(truth, **overrides).to_json()
+
+
+def synthetic_document(truth: SyntheticTruth | None = None, **overrides) -> ProfileDocument:
+    """The typed profile synthetic_profile writes."""
     if truth is None:
         truth = SyntheticTruth(**overrides)
     elif overrides:
         truth = SyntheticTruth(**{**truth.__dict__, **overrides})
     rng = np.random.default_rng(truth.seed)
     n, k, m = truth.world_size, truth.ranks_per_node, truth.nodes
-    return {
-        **new_document("2026-01-01T00:00:00Z"),
-        "complete": True,
-        "sections_done": list(CHECKPOINT_SECTIONS),
-        "shape": {
-            "world_size": n,
-            "ranks_per_node": k,
-            "nodes": m,
-            "node_names": [f"h{r // k}" for r in range(n)],
-            "backend": truth.backend,
-            "device": "synthetic",
-            "torch_version": None,
-            "nccl_version": None,
-            **({"nccl_algo_env": truth.nccl_algo_env} if truth.backend == "nccl" else {}),
-        },
-        "workload": {
-            "model": "synthetic",
-            "model_args": dict(truth.extra_workload),
-            "batch_per_rank": 8,
-            "param_bytes": int(sum(truth.gossip_buckets_bytes)),
-            "bucket_cap_mb": BUCKET_CAP_MIB,
-            "ddp_buckets_bytes": list(truth.ddp_buckets_bytes),
-            "gossip_buckets_bytes": list(truth.gossip_buckets_bytes),
-        },
-        "compute": _compute_section(truth, rng),
-        "communication": _communication_section(truth, rng),
-    }
+    return ProfileDocument(
+        created_utc="2026-01-01T00:00:00Z",
+        complete=True,
+        sections_done=CHECKPOINT_SECTIONS,
+        shape=ProfileShape(
+            world_size=n,
+            ranks_per_node=k,
+            nodes=m,
+            node_names=tuple(f"h{r // k}" for r in range(n)),
+            backend=truth.backend,
+            device="synthetic",
+            nccl_algo_env=truth.nccl_algo_env if truth.backend == "nccl" else None,
+        ),
+        workload=ProfileWorkload(
+            model="synthetic",
+            model_args=dict(truth.extra_workload),
+            batch_per_rank=8,
+            param_bytes=int(sum(truth.gossip_buckets_bytes)),
+            bucket_cap_mb=BUCKET_CAP_MIB,
+            ddp_buckets_bytes=tuple(truth.ddp_buckets_bytes),
+            gossip_buckets_bytes=tuple(truth.gossip_buckets_bytes),
+        ),
+        compute=_compute_section(truth, rng),
+        communication=_communication_section(truth, rng),
+    )
 
 
-def _compute_section(t: SyntheticTruth, rng: np.random.Generator) -> dict:
+def _tuples(array: np.ndarray) -> tuple:
+    """An array as nested tuples of Python floats (what the profile's dataclasses hold)."""
+    return frozen(array.tolist())
+
+
+def _compute_section(t: SyntheticTruth, rng: np.random.Generator) -> ProfileCompute:
     n, iters = t.world_size, t.iterations
     offsets = (
         rng.normal(0.0, t.rank_offset_rel_sd, size=(n, 1)) if t.rank_offset_rel_sd > 0 else np.zeros((n, 1))
@@ -147,24 +165,24 @@ def _compute_section(t: SyntheticTruth, rng: np.random.Generator) -> dict:
     bwd = scale * t.backward_s + slow * rng.normal(0.0, t.backward_sd_s, size=(n, iters))
     opt = np.abs(t.optimizer_s * (1 + rng.normal(0.0, 0.02, size=(n, iters))))
 
-    def ready(fractions: tuple[float, ...]) -> list:
+    def ready(fractions: tuple[float, ...]) -> tuple:
         f = np.asarray(fractions)[None, None, :]
         jitter = 1 + rng.normal(0.0, t.ready_noise_rel, size=(n, iters, f.shape[-1]))
         r = np.minimum(bwd[:, :, None] * f * jitter, bwd[:, :, None])
-        return r.tolist()
+        return _tuples(r)
 
-    return {
-        "warmup": 3,
-        "iterations": iters,
-        "forward_s": np.abs(fwd).tolist(),
-        "backward_s": np.abs(bwd).tolist(),
-        "optimizer_s": opt.tolist(),
-        "ddp_bucket_ready_s": ready(t.ddp_ready_fractions),
-        "gossip_bucket_ready_s": ready(t.gossip_ready_fractions),
-    }
+    return ProfileCompute(
+        warmup=3,
+        iterations=iters,
+        forward_s=_tuples(np.abs(fwd)),
+        backward_s=_tuples(np.abs(bwd)),
+        optimizer_s=_tuples(opt),
+        ddp_bucket_ready_s=ready(t.ddp_ready_fractions),
+        gossip_bucket_ready_s=ready(t.gossip_ready_fractions),
+    )
 
 
-def _communication_section(t: SyntheticTruth, rng: np.random.Generator) -> dict:
+def _communication_section(t: SyntheticTruth, rng: np.random.Generator) -> ProfileCommunication:
     patterns = []
     for name, group, concurrent in pattern_groups(t.nodes, t.ranks_per_node):
         results = []
@@ -173,25 +191,25 @@ def _communication_section(t: SyntheticTruth, rng: np.random.Generator) -> dict:
             samples = true_s * np.exp(rng.normal(0.0, t.noise_rel, size=t.samples_per_size))
             median = float(np.median(samples))
             results.append(
-                {
-                    "bytes": int(nbytes),
-                    "samples_s": samples.tolist(),
-                    "median_s": median,
-                    "algbw_Bps": nbytes / median,
-                    "busbw_Bps": busbw_Bps(group.size, nbytes, median),
-                }
+                PatternResult(
+                    bytes=int(nbytes),
+                    samples_s=_tuples(samples),
+                    median_s=median,
+                    algbw_Bps=nbytes / median,
+                    busbw_Bps=busbw_Bps(group.size, nbytes, median),
+                )
             )
         patterns.append(
-            {
-                "pattern": name,
-                "group_size": group.size,
-                "nodes_spanned": group.nodes,
-                "nic_sharing": group.nic_sharing,
-                "concurrent_groups": concurrent,
-                "results": results,
-            }
+            ProfilePattern(
+                pattern=name,
+                group_size=group.size,
+                nodes_spanned=group.nodes,
+                nic_sharing=group.nic_sharing,
+                concurrent_groups=concurrent,
+                results=tuple(results),
+            )
         )
-    return {"sizes_bytes": list(t.sizes_bytes), "patterns": patterns}
+    return ProfileCommunication(sizes_bytes=tuple(t.sizes_bytes), patterns=tuple(patterns))
 
 
 def write_synthetic_profile(path: str | Path, truth: SyntheticTruth | None = None, **overrides) -> Path:

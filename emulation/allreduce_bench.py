@@ -15,6 +15,8 @@ import statistics
 import time
 from datetime import timedelta
 
+from rtmodel_util.processes import NODE_NAME_ENV
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m emulation.allreduce_bench")
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append({"bytes": numel * 4, "median_s": statistics.median(means), "samples_s": means,
                         "iters": iters, "correct": correct})
     if rank == 0:
-        print("RESULT " + json.dumps({"world_size": world, "node": os.environ.get("RTMODEL_NODE_NAME"),
+        print("RESULT " + json.dumps({"world_size": world, "node": os.environ.get(NODE_NAME_ENV),
                                       "results": results}), flush=True)
     release_process_groups()
     return 0

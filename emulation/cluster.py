@@ -38,7 +38,7 @@ from emulation import guardian, netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
 from rtmodel_util.host_share import omp_threads_env
-from rtmodel_util.processes import run_directory, stop_processes
+from rtmodel_util.processes import NODE_NAME_ENV, run_directory, stop_processes
 
 # Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR
 # the same 4 MB gloo all-reduce took 341 ms back to back but 351-359 ms, with stalls of +75..+180 ms,
@@ -76,18 +76,17 @@ class EmulatedCluster:
     """Context manager: `with EmulatedCluster(2, 2, 100, 1.0) as c: c.launch_torchrun([...])`.
 
     inter_bandwidth_mbit is each node's NIC rate (Mbit/s, both directions), inter_delay_ms the one-way
-    latency between nodes (ping RTT = 2x). intra="loopback" is the only intra-node link offered.
+    latency between nodes (ping RTT = 2x). The ranks of a node share its loopback: no other intra-node
+    link is offered.
     """
 
     def __init__(self, nodes: int = 2, ranks_per_node: int = 1, inter_bandwidth_mbit: float = 1000.0,
-                 inter_delay_ms: float = 0.1, *, intra: str = "loopback", shaping: str = "tbf+forwarder",
+                 inter_delay_ms: float = 0.1, *, shaping: str = "tbf+forwarder",
                  mtu: int = 65520, realtime_forwarder: bool = True, python: str = sys.executable):
         settings.NODES_RANGE.check("nodes", nodes, InvalidSetting)
         settings.RANKS_PER_NODE_RANGE.check("ranks_per_node", ranks_per_node, InvalidSetting)
         settings.BANDWIDTH_MBIT_RANGE.check("inter_bandwidth_mbit", inter_bandwidth_mbit, InvalidSetting)
         settings.DELAY_MS_RANGE.check("inter_delay_ms", inter_delay_ms, InvalidSetting)
-        if intra != "loopback":  # ranks of a node share lo; no other intra-node link is offered
-            raise InvalidSetting("intra", "'loopback'", intra)
         if shaping not in SHAPINGS:
             raise InvalidSetting("shaping", f"one of {', '.join(SHAPINGS)}", shaping)
         settings.MTU_RANGE.check("mtu", mtu, InvalidSetting)
@@ -268,7 +267,7 @@ class EmulatedCluster:
     def node_env(self, node: int) -> dict[str, str]:
         """What every process on a node gets: the gloo interface, its node name, our package importable,
         and its share of this machine's cores as OpenMP threads (every node's ranks run on them)."""
-        return {"GLOO_SOCKET_IFNAME": IFNAME, "RTMODEL_NODE_NAME": f"node{node}", "PYTHONPATH": _pythonpath(),
+        return {"GLOO_SOCKET_IFNAME": IFNAME, NODE_NAME_ENV: f"node{node}", "PYTHONPATH": _pythonpath(),
                 **omp_threads_env(self.nodes * self.ranks_per_node)}
 
     def exec_prefix(self, node: int, env: dict[str, str] | None = None) -> list[str]:

@@ -3,7 +3,7 @@
     model(p, S) = 2(p-1) * RTT + 2(p-1)/p * S / B        RTT = 2 x configured one-way delay
 
 Also reports ping RTT, a TCP throughput probe and what the forwarder costs in CPU. Used by
-`python -m emulation measure`; the numbers in MEASUREMENTS.md come from it.
+`rtmodel emulate measure`; the numbers in MEASUREMENTS.md come from it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""`python -m profiler ...` is `rtmodel profile ...` (same options, same one error path).
+"""The local launcher's ranks start here (`python -m profiler --options-json PAYLOAD`); any other
+`python -m profiler ARGS` becomes `python -m rtmodel_cli profile ARGS` (same options, same error path).
 
-The local launcher also starts its ranks through here with an internal `--options-json PAYLOAD`:
-such a rank records its failure (rank, phase, message) for the launcher instead of printing it.
+A launched rank records its failure (rank, phase, message) for the launcher instead of printing it.
 Exit codes: 0 done, 1 a rank failed, 2 bad options; RTMODEL_DEBUG=1 adds tracebacks.
+Why a new program and not an import of the command: the command's options are the shell's
+(rtmodel_cli/commands/profile.py) and the profiler imports no shell; job scripts written for
+`torchrun ... -m profiler ...` keep working, and the process (pid, environment) stays torchrun's rank.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ OPTIONS_JSON = "--options-json"
 
 def run_launched_rank(payload: str) -> int:
     """One rank started by the local launcher; failures go to the launcher's error directory."""
-    from profiler.launch import profile
+    from profiler.launch import run_profile
     from profiler.options import ProfileOptions
 
     try:
-        profile(ProfileOptions.from_json(payload))
+        run_profile(ProfileOptions.from_json(payload))
         return 0
     except RankFailure as exc:
         return _report(exc, 1)
@@ -48,10 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 2 and args[0] == OPTIONS_JSON:  # a rank the local launcher started
         return run_launched_rank(args[1])
-    from rtmodel_cli.app import app
-
-    app(["profile", *args], prog_name="python -m profiler")
-    return 0
+    # the launcher's -P: a user folder named like a package stays out
+    flags = ["-P"] if sys.flags.safe_path else []
+    os.execv(sys.executable, [sys.executable, *flags, "-m", "rtmodel_cli", "profile", *args])  # never returns
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from rtmodel_harness.distributed import barrier, sync
+from rtmodel_util.profile_document import PatternResult, ProfilePattern
 from rtmodel_util.profile_patterns import Pattern, human_bytes
 
 
@@ -80,34 +81,37 @@ def measure_pattern(
     return out
 
 
-def pattern_entry(pattern: Pattern, sizes: list[int], per_rank: list[list[list[float] | None]]) -> dict:
-    """Schema entry for one pattern from every rank's measure_pattern result."""
+def pattern_entry(
+    pattern: Pattern, sizes: list[int], per_rank: list[list[list[float] | None]]
+) -> ProfilePattern:
+    """The profile's entry for one pattern from every rank's measure_pattern result."""
     p = pattern.group_size
     results = []
     for i, nbytes in enumerate(sizes):
         rows = [r[i] for r in per_rank if r[i] is not None]
-        samples = [max(vals) for vals in zip(*rows, strict=True)]
-        per_group = [
-            [max(vals) for vals in zip(*(per_rank[r][i] for r in g), strict=True)] for g in pattern.groups
-        ]
+        samples = tuple(max(vals) for vals in zip(*rows, strict=True))
+        per_group = tuple(
+            tuple(max(vals) for vals in zip(*(per_rank[r][i] for r in g), strict=True))
+            for g in pattern.groups
+        )
         med = statistics.median(samples)
         algbw = nbytes / med
         results.append(
-            {
-                "bytes": nbytes,
-                "samples_s": samples,
-                "group_samples_s": per_group,
-                "median_s": med,
-                "algbw_Bps": algbw,
-                "busbw_Bps": algbw * 2 * (p - 1) / p,
-            }
+            PatternResult(
+                bytes=nbytes,
+                samples_s=samples,
+                group_samples_s=per_group,
+                median_s=med,
+                algbw_Bps=algbw,
+                busbw_Bps=algbw * 2 * (p - 1) / p,
+            )
         )
-    return {
-        "pattern": pattern.name,
-        "group_size": p,
-        "nodes_spanned": pattern.nodes_spanned,
-        "nic_sharing": pattern.nic_sharing,
-        "concurrent_groups": len(pattern.groups),
-        "groups": [list(g) for g in pattern.groups],
-        "results": results,
-    }
+    return ProfilePattern(
+        pattern=pattern.name,
+        group_size=p,
+        nodes_spanned=pattern.nodes_spanned,
+        nic_sharing=pattern.nic_sharing,
+        concurrent_groups=len(pattern.groups),
+        groups=tuple(tuple(g) for g in pattern.groups),
+        results=tuple(results),
+    )

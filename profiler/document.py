@@ -1,4 +1,4 @@
-"""The profile document (schema v1, see notes): building, atomic checkpoints, resume decisions.
+"""The profile document (rtmodel_util.profile_document) on the profiler's side: resume decisions.
 
 Why checkpoints: a profile of a big cluster takes a while and jobs get preempted. After each section
 (and each communication pattern) rank 0 rewrites the whole file atomically (rtmodel_util.files) with complete=false and
@@ -8,17 +8,14 @@ shape and workload, and says clearly when it has to start over.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from rtmodel_util.json_document import DocumentError, parse_document
-from rtmodel_util.profile_schema import (
-    SCHEMA_VERSION,
-    SHAPE_KEYS,
-    TOOL,
-    UNMEASURED_LINKS,
-    WORKLOAD_KEYS,
-    new_document,
-)
+from rtmodel_util.profile_checks import ProfileError
+from rtmodel_util.profile_document import ProfileDocument, ProfileShape, ProfileWorkload, new_document
+from rtmodel_util.profile_schema import KIND, SCHEMA_VERSION, SHAPE_KEYS, UNMEASURED_LINKS, WORKLOAD_KEYS
+from runtime_model.core.document_header import HeaderError, check_header
 
 
 def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> list[str]:
@@ -35,8 +32,9 @@ def _differences(old: dict, new: dict, keys: tuple[str, ...], label: str) -> lis
 
 
 def check_resumable(path: str | Path, flag: str = "--resume") -> None:
-    """ProfilingError (one line) when `path` exists and is not an rtmodel profile: resuming would
-    overwrite it, and a typo naming README.md must not destroy README.md. A missing file is fine."""
+    """ProfilingError (one line) when `path` exists and is not an rtmodel profile this rtmodel reads
+    (either header): resuming would overwrite it, and a typo naming README.md must not destroy README.md.
+    A missing file is fine."""
     from profiler.errors import ProfilingError
 
     path = Path(path)
@@ -45,15 +43,11 @@ def check_resumable(path: str | Path, flag: str = "--resume") -> None:
     why = None
     try:
         old = parse_document(path.read_text(encoding="utf-8"))
-    except DocumentError as exc:
+        check_header(old, KIND, SCHEMA_VERSION, "rtmodel profile")
+    except (DocumentError, HeaderError) as exc:
         why = f"it {exc}"
     except (OSError, UnicodeDecodeError) as exc:
         why = f"it is not readable JSON ({getattr(exc, 'strerror', None) or exc})"
-    else:
-        if not isinstance(old, dict) or old.get("tool") != TOOL:
-            why = "it is not an rtmodel profile"
-        elif old.get("schema_version") != SCHEMA_VERSION:
-            why = f"it is a profile of schema {old.get('schema_version')!r}, not {SCHEMA_VERSION}"
     if why:
         raise ProfilingError(
             f"{flag} {path}: {why}, so there is nothing to resume and it was left untouched; "
@@ -61,33 +55,39 @@ def check_resumable(path: str | Path, flag: str = "--resume") -> None:
         )
 
 
-def resume_plan(path: str | Path, shape: dict, workload: dict, sizes: list[int]) -> tuple[dict | None, str]:
+def resume_plan(
+    path: str | Path, shape: ProfileShape, workload: ProfileWorkload, sizes: list[int]
+) -> tuple[ProfileDocument | None, str]:
     """(document to continue or None, message for the user).
 
     The returned document keeps only what can be reused: finished compute, and communication
-    patterns measured at the same message sizes."""
+    patterns measured at the same message sizes. An earlier profile that does not read as one
+    (ProfileDocument.from_json) is started over, saying why."""
     path = Path(path)
     if not path.exists():
         return None, f"resume: no profile at {path} yet; starting a new one"
     check_resumable(path)
-    old = parse_document(path.read_text(encoding="utf-8"))
-    old_shape = old.get("shape") or {}
+    try:
+        old = ProfileDocument.from_json(parse_document(path.read_text(encoding="utf-8")), str(path))
+    except ProfileError as exc:
+        return None, f"resume: {exc}; starting over"
+    old_shape = old.shape.to_json() if old.shape else {}
     # which links were real: a profile from before it was recorded says nothing, so nothing to compare
-    marks = (UNMEASURED_LINKS,) if isinstance(old_shape, dict) and UNMEASURED_LINKS in old_shape else ()
-    diffs = _differences(old_shape, shape, SHAPE_KEYS + marks, "shape")
-    diffs += _differences(old.get("workload") or {}, workload, WORKLOAD_KEYS, "workload")
+    marks = (UNMEASURED_LINKS,) if UNMEASURED_LINKS in old_shape else ()
+    diffs = _differences(old_shape, shape.to_json(), SHAPE_KEYS + marks, "shape")
+    old_workload = old.workload.to_json() if old.workload else {}
+    diffs += _differences(old_workload, workload.to_json(), WORKLOAD_KEYS, "workload")
     if diffs:
         return None, f"resume: {path} was taken on a different setup ({'; '.join(diffs[:3])}); starting over"
-    doc = new_document()
-    doc["created_utc"] = old.get("created_utc", doc["created_utc"])
+    doc = new_document(old.created_utc)
     kept = []
-    if "compute" in old.get("sections_done", []) and isinstance(old.get("compute"), dict):
-        doc["compute"] = old["compute"]
+    if "compute" in old.sections_done and old.compute is not None:
+        doc = replace(doc, compute=old.compute)
         kept.append("compute")
-    comm = old.get("communication") or {}
-    if comm.get("sizes_bytes") == sizes and comm.get("patterns"):
-        doc["communication"] = {**comm, "patterns": list(comm["patterns"])}
-        kept.append("communication patterns " + ", ".join(p["pattern"] for p in comm["patterns"]))
+    comm = old.communication
+    if comm is not None and comm.sizes_bytes == tuple(sizes) and comm.patterns:
+        doc = replace(doc, communication=comm)
+        kept.append("communication patterns " + ", ".join(p.pattern for p in comm.patterns))
     if not kept:
         return doc, f"resume: {path} matches this setup but holds no finished measurements; measuring everything"
     return doc, f"resume: {path} matches this setup; keeping {'; '.join(kept)}"

@@ -1,4 +1,4 @@
-"""`run_profile`: act as one rank under torchrun/srun, or launch N local ranks and wait for them.
+"""`run_profile(ProfileOptions)`: act as one rank under torchrun/srun, or launch N local ranks and wait for them.
 
 Why our own small launcher instead of `torch.distributed.run` for local runs: it is the same
 env:// rendezvous torchrun sets up (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
-from profiler.options import DEFAULT_MODEL, ProfileOptions
+from profiler.options import ProfileOptions
 from rtmodel_harness.local_launch import check_local_launch
 from rtmodel_harness.model_choice import check_model_choice
 from rtmodel_harness.recipe import Recipe
@@ -52,41 +52,13 @@ GRACE_S = 10.0  # after the first rank fails, how long the others get to fail on
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a rank gets before SIGKILL
 
 
-def run_profile(
-    out_path: str | Path,
-    model: str | None = DEFAULT_MODEL,
-    model_args: dict | None = None,
-    batch_per_rank: int | None = None,
-    quick: bool = False,
-    nproc_per_node: int | None = None,
-    *,
-    ranks_per_node: int | None = None,
-    resume: bool = False,
-    timeout_s: float = 300.0,
-    iterations: int | None = None,
-    warmup: int | None = None,
-    reps: int | None = None,
-    bucket_cap_mb: float | None = None,
-    backend: str = "auto",
-    progress: bool = True,
-    precision: str | None = None,
-    optimizer: str = "adam",
-) -> dict | None:
-    """Take a profile and write it to out_path; returns the document (None on ranks other than 0).
+def run_profile(opts: ProfileOptions) -> dict | None:
+    """Take the profile `opts` asks for and write it to opts.out; returns the document (None on ranks other
+    than 0). Acts as one rank under torchrun/srun, else launches opts.nproc_per_node local ranks.
 
     model / precision None: profiler.options.default_recipe (the paper's recipe on a GPU host).
 
     Raises ProfilingError (a ValueError) with one line on bad options or a failed rank."""
-    opts = ProfileOptions(
-        out=str(out_path), model=model, model_args=dict(model_args or {}), batch_per_rank=batch_per_rank,
-        quick=quick, nproc_per_node=nproc_per_node, ranks_per_node=ranks_per_node, resume=resume,
-        timeout_s=float(timeout_s), iterations=iterations, warmup=warmup, reps=reps,
-        bucket_cap_mb=bucket_cap_mb, backend=backend, progress=progress, precision=precision, optimizer=optimizer,
-    ).resolved()
-    return profile(opts)
-
-
-def profile(opts: ProfileOptions) -> dict | None:
     from profiler.rank import run_rank
 
     opts = opts.resolved()

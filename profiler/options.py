@@ -10,8 +10,13 @@ from rtmodel_harness.errors import WorkloadError
 from rtmodel_harness.model_choice import check_batch, default_batch
 from rtmodel_harness.recipe import check_optimizer, check_precision
 from rtmodel_util.backend_choice import BACKENDS
-from rtmodel_util.processes import check_local_ranks, check_timeout_s
-from runtime_model.core.constraints import BUCKET_CAP_MIB_RANGE, MAX_RUN_ITERATIONS
+from rtmodel_util.processes import DEFAULT_TIMEOUT_S, check_local_ranks, check_timeout_s
+from runtime_model.core.constraints import (
+    BUCKET_CAP_MIB_RANGE,
+    MAX_RUN_ITERATIONS,
+    RUN_ITERATIONS,
+    RUN_WARMUP,
+)
 
 # Without --model: the paper's recipe on a GPU host; on a CPU-only host a real model that profiles in
 # seconds (a quick CPU profile of full-width transformer-base took 3 minutes on 2 cores). The sleeping
@@ -20,6 +25,7 @@ GPU_DEFAULT_RECIPE = ("transformer-base", "fp16")
 CPU_DEFAULT_RECIPE = ("mlp", "fp32")
 DEFAULT_MODEL = None  # resolved by default_recipe() on the host that runs the rank
 DEFAULT_PRECISION = "fp32"  # with an explicit --model
+DEFAULT_OPTIMIZER = "adam"
 
 
 def default_recipe() -> tuple[str, str]:
@@ -28,24 +34,24 @@ def default_recipe() -> tuple[str, str]:
 
     return GPU_DEFAULT_RECIPE if visible_gpus() else CPU_DEFAULT_RECIPE
 # (full, quick) defaults: quick trades resolution for a run of seconds
-DEFAULTS = {"iterations": (20, 5), "warmup": (3, 1), "reps": (10, 3), "size_factor": (2, 8)}
+DEFAULTS = {"iterations": (RUN_ITERATIONS, 5), "warmup": (RUN_WARMUP, 1), "reps": (10, 3), "size_factor": (2, 8)}
 
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    out: str
+    out: str  # a Path is taken too: resolved() makes it a str (the options travel as JSON)
     model: str | None = DEFAULT_MODEL  # None: default_recipe()
     model_args: dict = field(default_factory=dict)
     batch_per_rank: int | None = None  # in the model's units (model_choice.BATCH_UNITS); None: its default
     precision: str | None = None  # fp32 | tf32 | fp16 | bf16 (rtmodel_harness.recipe); None: the default
-    optimizer: str = "adam"  # adam | accum-adam
+    optimizer: str | None = None  # adam | accum-adam; None: DEFAULT_OPTIMIZER
     quick: bool = False
     nproc_per_node: int | None = None  # local launch only; default: number of GPUs, else 2
     ranks_per_node: int | None = None  # pretend k ranks per node (default: LOCAL_WORLD_SIZE)
     resume: bool = False  # keep what an earlier run finished in `out` (the shell's --resume FILE sets both)
-    timeout_s: float = 300.0  # per collective / rendezvous; a missing rank becomes an error
-    iterations: int | None = None  # measured compute iterations (default 20, quick 5)
-    warmup: int | None = None  # unmeasured compute iterations first (default 3, quick 1)
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per collective / rendezvous; a missing rank becomes an error
+    iterations: int | None = None  # measured compute iterations (default RUN_ITERATIONS, quick 5)
+    warmup: int | None = None  # unmeasured compute iterations first (default RUN_WARMUP, quick 1)
     reps: int | None = None  # recorded repetitions per message size (default 10, quick 3)
     size_factor: int | None = None  # ratio between message sizes (default 2, quick 8)
     bucket_cap_mb: float | None = None  # None = DDP/Decent-DP default 25 MiB (DDP first bucket 1 MiB)
@@ -57,6 +63,7 @@ class ProfileOptions:
         fill = {k: (v[1] if self.quick else v[0]) for k, v in DEFAULTS.items() if getattr(self, k) is None}
         model, precision = default_recipe() if self.model is None else (self.model, DEFAULT_PRECISION)
         fill["model"], fill["precision"] = model, self.precision or precision
+        fill["out"], fill["optimizer"] = str(self.out), DEFAULT_OPTIMIZER if self.optimizer is None else self.optimizer
         if self.batch_per_rank is None:
             fill["batch_per_rank"] = default_batch(model)
         o = replace(self, **fill)

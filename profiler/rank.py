@@ -8,11 +8,20 @@ exception becomes a RankFailure naming this rank and the phase it happened in.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 
 from profiler.errors import RankFailure
 from profiler.failures import note_phase, one_line
 from profiler.options import ProfileOptions
 from rtmodel_util.processes import check_launch_env
+from rtmodel_util.profile_document import (
+    ProfileCommunication,
+    ProfileCompute,
+    ProfileDocument,
+    ProfileWorkload,
+    frozen,
+    new_document,
+)
 
 
 class PhaseTracker:
@@ -32,7 +41,7 @@ class PhaseTracker:
 
 
 def run_rank(opts: ProfileOptions) -> dict | None:
-    """Profile as one rank of an already launched job; returns the document on rank 0."""
+    """Profile as one rank of an already launched job; returns the document (as written) on rank 0."""
     opts = opts.resolved()
     rank = check_launch_env().rank  # before the rendezvous: a bad RANK / WORLD_SIZE would wait out the timeout
     from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
@@ -57,7 +66,8 @@ def run_rank(opts: ProfileOptions) -> dict | None:
 
 
 class _Run:
-    """The sections of one rank's run; rank 0 (the lead) also owns the document and the file."""
+    """The sections of one rank's run; rank 0 (the lead) also owns the document (a ProfileDocument,
+    replaced section by section) and the file it checkpoints to."""
 
     def __init__(self, opts: ProfileOptions, rank: int, backend: str, device, tracker: PhaseTracker):
         import torch.distributed as dist
@@ -66,7 +76,7 @@ class _Run:
         self.dist = dist
         self.world = dist.get_world_size()
         self.lead = rank == 0
-        self.doc: dict = {}
+        self.doc: ProfileDocument = new_document()
         self.say = (lambda msg: print(f"[rtmodel profile] {msg}", flush=True)) if (
             self.lead and opts.progress) else None
 
@@ -78,10 +88,10 @@ class _Run:
     def checkpoint(self, section: str | None = None) -> None:
         from rtmodel_util.files import write_json_atomic
 
-        if section and section not in self.doc["sections_done"]:
-            self.doc["sections_done"].append(section)
+        if section:
+            self.doc = self.doc.done(section)
         try:
-            write_json_atomic(self.opts.out, self.doc)
+            write_json_atomic(self.opts.out, self.doc.to_json())
         except OSError as exc:  # a full disk, a quota, a file system gone read-only: one line, not a trace
             raise RankFailure(
                 self.rank, f"writing the profile after {section or 'its start'}",
@@ -108,12 +118,12 @@ class _Run:
             bad = [r for r, other in enumerate(layouts) if other != layouts[0]]
             if bad:
                 raise RuntimeError(f"rank {bad[0]} forms different gradient buckets than rank 0 (another model?)")
-            self.workload_doc = {
-                "model": o.model, "model_args": self.work.model_args, "batch_per_rank": o.batch_per_rank,
-                "precision": o.precision, "optimizer": o.optimizer,
-                "param_bytes": self.work.param_bytes, "bucket_cap_mb": cap, "ddp_first_bucket_mb": first,
-                "ddp_buckets_bytes": lay.ddp_buckets_bytes, "gossip_buckets_bytes": lay.gossip_buckets_bytes,
-            }
+            self.workload_doc = ProfileWorkload(
+                model=o.model, model_args=self.work.model_args, batch_per_rank=o.batch_per_rank,
+                precision=o.precision, optimizer=o.optimizer,
+                param_bytes=self.work.param_bytes, bucket_cap_mb=cap, ddp_first_bucket_mb=first,
+                ddp_buckets_bytes=tuple(lay.ddp_buckets_bytes), gossip_buckets_bytes=tuple(lay.gossip_buckets_bytes),
+            )
             self.sizes = message_sizes(max(lay.ddp_buckets_bytes + lay.gossip_buckets_bytes), o.size_factor)
 
     def _fresh_workload(self):
@@ -128,7 +138,6 @@ class _Run:
         from profiler.document import resume_plan
         from profiler.shape import collect_shape, ranks_per_node
         from rtmodel_util.profile_patterns import patterns_for
-        from rtmodel_util.profile_schema import new_document
 
         with self.tracker.phase("shape"):
             k = self.ranks_per_node = ranks_per_node(self.opts.ranks_per_node, self.world)
@@ -138,7 +147,7 @@ class _Run:
             if self.lead:
                 lay = self.layout
                 if self.say:
-                    self.say(f"shape: {self.world} ranks = {shape['nodes']} node(s) x {k}, backend {self.backend}, "
+                    self.say(f"shape: {self.world} ranks = {shape.nodes} node(s) x {k}, backend {self.backend}, "
                              f"device {self.device.type}; model {self.opts.model} "
                              f"({self.work.param_bytes / 2**20:.1f} MiB, {len(lay.ddp_buckets_bytes)} DDP / "
                              f"{len(lay.gossip_buckets_bytes)} gossip buckets)")
@@ -150,11 +159,11 @@ class _Run:
                     kept, message = resume_plan(self.opts.out, shape, self.workload_doc, self.sizes)
                     if self.say:
                         self.say(message)
-                self.doc = kept or new_document()
-                self.doc["shape"], self.doc["workload"] = shape, self.workload_doc
+                self.doc = replace(kept or new_document(), shape=shape, workload=self.workload_doc)
                 self.checkpoint("shape")
-                done = [p["pattern"] for p in (self.doc.get("communication") or {}).get("patterns", [])]
-                plan = [{"skip_compute": "compute" in self.doc, "done": done}]
+                comm = self.doc.communication
+                done = [p.pattern for p in comm.patterns] if comm else []
+                plan = [{"skip_compute": self.doc.compute is not None, "done": done}]
             self.dist.broadcast_object_list(plan, src=0)
             return plan[0]
 
@@ -173,19 +182,21 @@ class _Run:
                 o = self.opts
                 mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say, self.recipe)
                 per_rank = self.gather(mine)  # every rank is alive before the wrapped iterations start
-                cap = self.workload_doc["bucket_cap_mb"]
+                cap = self.workload_doc.bucket_cap_mb
                 ddp = self.gather(measure_ddp_work(self._fresh_workload, self.layout, self.recipe, cap, self.say))
                 wrapped = self.gather(
                     measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, o.timeout_s, self.say)
                 )
                 if self.lead:
-                    self.doc["compute"] = {"warmup": o.warmup, "iterations": o.iterations,
-                                           **{key: [r[key] for r in per_rank] for key in mine}}
-                    self.doc["compute"].update({key: [r[key] for r in ddp] for key in DDP_WRAPPED_KEYS})
-                    if all("gossip_step_s" in w for w in wrapped):
-                        self.doc["compute"]["gossip_step_s"] = [w["gossip_step_s"] for w in wrapped]
-                    elif self.say:
+                    measured = all("gossip_step_s" in w for w in wrapped)
+                    if not measured and self.say:
                         self.say(f"compute: Decent-DP's per-bucket work not measured: {wrapped[0].get('skipped')}")
+                    self.doc = replace(self.doc, compute=ProfileCompute(
+                        warmup=o.warmup, iterations=o.iterations,
+                        **{key: frozen([r[key] for r in per_rank]) for key in mine},
+                        **{key: frozen([r[key] for r in ddp]) for key in DDP_WRAPPED_KEYS},
+                        gossip_step_s=frozen([w["gossip_step_s"] for w in wrapped]) if measured else None,
+                    ))
         if self.lead:
             self.checkpoint("compute")
         del self.work  # free the model before large communication buffers
@@ -196,9 +207,9 @@ class _Run:
         from profiler.comm import measure_pattern, pattern_entry
 
         if self.lead:
-            comm = self.doc.setdefault("communication", {})
-            comm.update({"sizes_bytes": self.sizes, "reps": self.opts.reps, "warmup_reps": 1})
-            comm.setdefault("patterns", [])
+            kept = self.doc.communication.patterns if self.doc.communication else ()
+            self.doc = replace(self.doc, communication=ProfileCommunication(
+                sizes_bytes=tuple(self.sizes), reps=self.opts.reps, warmup_reps=1, patterns=kept))
         measured: dict[tuple, str] = {}
         for pattern in self.patterns:
             if pattern.name in done:
@@ -212,35 +223,37 @@ class _Run:
                                                            self.say))
                     measured[pattern.groups] = pattern.name
                 if self.lead:
-                    entries = self.doc["communication"]["patterns"]
+                    comm = self.doc.communication
                     if twin is None:
                         entry = pattern_entry(pattern, self.sizes, per_rank)
                         self._report(entry)
                     else:
-                        entry = {**next(p for p in entries if p["pattern"] == twin), "pattern": pattern.name,
-                                 "same_as": twin}
-                    entries.append(entry)
+                        entry = replace(next(p for p in comm.patterns if p.pattern == twin), pattern=pattern.name,
+                                        same_as=twin)
+                    self.doc = replace(self.doc, communication=replace(comm, patterns=(*comm.patterns, entry)))
                     self.checkpoint()
         if self.lead:
             order = {p.name: i for i, p in enumerate(self.patterns)}
-            self.doc["communication"]["patterns"].sort(key=lambda p: order.get(p["pattern"], 99))
+            comm = self.doc.communication
+            patterns = tuple(sorted(comm.patterns, key=lambda p: order.get(p.pattern, 99)))
+            self.doc = replace(self.doc, communication=replace(comm, patterns=patterns))
             self.checkpoint("communication")
 
-    def _report(self, entry: dict) -> None:
+    def _report(self, entry) -> None:
         if self.say:
-            r0, r1 = entry["results"][0], entry["results"][-1]
-            self.say(f"communication {entry['pattern']}: {r0['median_s'] * 1e6:.0f} us at {r0['bytes']} B, "
-                     f"{r1['median_s'] * 1e3:.2f} ms at {r1['bytes']} B "
-                     f"(busbw {r1['busbw_Bps'] / 1e9:.2f} GB/s)")
+            r0, r1 = entry.results[0], entry.results[-1]
+            self.say(f"communication {entry.pattern}: {r0.median_s * 1e6:.0f} us at {r0.bytes} B, "
+                     f"{r1.median_s * 1e3:.2f} ms at {r1.bytes} B "
+                     f"(busbw {r1.busbw_Bps / 1e9:.2f} GB/s)")
 
     def finish(self) -> dict | None:
         if not self.lead:
             return None
-        self.doc["complete"] = True
+        self.doc = replace(self.doc, complete=True)
         self.checkpoint()
         if self.say:
             self.say(f"done: wrote {self.opts.out}")
-        return self.doc
+        return self.doc.to_json()
 
 
 def _sections(opts: ProfileOptions, rank: int, backend: str, device, tracker: PhaseTracker) -> dict | None:

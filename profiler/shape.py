@@ -23,7 +23,8 @@ import torch.distributed as dist
 from profiler.errors import ProfilingError
 from rtmodel_harness.distributed import nccl_version
 from rtmodel_util.processes import NODE_NAME_ENV, RANKS_PER_NODE_ENV
-from rtmodel_util.profile_schema import PRETEND_NODES_ENV, UNMEASURED_LINKS
+from rtmodel_util.profile_document import ProfileShape
+from rtmodel_util.profile_schema import PRETEND_NODES_ENV
 
 # What each rank reports for the link marks: (its host's real name, its GPU index or None off CUDA)
 RankPlace = tuple[str, int | None]
@@ -45,7 +46,7 @@ def ranks_per_node(option: int | None, world_size: int) -> int:
     return world_size
 
 
-def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, list[str]]:
+def collect_shape(k: int, backend: str, device: torch.device) -> tuple[ProfileShape, list[str]]:
     """The shape section (identical on every rank) plus warnings worth printing."""
     n = dist.get_world_size()
     if n < 2:
@@ -55,23 +56,23 @@ def collect_shape(k: int, backend: str, device: torch.device) -> tuple[dict, lis
     dist.all_gather_object(gathered, (node_name(), socket.gethostname(), index))
     names = [name for name, _, _ in gathered]
     places = [(host, gpu) for _, host, gpu in gathered]
-    shape = {
-        "world_size": n,
-        "ranks_per_node": k,
-        "nodes": n // k,
-        "node_names": names,
-        "backend": backend,
-        "device": device.type,
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
-        "torch_version": torch.__version__,
-        "nccl_version": nccl_version(),
-        UNMEASURED_LINKS: unmeasured_links(places, k, device.type, bool(os.environ.get(PRETEND_NODES_ENV))),
-    }
-    if backend == "nccl":  # which algorithms NCCL could pick: calibration inverts the one that ran
-        shape["nccl_algo_env"] = os.environ.get("NCCL_ALGO")
+    shape = ProfileShape(
+        world_size=n,
+        ranks_per_node=k,
+        nodes=n // k,
+        node_names=tuple(names),
+        backend=backend,
+        device=device.type,
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
+        torch_version=torch.__version__,
+        nccl_version=nccl_version(),
+        unmeasured_links=unmeasured_links(places, k, device.type, bool(os.environ.get(PRETEND_NODES_ENV))),
+        # which algorithms NCCL could pick: calibration inverts the one that ran (written on NCCL only)
+        nccl_algo_env=os.environ.get("NCCL_ALGO") if backend == "nccl" else None,
+    )
     flags = {"intra": "--intra", "inter": "--network"}
     warnings = [f"the {cls}-node link is not measured: {why}; `rtmodel advise` takes it from {flags[cls]} or a "
-                "preset" for cls, why in shape[UNMEASURED_LINKS].items()]
+                "preset" for cls, why in shape.unmeasured_links.items()]
     blocks = [names[i * k:(i + 1) * k] for i in range(n // k)]
     distinct = sorted(set(names))
     if any(len(set(b)) != 1 for b in blocks) or (len(distinct) > 1 and len(distinct) != n // k):

@@ -1,6 +1,6 @@
 """What `rtmodel advise` (and the plots that answer the same question) predict from: the user's options
-as presets.resolve's request, a profile calibrated on the fly or an nccl-tests output in place of a
-preset link, with where each input came from and what a preset answer assumed.
+as presets.resolve's request, a profile calibrated on the fly (or the calibration file `rtmodel
+calibrate --out` wrote) or an nccl-tests output in place of a preset link, with where each input came from and what a preset answer assumed.
 
 Why a module of its own: the advise command and the plots assemble the same inputs; the command module
 keeps only its options and its views.
@@ -71,30 +71,37 @@ REQUEST_KEYS = (
 )
 
 
-def refuse_options_a_profile_replaces(given: dict) -> None:
-    """UserError naming every option in PROFILE_REPLACES that the user gave (not None) with --profile."""
+# The links a calibration file holds were chosen when it was written (`rtmodel calibrate --network/--intra`
+# for a link its profile could not measure): these options would be silently ignored beside it.
+CALIBRATION_FIXED = ("network", "intra", "presets")
+
+
+def refuse_options_a_profile_replaces(given: dict, flag: str = "--profile") -> None:
+    """UserError naming every option in PROFILE_REPLACES that the user gave (not None) with --profile (or
+    --calibration, `flag`: the same measured parameters, calibrated already)."""
     from rtmodel_cli.failing import flag_of
     from runtime_model.core.errors import UserError
 
     flags = [flag_of(name) for name in PROFILE_REPLACES if given.get(name) is not None]
     if flags:
         which, them = (flags[0], "it") if len(flags) == 1 else (", ".join(flags), "them")
+        links = " (--network and --intra may still name links it could not measure)" if flag == "--profile" else ""
         raise UserError(
-            f"{which} cannot be used with --profile: the profile measured compute (each rank's too) and "
-            f"gradient buckets on your cluster; drop {them} (--network and --intra may still name links it could not measure)"
+            f"{which} cannot be used with {flag}: the profile measured compute (each rank's too) and "
+            f"gradient buckets on your cluster; drop {them}{links}"
         )
 
 
-def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str]) -> None:
-    """UserError for an option that would have no effect with this profile: how collectives use the
-    links (always measured), or a preset for a link class the profile measured itself."""
+def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str], flag: str = "--profile") -> None:
+    """UserError for an option that would have no effect with this profile (or calibration, `flag`): how
+    collectives use the links (always measured), or a preset for a link class the profile measured itself."""
     from rtmodel_cli.failing import flag_of
     from runtime_model.core.errors import UserError
 
     for name in PROFILE_MEASURES_COLLECTIVES:
         if given.get(name) is not None:
             raise UserError(
-                f"{flag_of(name)} cannot be used with --profile: the profile measured how collectives run on "
+                f"{flag_of(name)} cannot be used with {flag}: the profile measured how collectives run on "
                 "your cluster (its NICs and NCCL's or gloo's own algorithms); drop it"
             )
     for name, cls in LINK_OPTIONS.items():
@@ -111,50 +118,44 @@ def scenario_for(
     profile: Path | None,
     preset_dirs: list[Path] | None = None,
     nccl_tests: Path | None = None,
+    calibration: Path | None = None,
 ):
-    """Presets, or a profile calibrated on the fly (same data types either way); `nccl_tests` (an
-    nccl-tests output) replaces the presets' inter-node link (with_nccl_tests).
+    """Presets, or measured parameters: a profile calibrated on the fly, or the calibration file
+    `rtmodel calibrate PROFILE --out FILE` wrote (the same scenario, provenance, notes and margin as that
+    profile gives; same data types either way); `nccl_tests` (an nccl-tests output) replaces the presets'
+    inter-node link (with_nccl_tests).
 
     `preset_request` holds `presets.resolve`'s keyword arguments (the user's preset choices); with a
     profile only gpus, gpus_per_node and the network names are used (the latter for links the profile
-    could not measure), and any option the profile replaces is refused (`PROFILE_REPLACES`). Your own
-    model's size (`your_model.KEYS`) adds it to the library as the model.
+    could not measure; a calibration file holds its links already: CALIBRATION_FIXED), and any option the
+    profile replaces is refused (`PROFILE_REPLACES`). Your own model's size (`your_model.KEYS`) adds it
+    to the library as the model.
     Returns (scenario, provenance, notes, inputs)."""
     from runtime_model.presets import to_model as presets
-    library = presets.load_library(preset_dirs or ())
-    if profile is None:
-        return _preset_scenario(preset_request, library, nccl_tests)
-    if nccl_tests is not None:
-        from runtime_model.core.errors import UserError
 
-        raise UserError(
-            "--nccl-tests replaces a preset's inter-node link; with --profile the profile's measured links "
-            "are used (give one or the other)"
-        )
-    from calibration import scenario_from_profile
-    from calibration.unmeasured import say_link_choice
-
-    refuse_options_a_profile_replaces(preset_request)
-    network, intra = presets.link_names(
-        preset_request.get("network"), preset_request.get("intra"), library=library
-    )
-    fallback = presets.network_preset(network, intra, library)
-    profiled = scenario_from_profile(
-        profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
-    )
-    refuse_options_a_profile_measured(preset_request, profiled.provenance)
+    if profile is None and calibration is None:
+        return _preset_scenario(preset_request, presets.load_library(preset_dirs or ()), nccl_tests)
+    flag = _measured_flag(profile, calibration, nccl_tests)
+    refuse_options_a_profile_replaces(preset_request, flag)
+    if calibration is None:
+        profiled, inputs = _profiled(profile, preset_request, preset_dirs)
+    else:
+        profiled, inputs = _calibrated(calibration, {**preset_request, "presets": preset_dirs})
+    refuse_options_a_profile_measured(preset_request, profiled.provenance, flag)
     provenance = dict(profiled.provenance)  # a link the profile marks unmeasured: whose preset stands in
-    say_link_choice(
-        provenance, {cls: preset_request.get(name) for name, cls in LINK_OPTIONS.items()}, "the default"
-    )
+    if calibration is None:  # a calibration file's lines say it already (`rtmodel calibrate`)
+        from calibration.unmeasured import say_link_choice
+
+        say_link_choice(
+            provenance, {cls: preset_request.get(name) for name, cls in LINK_OPTIONS.items()}, "the default"
+        )
     measured = profiled.measured_shape
     margin = profiled.margin()
-    inputs = {
-        "profile": str(profile),
-        "measured_shape": {"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
-        "profile_margin": margin.equivalence,
-        "profile_interval_margin": margin.interval,
-    }
+    inputs.update(
+        measured_shape={"gpus": measured.gpus, "gpus_per_node": measured.gpus_per_node},
+        profile_margin=margin.equivalence,
+        profile_interval_margin=margin.interval,
+    )
     scenario, notes = profiled.scenario, list(profiled.notes)
     if preset_request.get("compute_ms") is not None:
         scenario, line = with_compute_ms(scenario, preset_request["compute_ms"])
@@ -162,6 +163,65 @@ def scenario_for(
         notes.append(line)
         print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
     return scenario, {**provenance, "margin": margin.why}, notes, inputs
+
+
+def _measured_flag(profile: Path | None, calibration: Path | None, nccl_tests: Path | None) -> str:
+    """The flag that brought the measured parameters (--profile or --calibration): one of them, and no
+    nccl-tests link beside it (one line each)."""
+    from runtime_model.core.errors import UserError
+
+    if profile is not None and calibration is not None:
+        raise UserError(
+            "--profile and --calibration both give your cluster's measured parameters: give one (--calibration "
+            "is the file `rtmodel calibrate PROFILE --out FILE` wrote)"
+        )
+    flag = "--profile" if calibration is None else "--calibration"
+    if nccl_tests is not None:
+        raise UserError(
+            f"--nccl-tests replaces a preset's inter-node link; with {flag} the profile's measured links "
+            "are used (give one or the other)"
+        )
+    return flag
+
+
+def _profiled(profile: Path, preset_request: dict, preset_dirs: list[Path] | None):
+    """(ProfiledScenario, inputs) of a profile calibrated now, a link it could not measure from the preset
+    --network / --intra name (else the library's default), as `rtmodel calibrate` fills it."""
+    from calibration import scenario_from_profile
+    from runtime_model.presets import to_model as presets
+
+    library = presets.load_library(preset_dirs or ())
+    network, intra = presets.link_names(
+        preset_request.get("network"), preset_request.get("intra"), library=library
+    )
+    fallback = presets.network_preset(network, intra, library)
+    profiled = scenario_from_profile(
+        profile, preset_request["gpus"], preset_request.get("gpus_per_node"), fallback_network=fallback
+    )
+    return profiled, {"profile": str(profile)}
+
+
+def _calibrated(calibration: Path, given: dict):
+    """(ProfiledScenario, inputs) of a calibration file (`rtmodel calibrate --out`), placed on the target
+    as a profile calibrated now is (calibration.scenario_from_calibration): the links it holds stand.
+    `given`: the request and --presets."""
+    from calibration import load_calibration, scenario_from_calibration
+    from rtmodel_cli.failing import flag_of
+    from runtime_model.core.errors import UserError
+
+    for name in CALIBRATION_FIXED:
+        if given.get(name) not in (None, []):
+            raise UserError(
+                f"{flag_of(name)} cannot be used with --calibration: the file holds the links `rtmodel calibrate` "
+                "chose (for a link its profile could not measure: `rtmodel calibrate PROFILE --network NAME "
+                "--intra NAME --out FILE`); drop it"
+            )
+    cal = load_calibration(calibration)
+    origin = cal.profile_info.get("origin") or str(calibration)
+    profiled = scenario_from_calibration(
+        cal, given["gpus"], given.get("gpus_per_node"), f"profile {origin}"
+    )
+    return profiled, {"calibration": str(calibration), "profile": origin}
 
 
 def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
@@ -186,7 +246,7 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     anchor = None
     if step_ms is not None or step_gpus is not None:
         request, anchor = _anchored(request, library, step_ms, step_gpus, preset_request.get("batch_per_gpu"))
-    choice = presets.resolve(**request, library=library)
+    choice = presets.resolve(presets.PresetRequest(**request), library=library)
     sc = presets.scenario_from_choice(choice, library)
     unit = library.model(choice.model).unit
     prov = {"compute": sc.compute.source + f", global batch {choice.global_batch:g} {unit}s"}
@@ -246,7 +306,7 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
     at_n = {**request, "gpus": n, **({} if per_gpu is None else {"global_batch": per_gpu * n})}
     try:  # the shape at the step's n, checked once with the names the user typed
         at_step = presets.scenario_from_choice(
-            presets.resolve(**{**at_n, "compute_ms": 1.0}, library=library), library
+            presets.resolve(presets.PresetRequest(**{**at_n, "compute_ms": 1.0}), library=library), library
         )
     except (InvalidValue, InvalidCombination) as exc:
         from rtmodel_cli.failing import flag_of
@@ -256,7 +316,7 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
         ) from exc
 
     def step_ms_at(compute_ms: float | None) -> float:
-        choice = presets.resolve(**{**at_n, "compute_ms": compute_ms}, library=library)
+        choice = presets.resolve(presets.PresetRequest(**{**at_n, "compute_ms": compute_ms}), library=library)
         return allreduce_prediction(presets.scenario_from_choice(choice, library)).mean_s * 1e3
 
     own = library.model(request["model"] or library.defaults.model).params_only  # yours: no preset compute
@@ -310,8 +370,13 @@ def with_compute_ms(scenario, compute_ms: float):
     """(scenario with forward + backward = compute_ms per iteration, the line that says so).
 
     Only the compute changes: forward/backward keep the profile's split, the spread across iterations
-    and ranks scales with it, and the optimizer time and gradient buckets stay as measured."""
+    and ranks scales with it, and the optimizer time and gradient buckets stay as measured. compute_ms
+    is checked by the model's one check of it, as with presets."""
     from dataclasses import replace
+
+    from runtime_model.presets.preset_choice import check_measured_times
+
+    check_measured_times(compute_ms, None)
 
     def scaled(compute):
         factor = compute_ms * 1e-3 / compute.compute_s if compute.compute_s > 0 else 1.0

@@ -1,14 +1,14 @@
-"""The `rtmodel` command line: one typer app; every command registers itself from its own module.
+"""The `rtmodel` command line: one typer app; every command registers itself from its own module,
+`rtmodel_cli/commands/<command>.py`.
 
-Why a loop over modules: each stage owns its command beside its code (`profiler/cli.py`, ...), and
-this file only lists them. Every registered callback is wrapped by `failing.guarded`, so all commands
-share one error path. `advise`, `topologies` and `--help` never import torch; the cluster commands
-import it only when run.
+Why each command's import sits in a function (`command_module`) and not at the top: a command line
+imports only the module of the command it runs (`commands_for`), so `rtmodel advise` pays for no other command's imports, and `advise`,
+`topologies` and `--help` never import torch; the cluster commands import it only when run. Every
+registered callback is wrapped by `failing.guarded`, so all commands share one error path.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Iterable
 from typing import Annotated
@@ -17,16 +17,9 @@ import typer
 
 from rtmodel_cli.failing import OneLineUsageErrors, guard_app
 
-COMMAND_MODULES = {  # each command and the module that registers it, in the order `rtmodel --help` lists them
-    "advise": "rtmodel_cli.advise",
-    "topologies": "rtmodel_cli.topologies",
-    "presets": "rtmodel_cli.presets_cmd",
-    "profile": "profiler.cli",
-    "calibrate": "calibration.cli",
-    "validate": "validation.cli",
-    "emulate": "emulation.cli",
-    "plot": "rtmodel_cli.plot",
-}
+# Every command, in the order `rtmodel --help` lists them; command NAME is registered by the module
+# rtmodel_cli.commands.NAME (`register(app)`), imported only when a command line needs it.
+COMMANDS = ("advise", "topologies", "presets", "profile", "calibrate", "validate", "emulate", "plot")
 
 
 def _version(value: bool) -> None:
@@ -50,7 +43,7 @@ def _root(
     pass
 
 
-def build_app(commands: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
+def build_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
     """The app with `commands` registered (all of them unless told)."""
     built = typer.Typer(
         help="Will decentralized (gossip) training beat All-Reduce on your cluster? Predict, profile, validate.",
@@ -62,8 +55,33 @@ def build_app(commands: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
     )
     built.callback()(_root)
     for name in commands:
-        importlib.import_module(COMMAND_MODULES[name]).register(built)
+        command_module(name).register(built)
     return guard_app(built)
+
+
+def command_module(name: str):
+    """The module that registers command `name`, by a plain import each, so a reader (and any import
+    graph) sees every command module; imported only when a command line needs it (commands_for)."""
+    match name:
+        case "advise":
+            from rtmodel_cli.commands import advise as module
+        case "topologies":
+            from rtmodel_cli.commands import topologies as module
+        case "presets":
+            from rtmodel_cli.commands import presets as module
+        case "profile":
+            from rtmodel_cli.commands import profile as module
+        case "calibrate":
+            from rtmodel_cli.commands import calibrate as module
+        case "validate":
+            from rtmodel_cli.commands import validate as module
+        case "emulate":
+            from rtmodel_cli.commands import emulate as module
+        case "plot":
+            from rtmodel_cli.commands import plot as module
+        case _:
+            raise KeyError(name)
+    return module
 
 
 def commands_for(argv: list[str]) -> tuple[str, ...]:
@@ -71,7 +89,7 @@ def commands_for(argv: list[str]) -> tuple[str, ...]:
     but many) are neither imported nor built, the cost the main job would pay for them (docs/scale.md).
     Anything else (--help, --version, a mistyped name that deserves the whole list) gets every command."""
     first = argv[0] if argv else ""
-    return (first,) if first in COMMAND_MODULES else tuple(COMMAND_MODULES)
+    return (first,) if first in COMMANDS else COMMANDS
 
 
 def __getattr__(name: str):

@@ -29,6 +29,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--format",
     ),
     "Your measurements (in place of the presets)": (
+        "--calibration",
         "--nccl-tests",
         "--compute-ms",
         "--optimizer-ms",

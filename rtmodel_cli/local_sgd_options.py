@@ -1,8 +1,14 @@
-"""advise's local-SGD options (scenario-file keys too): the third family's row, or none with --local-sgd-h 0.
+"""The local-SGD options, declared once for every command that takes them (advise, plot speedup,
+validate; scenario-file keys too), with one meaning in each: the local-SGD configuration you would run.
 
-Why one row and not a grid: each option changes the training algorithm (cadence, fragments, overlap,
-compression); the user states the one they would run, and the defaults are the configuration whose loss
-is measured (H = 30, runtime_model/prediction/local_sgd_convergence.py).
+H is the inner steps between outer all-reduces and 0 is no local SGD, everywhere; a value not given is
+LocalSgd's default (H = 30, the configuration whose loss is measured:
+runtime_model/prediction/local_sgd_convergence.py). What differs is only what a command does when no
+--local-sgd-* option is given at all (`local_sgd_asked`'s `by_default`): advise shows its H = 30 row,
+plot speedup draws no local-SGD line and validate trains none; the help text says so once.
+
+Why one configuration and not a grid: each option changes the training algorithm (cadence, fragments,
+overlap, compression); the user states the one they would run.
 """
 
 from __future__ import annotations
@@ -11,13 +17,14 @@ from typing import Annotated
 
 import typer
 
-from runtime_model.prediction.local_sgd import DEFAULT_INNER_STEPS, REPLICAS, WIRE_BITS, LocalSgd
+from runtime_model.prediction.local_sgd import DEFAULT_INNER_STEPS, INNER_STEPS, REPLICAS, WIRE_BITS, LocalSgd
 
 LocalSgdHOpt = Annotated[
     int | None,
     typer.Option(
-        help=f"Local SGD (DiLoCo): inner steps H between outer all-reduces (default {DEFAULT_INNER_STEPS}; "
-        "0 = no local-SGD row).",
+        help=f"Local SGD (DiLoCo): inner steps H between outer all-reduces, {INNER_STEPS.describe()}, or 0 "
+        f"for no local SGD (not given: {DEFAULT_INNER_STEPS}). With no --local-sgd-* option at all, advise "
+        f"shows its H={DEFAULT_INNER_STEPS} row; plot speedup and validate run none.",
         show_default=False,
     ),
 ]
@@ -37,7 +44,7 @@ LocalSgdBitsOpt = Annotated[
     int | None,
     typer.Option(
         help=f"Local SGD: bits per pseudo-gradient element on the wire ({', '.join(map(str, WIRE_BITS))}; "
-        "default: the gradient's own dtype)."
+        "default: the gradient's own dtype; validate runs 32 or 16)."
     ),
 ]
 LocalSgdReplicaOpt = Annotated[
@@ -48,29 +55,35 @@ LocalSgdReplicaOpt = Annotated[
     ),
 ]
 KEYS = ("local_sgd_h", "local_sgd_overlap", "local_sgd_fragments", "local_sgd_bits", "local_sgd_replica")
+# option -> LocalSgd's field it sets
+FIELDS = dict(zip(KEYS, ("inner_steps", "overlap_steps", "fragments", "bits", "replica"), strict=True))
 
 
-def local_sgd_configs(opts: dict) -> list[LocalSgd]:
-    """The local-SGD rows the merged options ask for: none with local_sgd_h = 0; else one, checked by
-    LocalSgd itself (its errors name these options)."""
+def local_sgd_asked(opts: dict, by_default: bool) -> dict | None:
+    """LocalSgd's keyword arguments for the configuration the options (KEYS in `opts`, None: not given)
+    ask for, or None for no local SGD: --local-sgd-h 0 is none (another option beside it is refused); no
+    option at all is the command's default (`by_default`: advise True, plot speedup and validate False);
+    otherwise the given values, H=30 when H is not given, LocalSgd's defaults for the rest."""
     h = opts.get("local_sgd_h")
+    given = {FIELDS[k]: opts[k] for k in KEYS[1:] if opts.get(k) is not None}
     if h == 0:
-        given = [k for k in KEYS[1:] if opts.get(k) is not None]
         if given:
             from runtime_model.core.errors import InvalidCombination
 
+            first = next(k for k in KEYS[1:] if opts.get(k) is not None)
             raise InvalidCombination(
-                "{local_sgd_h} turns the local-SGD row off, so {" + given[0] + "} has nothing to set",
+                "{local_sgd_h} turns local SGD off, so {" + first + "} has nothing to set",
                 local_sgd_h=0,
-                **{given[0]: opts[given[0]]},
+                **{first: opts[first]},
             )
-        return []
-    return [
-        LocalSgd(
-            inner_steps=DEFAULT_INNER_STEPS if h is None else h,
-            overlap_steps=opts.get("local_sgd_overlap") or 0,
-            fragments=1 if opts.get("local_sgd_fragments") is None else opts["local_sgd_fragments"],
-            bits=opts.get("local_sgd_bits"),
-            replica="node" if opts.get("local_sgd_replica") is None else opts["local_sgd_replica"],
-        )
-    ]
+        return None
+    if h is None and not given and not by_default:
+        return None
+    return {"inner_steps": DEFAULT_INNER_STEPS if h is None else h, **given}
+
+
+def local_sgd_configs(opts: dict, by_default: bool) -> list[LocalSgd]:
+    """The local-SGD rows (or lines) the options ask for: none, or one checked by LocalSgd itself (its
+    errors name these options)."""
+    asked = local_sgd_asked(opts, by_default)
+    return [] if asked is None else [LocalSgd(**asked)]

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from rtmodel_cli.options import (
     BucketMibOpt,
+    CalibrationOpt,
     ClusterOpt,
     ComputeCvOpt,
     ComputeMsOpt,
@@ -80,6 +81,7 @@ class ModelInputs:
     rank_cv: RankCvOpt = None
     node_cv: NodeCvOpt = None
     profile: ProfileOpt = None
+    calibration: CalibrationOpt = None
     nccl_tests: NcclTestsOpt = None
     scenario: ScenarioOpt = None
 

@@ -17,14 +17,6 @@ from runtime_model.core.constraints import COMPUTE_CV, COMPUTE_MS, DISPATCH_US, 
 from runtime_model.core.errors import InvalidValue
 from runtime_model.presets.preset_loading import builtin_library
 
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
-FormatOpt = Annotated[Format, typer.Option("--format", help=" | ".join(Format))]
 GpusPerNodeOpt = Annotated[
     int | None,
     typer.Option(
@@ -91,7 +83,15 @@ TopologiesOpt = Annotated[
     list[str] | None, typer.Option("--topology", help="Only these topologies (repeatable).")
 ]
 ProfileOpt = Annotated[
-    Path | None, typer.Option(help="Profile from `rtmodel profile`: use measured parameters.")
+    Path | None,
+    typer.Option(help="Profile from `rtmodel profile`: use measured parameters (calibrated as it is read)."),
+]
+CalibrationOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Calibration file from `rtmodel calibrate PROFILE --out FILE`, in place of --profile: the same "
+        "measured parameters, fitted once (its links as calibrate chose them)."
+    ),
 ]
 NcclTestsOpt = Annotated[
     Path | None,
@@ -211,15 +211,11 @@ def own_numbers(
     message_dtype: str | None,
     dispatch_us: float | None = None,
 ) -> dict:
-    """The keyword arguments of `presets.resolve` for the user's own numbers: checked, and only those
-    given (so a model without them still answers when none is)."""
-    kw = {}
-    if dispatch_us is not None:
-        kw["dispatch_us"] = DISPATCH_US.check("dispatch_us", dispatch_us)
-    if compute_ms is not None:
-        kw["compute_ms"] = COMPUTE_MS.check("compute_ms", compute_ms)
-    if optimizer_ms is not None:
-        kw["optimizer_ms"] = OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
+    """The keyword arguments of `presets.resolve` for the user's own numbers, only those given (so a model
+    without them still answers when none is). Their ranges are the model's to check, once
+    (preset_choice.check_measured_times); its error names the input, which the shell shows as the flag."""
+    given = {"dispatch_us": dispatch_us, "compute_ms": compute_ms, "optimizer_ms": optimizer_ms}
+    kw = {name: value for name, value in given.items() if value is not None}
     if message_dtype is not None:
         kw["message_dtype"] = str(MessageDtype(message_dtype))
     return kw
@@ -289,15 +285,16 @@ def parse_straggler(text: str, gpus: int | None) -> tuple[float, int]:
 def variation_kw(
     straggler: str | None, rank_cv: float | None, node_cv: float | None, gpus: int | None
 ) -> dict:
-    """The keyword arguments of `presets.resolve` for the persistent and node-correlated variation:
-    checked here, so that a bad value names its flag, and only those given."""
+    """The keyword arguments of `presets.resolve` for the persistent and node-correlated variation, only
+    those given. The CVs are the model's to check (preset_choice.check_variation); --straggler's text is
+    parsed here, where the text is known, so that its message can show it as typed."""
     kw = {}
     if straggler is not None:
         kw["straggler"] = parse_straggler(straggler, gpus)
     if rank_cv is not None:
-        kw["rank_cv"] = COMPUTE_CV.check("rank_cv", rank_cv)
+        kw["rank_cv"] = rank_cv
     if node_cv is not None:
-        kw["node_cv"] = COMPUTE_CV.check("node_cv", node_cv)
+        kw["node_cv"] = node_cv
     return kw
 
 

@@ -72,13 +72,14 @@ def check_topology(topology: str | None) -> None:
 
 def merged(inputs: ModelInputs) -> tuple[ModelInputs, frozenset[str]]:
     """A plot's model inputs with its --scenario file's values under them (scenario_file.PLOT_KEYS:
-    the keys a plot ignores are dropped, `profile` refused); and the names whose value came from the file."""
+    the keys a plot ignores are dropped, `profile` and `calibration` refused); and the names whose value came from the file."""
     path = inputs.scenario
     from_file = scenario_file.read(path) if path is not None else {}
-    if "profile" in from_file:
-        raise scenario_file.ScenarioFileError(
-            path, "'profile' is for `rtmodel advise`; plots sweep presets (use a file without it)"
-        )
+    for key in scenario_file.MEASURED_KEYS:
+        if key in from_file:
+            raise scenario_file.ScenarioFileError(
+                path, f"'{key}' is for `rtmodel advise`; plots sweep presets (use a file without it)"
+            )
     from_file = {k: v for k, v in from_file.items() if k in scenario_file.PLOT_KEYS}
     opts, taken = scenario_file.merge(inputs.as_dict(), from_file)
     return dataclasses.replace(inputs, **opts), taken
@@ -128,10 +129,10 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
 
 def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
     """(scenario, margin, where its network came from) of a one-n plot: from presets, or the profile
-    calibrated on the fly with its own margin, as `rtmodel advise` builds them."""
+    calibrated on the fly (or its --calibration file) with its own margin, as `rtmodel advise` builds them."""
     from rtmodel_cli.advice_inputs import margin_of
 
-    if o.profile is None:
+    if o.profile is None and o.calibration is None:
         from rtmodel_plots.sweeps import preset_scenario
 
         o, kw = preset_kw(o, batch_per_gpu, gpus)
@@ -146,9 +147,16 @@ def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
         return sc, margin_of(sc, {}, {}), f"nccl-tests {Path(o.nccl_tests).name}"
     from rtmodel_cli.advice_inputs import scenario_for, scenario_request
 
+    measured = Path(o.profile if o.calibration is None else o.calibration)
     if batch_per_gpu is not None:
-        raise UserError("--batch-per-gpu cannot be used with --profile: the profile measured its batch")
+        flag = "--profile" if o.calibration is None else "--calibration"
+        raise UserError(f"--batch-per-gpu cannot be used with {flag}: the profile measured its batch")
     sc, prov, _notes, inputs = scenario_for(
-        scenario_request({**o.as_dict(), "gpus": gpus}), Path(o.profile), o.presets, o.nccl_tests
+        scenario_request({**o.as_dict(), "gpus": gpus}),
+        None if o.profile is None else Path(o.profile),
+        o.presets,
+        o.nccl_tests,
+        None if o.calibration is None else Path(o.calibration),
     )
-    return sc, margin_of(sc, inputs, prov), f"profile {Path(o.profile).name}"
+    what = "profile" if o.calibration is None else "calibration"
+    return sc, margin_of(sc, inputs, prov), f"{what} {measured.name}"

@@ -1,7 +1,7 @@
 """`rtmodel plot variance`: speedup over All-Reduce vs one straggler's slowdown and vs i.i.d. compute jitter.
 
-Why a module of its own: unlike the other plots it also takes a profile (a calibrated scenario, varied
-the same way as the presets' one), so it builds its scenario like `rtmodel advise` does; plot.py stays
+Why a module of its own: unlike the other plots it also takes a profile or its calibration file (a
+calibrated scenario, varied the same way as the presets' one), so it builds its scenario like `rtmodel advise` does; plot.py stays
 the home of the preset sweeps.
 """
 

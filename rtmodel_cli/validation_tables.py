@@ -103,7 +103,7 @@ def render_result(res: ValidationResult, console: Console) -> None:
         line = drift_line(res.drift, res.topology, res.allreduce.error, res.decentralized.error)
         console.print(f"[yellow]{line}[/]" if res.drift["beyond"] else line, highlight=False)
     if res.advisor:
-        console.print(f"advisor: {res.advisor['verdict']}", highlight=False)
+        console.print(f"advisor: {res.advisor.verdict}", highlight=False)
     d = res.distance_to_consensus
     console.print(
         f"distance to consensus after the Decent-DP run: max {d['max']:.3g}, mean {d['mean']:.3g}",

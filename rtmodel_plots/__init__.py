@@ -2,9 +2,11 @@
 check, parity.
 
 Why a package of its own: `runtime_model` stays numpy/scipy only (the advisor never loads pandas or
-matplotlib); the figures, their pandas data layer and the results reader live here, one concern per
+matplotlib); the figures and their pandas data layer live here, one concern per
 module. Two layers: `sweeps` turns presets into tidy DataFrames; the figure modules (speedup,
-factors, whatif, variance, paper, parity_plot, crossover_plot) draw such frames; `style` holds the looks and `save`.
+factors, whatif, variance, paper, parity_plot, crossover_plot) draw such frames or the numbers the caller
+passes (the paper's rows, parity points: read by rtmodel_literature and validation, never here); `style`
+holds the looks and `save`.
 
 `import rtmodel_plots as plots` gives every public name below; importing it never loads matplotlib.
 No module is named like a function it exports (`plots.sweep`, `plots.parity` are the functions).
@@ -14,7 +16,7 @@ from rtmodel_plots.crossover_plot import crossover_curve
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.factors import factor_breakdown_bars
 from rtmodel_plots.paper import paper_comparison
-from rtmodel_plots.parity_plot import load_validation_results, parity
+from rtmodel_plots.parity_plot import parity
 from rtmodel_plots.speedup import speedup_vs_gpus
 from rtmodel_plots.style import (
     FACTOR_COLORS,
@@ -41,7 +43,6 @@ __all__ = [
     "best_per_gpus",
     "crossover_curve",
     "factor_breakdown_bars",
-    "load_validation_results",
     "paper_comparison",
     "parity",
     "pays_from",

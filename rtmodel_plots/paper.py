@@ -14,7 +14,7 @@ from rtmodel_plots.style import new_figure, topology_style
 
 
 def paper_comparison(df: pd.DataFrame):
-    """Model vs the paper's published per-iteration times (`validation.paper.compare()`), per cluster.
+    """Model vs the paper's published per-iteration times (`rtmodel_literature.paper.compare()`), per cluster.
 
     Per GPU count, published (hatched) and predicted (solid) bars per method, the signed error of
     the prediction written above it. Source: Wang et al., ICLR 2025, Figure 6.

@@ -1,18 +1,17 @@
-"""Predicted vs measured (parity), and the validation results it is drawn from.
+"""Predicted vs measured (parity), drawn from the pairs the caller gives.
 
 Why a parity plot with ±5% / ±10% bands: the model is judged on mean per-iteration time (throughput),
 and whether the error stays inside the advisor's too-close-to-call margin is what matters, whatever
 the scale. Points whose `source` is not "measured" are kept but must be flagged by the caller.
+Why the figure takes lists, not a results file: reading validation results is validation's
+(`validation.results.read_parity_points`); the shell or a notebook reads them and passes the numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.style import TOPOLOGY_STYLE, new_figure, plain_log_axes, topology_style
@@ -83,18 +82,3 @@ def parity(
     if note:
         ax.set_title(note, fontsize=8.5, color="#8B0000")
     return fig
-
-
-
-def load_validation_results(path: str | Path) -> pd.DataFrame:
-    """Parity points of a results JSONL (`validation.results.read_parity_points`, the one reader of
-    that file) as a frame: columns label, method, predicted_ms, measured_ms, source. Any unusable
-    line or file is a PlotError: a parity plot must not silently draw fewer points."""
-    from validation.errors import ValidationError
-    from validation.results import read_parity_points
-
-    try:
-        points = read_parity_points(path)
-    except ValidationError as exc:
-        raise PlotError(str(exc)) from None
-    return pd.DataFrame([asdict(p) for p in points])

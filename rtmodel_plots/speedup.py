@@ -27,7 +27,6 @@ def speedup_vs_gpus(
     topologies: Sequence[str] | None = None,
     margin: float = MARGIN,
     data: dict | None = None,
-    local_sgd: Sequence | None = None,
     **preset_kw,
 ):
     """Speedup over All-Reduce vs number of GPUs, one line per topology; one panel per (model, network/cluster).
@@ -35,7 +34,7 @@ def speedup_vs_gpus(
     Rows are models, columns are networks (or named clusters, if given). A dashed line marks 1.0
     (All-Reduce); a dotted vertical line marks where decentralization starts to pay (best topology
     >= 1 + margin from there on). Pass a dict as `data` to get the swept DataFrames back, keyed by
-    (model, network-or-cluster). `local_sgd`: local-SGD configurations (runtime_model.prediction.local_sgd.LocalSgd)
+    (model, network-or-cluster). preset_kw's `local_sgd`: local-SGD configurations (runtime_model.prediction.local_sgd.LocalSgd)
     drawn beside the topologies, in black dash-dot (another training algorithm: never the pays mark). preset_kw: gpu, gpus_per_node, intra, batch_per_gpu, global_batch, ...
     """
     gpus_list = sorted(set(int(g) for g in gpus_list))
@@ -54,7 +53,7 @@ def speedup_vs_gpus(
     for i, model in enumerate(models):
         for j, col in enumerate(columns):
             ax = axes[i][j]
-            df = sweep(gpus_list, model=model, topologies=topologies, local_sgd=local_sgd, **{key: col}, **preset_kw)
+            df = sweep(gpus_list, model=model, topologies=topologies, **{key: col}, **preset_kw)
             if data is not None:
                 data[(model, col)] = df
             speedups.extend(df["speedup"].dropna())
@@ -81,7 +80,7 @@ def speedup_vs_gpus(
     handles = list(seen.values()) + [_dashed_handle()]
     fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center",
                ncol=min(len(handles), 4), fontsize=9, frameon=False)
-    fig.suptitle(_speedup_title({**preset_kw, "local_sgd": local_sgd}), fontsize=11)
+    fig.suptitle(_speedup_title(preset_kw), fontsize=11)
     return fig
 
 

@@ -68,7 +68,7 @@ def preset_scenario(
     paper's Figure 6).
     """
     from runtime_model.presets import to_model as presets
-    library = preset_kw.get("library") or presets.builtin_library()
+    library = preset_kw.pop("library", None) or presets.builtin_library()
     clusters = library.clusters
     if gpus_per_node is not None:
         k = gpus_per_node  # 0 is a mistake for presets.resolve to name, not "not given"
@@ -82,9 +82,10 @@ def preset_scenario(
         if not batch_per_gpu > 0:
             raise PlotError(f"--batch-per-gpu must be > 0, got {batch_per_gpu}")
         preset_kw["global_batch"] = batch_per_gpu * gpus
-    choice = presets.resolve(
+    request = presets.PresetRequest(
         gpus, gpus_per_node=min(k, gpus), network=network, cluster=cluster, model=model, **preset_kw
     )
+    choice = presets.resolve(request, library=library)
     return presets.scenario_from_choice(choice, library)
 
 

@@ -22,7 +22,6 @@ def what_if(
     *,
     variants: Sequence[WhatIf] = DEFAULT_WHAT_IFS,
     topology: str | None = None,
-    cluster: str | None = None,
     margin: float = MARGIN,
     data: dict | None = None,
     **preset_kw,
@@ -31,6 +30,7 @@ def what_if(
 
     Each curve is the best topology's speedup (or `topology`'s) in that what-if world, against
     All-Reduce in the same world. Pass a dict as `data` to get the DataFrames back, keyed by label.
+    preset_kw: what `sweep` takes besides (cluster, gpu, gpus_per_node, batch_per_gpu, ...).
     """
     gpus_list = sorted(set(int(g) for g in gpus_list))
     if not gpus_list:
@@ -45,7 +45,7 @@ def what_if(
         kw = dict(preset_kw)
         if v.bucket_cap_mb is not None:
             kw["bucket_cap_mb"] = v.bucket_cap_mb
-        df = sweep(gpus_list, model=model, network=network, cluster=cluster,
+        df = sweep(gpus_list, model=model, network=network,
                    topologies=[topology] if topology else None, transform=v.apply, **kw)
         if data is not None:
             data[v.label] = df
@@ -63,6 +63,6 @@ def what_if(
     ax.set_ylabel(f"speedup over All-Reduce (x), {'best topology' if topology is None else topology}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    where = cluster or network or "ib-100"
+    where = preset_kw.get("cluster") or network or "ib-100"
     fig.suptitle(f"What-if: {model} on {where}", fontsize=11)
     return fig

@@ -184,6 +184,10 @@ MIN_LOCAL_RANKS_BOUND = 16
 LOCAL_RANKS_CEILING = 1024
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 MIN_TIMEOUT_S = 1.0  # a torchrun job's start-up (interpreters, rendezvous) takes seconds
+# --timeout-s of `rtmodel profile` and `rtmodel validate` (one flag, one default): validate's 600 s, not the
+# profile's former 300 s. The larger is the safer: it only delays the error a dead rank causes, while a
+# first NCCL communicator, a multi-node rendezvous or a large model's collective can take minutes.
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def max_local_ranks() -> int:

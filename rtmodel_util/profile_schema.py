@@ -1,16 +1,18 @@
 """What makes a file an rtmodel profile, defined once for its writer (the profiler) and its readers
-(calibration, resume, synthetic profiles): the tool name, the schema version, the sections, and the
-keys that must match for a resume to reuse measurements.
+(calibration, resume, synthetic profiles): its header (`{"schema": "rtmodel-profile/1"}`; profiles
+written before it say `{"tool": "rtmodel-profile", "schema_version": 1}`), the sections, and the keys
+that must match for a resume to reuse measurements.
 
 Why one module: the version and the section lists were defined by the writer and the reader apart,
-free to drift; the group patterns a profile measures are in `rtmodel_util.profile_patterns`.
+free to drift. The document's dataclasses, both ways, are `rtmodel_util.profile_document`; the group
+patterns a profile measures are in `rtmodel_util.profile_patterns`.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-TOOL = "rtmodel-profile"
+KIND = "profile"  # the header names it "rtmodel-profile/<SCHEMA_VERSION>" (runtime_model.core.document_header)
 SCHEMA_VERSION = 1
 # Every complete profile holds these; the profiler checkpoints all but the workload, which it writes
 # together with the shape.
@@ -37,14 +39,3 @@ PRETEND_NODES_ENV = "RTMODEL_PRETEND_NODES"
 
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def new_document(created_utc: str | None = None) -> dict:
-    """A profile's header, before any section: every writer (the profiler, synthetic profiles) starts here."""
-    return {
-        "tool": TOOL,
-        "schema_version": SCHEMA_VERSION,
-        "created_utc": created_utc or utc_now(),
-        "complete": False,
-        "sections_done": [],
-    }

@@ -15,7 +15,7 @@ runner = CliRunner()
 
 def _assumed(**request) -> Assumptions:
     lib = presets.builtin_library()
-    return preset_assumptions(presets.resolve(**request, library=lib), lib, request)
+    return preset_assumptions(presets.resolve(presets.PresetRequest(**request), library=lib), lib, request)
 
 
 def test_the_default_batch_spread_thin_is_said_with_its_host_bound_step():

@@ -26,7 +26,9 @@ from runtime_model.topology.schedule import Round, ScheduleError
 
 
 def _scenario(n, k, cv=0.05, **kw):
-    return presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k, compute_cv=cv, **kw))
+    return presets.scenario_from_choice(
+        presets.resolve(presets.PresetRequest(n, gpus_per_node=k, compute_cv=cv, **kw))
+    )
 
 
 def _jobs(sc):

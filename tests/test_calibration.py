@@ -28,15 +28,15 @@ from calibration import (
     scenario_from_profile,
     synthetic_profile,
 )
-from calibration.cli import register
 from calibration.synthetic import SmallMessageRegime, write_synthetic_profile
+from rtmodel_cli.commands.calibrate import register
 from rtmodel_cli.failing import guard_app
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.errors import UserError
 from runtime_model.core.scenario import ClusterShape, GroupShape, Link, Network
 
 
-def calibrate(doc, **kwargs):
+def calibrate_doc(doc, **kwargs):
     """The library's calibrate on a parsed document (the tests build documents; calibrate takes a Profile)."""
     from calibration import calibrate as calibrate_profile
 
@@ -57,7 +57,7 @@ PRESET = Network(intra=Link(5e-6, 50e9, "preset"), inter=Link(50e-6, 12.5e9, "pr
 
 @pytest.fixture(scope="module")
 def cal():
-    return calibrate(synthetic_profile(TRUTH))
+    return calibrate_doc(synthetic_profile(TRUTH))
 
 
 def _profile_file(tmp_path: Path, doc: dict, name: str = "p.json") -> Path:
@@ -73,7 +73,7 @@ def _profile_file(tmp_path: Path, doc: dict, name: str = "p.json") -> Path:
 @pytest.mark.parametrize("k", [2, 4])
 def test_links_recovered_within_stated_uncertainty(seed, k):
     truth = SyntheticTruth(**{**TRUTH.__dict__, "ranks_per_node": k, "seed": seed})
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     for cls in ("intra", "inter"):
         est, true = getattr(c.network, cls), getattr(truth, cls)
         assert est.bandwidth_Bps == pytest.approx(true.bandwidth_Bps, rel=0.02), cls
@@ -128,7 +128,7 @@ def test_disagreeing_patterns_warn_and_inflate_uncertainty():
     pat = next(p for p in doc["communication"]["patterns"] if p["pattern"] == "pair-inter")
     for res in pat["results"]:  # this pattern's NIC behaves 30% slower than the ring model says
         res["samples_s"] = [s * (1 + 0.3 * res["bytes"] / (res["bytes"] + 1e5)) for s in res["samples_s"]]
-    c = calibrate(doc)
+    c = calibrate_doc(doc)
     warnings = c.fit("link inter").warnings
     assert any("bandwidth estimates disagree" in w for w in warnings)
     assert c.network.inter.bandwidth_rel_sd > 0.05
@@ -140,7 +140,7 @@ def test_identical_results_listed_under_several_patterns_count_once():
     assert [p["pattern"] for p in patterns] == ["pair-inter", "two-nodes", "all"]
     for p in patterns[1:]:
         p["results"] = copy.deepcopy(patterns[0]["results"])
-    c = calibrate(doc, fallback_network=PRESET)
+    c = calibrate_doc(doc, fallback_network=PRESET)
     (fit,) = [f for f in c.fits if f.kind == "pattern"]
     assert fit.name == "pair-inter+two-nodes+all p2-s2-q1"
     assert fit.n_samples == sum(len(r["samples_s"]) for r in patterns[0]["results"])
@@ -151,7 +151,7 @@ def test_unresolved_per_byte_cost_is_not_used():
     pat = next(p for p in doc["communication"]["patterns"] if p["pattern"] == "pair-intra")
     for res in pat["results"]:  # flat in size: no bandwidth information
         res["samples_s"] = [1e-3 * (1 + 0.01 * i) for i in range(len(res["samples_s"]))]
-    c = calibrate(doc)
+    c = calibrate_doc(doc)
     assert "p2-s1-q1" not in c.network.group_costs
     assert any("p2-s1-q1: per-byte cost not resolved" in n for n in c.notes)
     assert any("consistent with 0" in w for w in c.fit("pair-intra p2-s1-q1").warnings)
@@ -161,7 +161,7 @@ def test_unresolved_per_byte_cost_is_not_used():
 def test_small_message_regime_detected_and_large_regime_used():
     small = SmallMessageRegime(below_bytes=64 << 10, fixed_s=5e-6, per_byte_s=1 / 0.8e9)
     truth = SyntheticTruth(**{**TRUTH.__dict__, "small_regime": small})
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     smalls = [f for f in c.fits if f.kind == "pattern-small"]
     assert len(smalls) == 5
     assert all(f.size_range_bytes[1] < 64 << 10 for f in smalls)
@@ -179,7 +179,7 @@ def test_small_message_regime_detected_and_large_regime_used():
 
 def test_compute_distribution_recovered():
     truth = SyntheticTruth(**{**TRUTH.__dict__, "iterations": 60})
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     comp = c.compute
     assert comp.forward_s == pytest.approx(truth.forward_s, rel=0.01)
     assert comp.backward_s == pytest.approx(truth.backward_s, rel=0.01)
@@ -192,14 +192,14 @@ def test_compute_distribution_recovered():
     mean, sd = c.fit("compute").params["C_mean_s"][0], c.fit("compute").params["C_sd_s"][0]
     assert mean == pytest.approx(truth.forward_s + truth.backward_s, rel=0.01)
     assert sd == pytest.approx(true_sd, rel=0.10)
-    normal = calibrate(synthetic_profile(truth), distribution="normal").compute.distribution
+    normal = calibrate_doc(synthetic_profile(truth), distribution="normal").compute.distribution
     assert isinstance(normal, NormalCompute) and normal.sd_s == pytest.approx(true_sd, rel=0.10)
     assert any("empirical distribution" in n for n in c.notes)
 
 
 def test_rank_spread_reported_apart_from_iteration_spread():
     truth = SyntheticTruth(**{**TRUTH.__dict__, "rank_offset_rel_sd": 0.06, "iterations": 40})
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     p = c.fit("compute").params
     within_true = math.hypot(truth.forward_sd_s, truth.backward_sd_s)
     between_true = 0.06 * (truth.forward_s + truth.backward_s)
@@ -211,7 +211,7 @@ def test_rank_spread_reported_apart_from_iteration_spread():
 
 def test_a_slow_rank_calibrates_to_rank_factors_and_a_within_rank_distribution(tmp_path):
     truth = SyntheticTruth(**{**TRUTH.__dict__, "nodes": 2, "ranks_per_node": 2, "rank_slowdown": (1.5,)})
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     var, dist = c.compute.variation, c.compute.distribution
     s = np.asarray(var.rank_factors)
     assert s.size == 4 and s.mean() == pytest.approx(1.0)
@@ -231,7 +231,7 @@ def test_a_slow_rank_calibrates_to_rank_factors_and_a_within_rank_distribution(t
     assert "rank factors measured" in line and "node cv 0 (below noise" in line and "within ranks" in line
     assert any("ranks differ persistently" in n and "modelled as the measured per-rank" in n for n in c.notes)
     assert not any("persistently" in w for w in c.fit("compute").warnings)
-    normal = calibrate(synthetic_profile(truth), distribution="normal").compute.distribution
+    normal = calibrate_doc(synthetic_profile(truth), distribution="normal").compute.distribution
     assert normal.sd_s / normal.mean_s == pytest.approx(within, rel=0.15)
     save_calibration(c, tmp_path / "params.json")
     assert load_calibration(tmp_path / "params.json") == c
@@ -241,7 +241,7 @@ def test_a_slow_rank_calibrates_to_rank_factors_and_a_within_rank_distribution(t
 
 def test_iid_profile_keeps_iid_variation_and_the_pooled_samples():
     doc = synthetic_profile(TRUTH)
-    c = calibrate(doc)
+    c = calibrate_doc(doc)
     assert c.compute.variation.is_iid
     pooled = [
         f + b
@@ -257,7 +257,7 @@ def test_node_correlated_variation_is_measured_apart_from_iid():
     truth = SyntheticTruth(
         **{**TRUTH.__dict__, "nodes": 4, "ranks_per_node": 2, "node_rel_sd": 0.05, "iterations": 200}
     )
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     var = c.compute.variation
     assert var.node_cv == pytest.approx(0.05, rel=0.25) and var.rank_factors is None
     total = math.hypot(truth.forward_sd_s, truth.backward_sd_s) / (truth.forward_s + truth.backward_s)
@@ -265,7 +265,7 @@ def test_node_correlated_variation_is_measured_apart_from_iid():
     assert math.hypot(rel, var.node_cv) == pytest.approx(
         math.hypot(total, 0.05), rel=0.1
     )  # not counted twice
-    one_per_node = calibrate(synthetic_profile(truth, ranks_per_node=1, nodes=8), fallback_network=PRESET)
+    one_per_node = calibrate_doc(synthetic_profile(truth, ranks_per_node=1, nodes=8), fallback_network=PRESET)
     assert "node cv 0 (not measured: one rank per node)" in one_per_node.provenance["compute.variation"]
 
 
@@ -287,8 +287,8 @@ def test_bucket_ready_fractions(cal):
 def test_single_node_profile_needs_and_uses_fallback():
     doc = synthetic_profile(SyntheticTruth(nodes=1, ranks_per_node=4))
     with pytest.raises(CalibrationError, match="single-node.*pass --network NAME .a preset inter-node"):
-        calibrate(doc)
-    c = calibrate(doc, fallback_network=PRESET)
+        calibrate_doc(doc)
+    c = calibrate_doc(doc, fallback_network=PRESET)
     assert c.network.inter.bandwidth_Bps == PRESET.inter.bandwidth_Bps
     assert c.network.inter.latency_s == PRESET.inter.latency_s
     assert c.provenance["inter.bandwidth_Bps"] == "preset roce-100g-test"
@@ -301,7 +301,7 @@ def test_single_node_profile_needs_and_uses_fallback():
 
 def test_one_rank_per_node_takes_intra_from_fallback():
     doc = synthetic_profile(SyntheticTruth(nodes=2, ranks_per_node=1))
-    c = calibrate(doc, fallback_network=PRESET)
+    c = calibrate_doc(doc, fallback_network=PRESET)
     assert c.provenance["intra.latency_s"] == "preset roce-100g-test"
     assert c.network.inter.bandwidth_Bps == pytest.approx(3e9, rel=0.02)
     assert set(c.network.group_costs) == {"p2-s2-q1"}  # pair-inter, two-nodes and all pool into one shape
@@ -331,7 +331,7 @@ def test_extrapolation_notes(cal):
 
 @pytest.mark.parametrize("distribution", ["empirical", "normal"])
 def test_calibration_json_round_trip(distribution, tmp_path):
-    c = calibrate(synthetic_profile(TRUTH), distribution=distribution)
+    c = calibrate_doc(synthetic_profile(TRUTH), distribution=distribution)
     doc = calibration_to_json(c)
     text = json.dumps(doc, allow_nan=False)  # standard JSON only
     back = calibration_from_json(json.loads(text))
@@ -344,8 +344,19 @@ def test_calibration_from_json_rejects_foreign_documents(cal):
     with pytest.raises(CalibrationError, match="not an rtmodel calibration"):
         calibration_from_json({"tool": "rtmodel-profile"})
     doc = calibration_to_json(cal)
-    with pytest.raises(CalibrationError, match="version 9"):
-        calibration_from_json({**doc, "version": 9})
+    assert doc["schema"] == "rtmodel-calibration/1"
+    with pytest.raises(
+        CalibrationError, match="schema 'rtmodel-calibration/9', newer than this rtmodel reads"
+    ):
+        calibration_from_json({**doc, "schema": "rtmodel-calibration/9"})
+    legacy = {
+        "format": "rtmodel-calibration",
+        "version": 1,
+        **{k: v for k, v in doc.items() if k != "schema"},
+    }
+    assert calibration_from_json(legacy) == cal  # files written before the common header still read
+    with pytest.raises(CalibrationError, match="version 9, newer than this rtmodel reads"):
+        calibration_from_json({**legacy, "version": 9})
     broken = copy.deepcopy(doc)
     del broken["network"]["inter"]
     with pytest.raises(CalibrationError, match="broken calibration file"):
@@ -362,12 +373,33 @@ def _set(doc, path, value):
     doc[last] = value
 
 
+def _old_header(doc, **header):
+    """The header profiles had before rtmodel-profile/1 (they still read), with `header` over it."""
+    del doc["schema"]
+    doc.update({"tool": "rtmodel-profile", "schema_version": 1, **header})
+
+
 BAD = {
-    "wrong schema version": (
-        lambda d: d.update(schema_version=2),
-        "schema_version 2; this rtmodel reads schema_version 1",
+    "newer schema": (
+        lambda d: d.update(schema="rtmodel-profile/2"),
+        "schema 'rtmodel-profile/2', newer than this rtmodel reads (rtmodel-profile/1); update rtmodel",
     ),
-    "another tool": (lambda d: d.update(tool="nccl-tests"), "not an rtmodel profile (tool='nccl-tests'"),
+    "newer schema_version": (
+        lambda d: _old_header(d, schema_version=2),
+        "schema_version 2, newer than this rtmodel reads (rtmodel-profile/1)",
+    ),
+    "another schema": (
+        lambda d: d.update(schema="nccl-tests/1"),
+        "not an rtmodel profile (schema='nccl-tests/1'",
+    ),
+    "another tool": (
+        lambda d: _old_header(d, tool="nccl-tests"),
+        "not an rtmodel profile (tool='nccl-tests'",
+    ),
+    "renamed key": (
+        lambda d: d["workload"].update(batch_per_gpu=d["workload"].pop("batch_per_rank")),
+        "workload.batch_per_gpu is not a field of a profile's workload",
+    ),
     "missing section": (lambda d: d.pop("compute"), "section 'compute' is missing"),
     "NaN sample": (
         lambda d: _set(d, ["communication", "patterns", 1, "results", 3, "samples_s", 2], float("nan")),
@@ -411,8 +443,8 @@ def test_bad_profiles_give_one_line_profile_errors(case, tmp_path):
         load_profile(path)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
-    with pytest.raises(ProfileError):  # calibrate() validates a dict the same way
-        calibrate(doc)
+    with pytest.raises(ProfileError):  # calibrate_doc() validates a dict the same way
+        calibrate_doc(doc)
 
 
 def test_missing_and_truncated_files(tmp_path):
@@ -451,7 +483,7 @@ def test_load_profile_gives_a_typed_profile():
     assert prof.noise_warnings() == []  # 3% noise
     assert prof.document == doc  # the raw document, for fields not typed
     assert profile_from_document(doc, origin=str(path)) == prof
-    assert calibrate(prof) == calibrate(doc, origin=str(path))  # a Profile and its document fit alike
+    assert calibrate_doc(prof) == calibrate_doc(doc, origin=str(path))  # a Profile and its document fit alike
 
 
 def test_measurement_statistics_match_numpy():
@@ -478,7 +510,7 @@ def test_measurement_statistics_match_numpy():
 def test_scenario_from_profile_is_calibrate_plus_target_shape(tmp_path):
     path = DATA / "synthetic_profile_2x2.json"
     ps = scenario_from_profile(path, 16, 4, fallback_network=PRESET)
-    cal = calibrate(load_profile(path), fallback_network=PRESET)
+    cal = calibrate_doc(load_profile(path), fallback_network=PRESET)
     assert ps.measured_shape == ClusterShape(4, 2) == cal.measured_shape
     assert ps.scenario.shape == ClusterShape(16, 4) and ps.scenario.description == f"profile {path}"
     assert ps.scenario.network == cal.network and ps.scenario.compute == cal.compute
@@ -526,7 +558,7 @@ def test_cli_json_format(app, tmp_path):
     result = CliRunner().invoke(app, ["calibrate", str(prof), "--format", "json"])
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    assert doc["format"] == "rtmodel-calibration"
+    assert doc["schema"] == "rtmodel-calibration/1"
     assert calibration_from_json(doc).network.intra.bandwidth_Bps == pytest.approx(25e9, rel=0.02)
 
 
@@ -585,7 +617,7 @@ def test_cli_default_resolver_uses_rtmodel_presets(app, tmp_path):
 def test_checked_in_synthetic_fixture():
     """tests/data/synthetic_profile_2x2.json = synthetic_profile(SyntheticTruth(sizes 1 KiB..16 MiB x4,
     4 samples, 10 iterations, seed 7)): a small file other tests and demos can point the CLI at."""
-    c = calibrate(load_profile(DATA / "synthetic_profile_2x2.json"))
+    c = calibrate_doc(load_profile(DATA / "synthetic_profile_2x2.json"))
     truth = SyntheticTruth()
     assert c.measured_shape == ClusterShape(4, 2)
     for cls in ("intra", "inter"):
@@ -604,7 +636,7 @@ REAL = DATA / "real_profile_2x1.json"
 @pytest.mark.skipif(not REAL.exists(), reason="no real profile checked in (tests/data/real_profile_2x1.json)")
 def test_real_cpu_profile_calibrates():
     prof = load_profile(REAL)
-    c = calibrate(prof, fallback_network=PRESET)
+    c = calibrate_doc(prof, fallback_network=PRESET)
     assert c.measured_shape == prof.shape
     assert c.network.group_costs, "at least one measured group shape"
     for f in c.fits:
@@ -630,7 +662,7 @@ def test_unmeasured_shapes_are_costed_as_the_profiled_backend_runs_them(backend,
     flat ring it runs (and its two collectives in flight)."""
     doc = synthetic_profile(TRUTH)
     doc["shape"]["backend"] = backend
-    net = calibrate(doc).network
+    net = calibrate_doc(doc).network
     assert net.nccl_algo == algo
     assert net.concurrent_collectives == (2 if backend == "gloo" else 1)
 
@@ -644,7 +676,7 @@ def test_a_lone_flow_slower_than_the_nic_gives_a_flow_cap_and_both_are_reported(
     truth = SyntheticTruth(
         nodes=2, ranks_per_node=2, inter=Link(60e-6, 3e9, flow_cap_Bps=2e9), noise_rel=0.01
     )
-    c = calibrate(synthetic_profile(truth))
+    c = calibrate_doc(synthetic_profile(truth))
     inter = c.network.inter
     assert inter.bandwidth_Bps == pytest.approx(3e9, rel=0.03)
     assert inter.flow_cap_Bps == pytest.approx(2e9, rel=0.03)
@@ -673,12 +705,44 @@ def test_group_costs_use_each_groups_own_time_when_the_profile_has_it():
         res["group_samples_s"] = [own, own]  # each group alone took `own` ...
         res["samples_s"] = [1.5 * t for t in own]  # ... but they finished apart: the max over both is slower
     key = GroupShape(2, 2, 2).key
-    fitted = calibrate(doc).network.group_costs[key].time_s(1 << 24)
+    fitted = calibrate_doc(doc).network.group_costs[key].time_s(1 << 24)
     plain = (
-        calibrate(
+        calibrate_doc(
             synthetic_profile(SyntheticTruth(nodes=2, ranks_per_node=2, noise_rel=0.0, samples_per_size=3))
         )
         .network.group_costs[key]
         .time_s(1 << 24)
     )
     assert fitted == pytest.approx(plain, rel=1e-6)  # what a group took, not the max over the groups
+
+
+@pytest.mark.parametrize(
+    "profile, gpus", [("synthetic_profile_2x2.json", 256), ("real_profile_2x1.json", 64)]
+)
+def test_advise_reads_the_calibration_file_as_it_reads_the_profile(profile, gpus, tmp_path):
+    """profile -> calibrate -> advise: `advise --calibration P` (P from `rtmodel calibrate PROFILE --out P`)
+    gives the numbers `advise --profile PROFILE` gives, and the same provenance and notes where the
+    profile measured every link (calibrate's file adds its own line for a link it took from a preset)."""
+    from rtmodel_cli.app import app as rtmodel
+
+    runner = CliRunner()
+    params = tmp_path / "params.json"
+    assert runner.invoke(rtmodel, ["calibrate", str(DATA / profile), "--out", str(params)]).exit_code == 0
+    common = ["advise", "--gpus", str(gpus), "--format", "json"]
+    from_profile = runner.invoke(rtmodel, [*common, "--profile", str(DATA / profile)])
+    from_file = runner.invoke(rtmodel, [*common, "--calibration", str(params)])
+    assert from_profile.exit_code == 0 and from_file.exit_code == 0, from_file.output
+    a, b = json.loads(from_profile.stdout), json.loads(from_file.stdout)
+    assert b["inputs"].pop("calibration") == str(params)
+    assert b["inputs"] == a["inputs"]  # the profile it came from, the measured shape, the margins
+    for key in ("predictions", "recommendation", "margin", "crossover"):
+        assert b[key] == a[key], key
+    if profile.startswith("synthetic"):  # every link measured
+        assert b["provenance"] == a["provenance"] and b["notes"] == a["notes"]
+    else:
+        assert b["provenance"].keys() == a["provenance"].keys() and set(a["notes"]) <= set(b["notes"])
+    (tmp_path / "team.toml").write_text(f'calibration = "params.json"\ngpus = {gpus}\n')  # relative to it
+    from_scenario = runner.invoke(
+        rtmodel, ["advise", "--scenario", str(tmp_path / "team.toml"), "--format", "json"]
+    )
+    assert json.loads(from_scenario.stdout)["predictions"] == a["predictions"]

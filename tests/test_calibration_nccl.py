@@ -180,15 +180,18 @@ def test_advise_at_256_gpus_matches_the_model_with_the_true_links(algo_env, tmp_
 
 
 def test_a_resume_does_not_mix_measurements_taken_under_another_nccl_algo(tmp_path):
+    from dataclasses import replace
+
+    from calibration.synthetic import synthetic_document
     from profiler.document import resume_plan
     from rtmodel_util.files import write_json_atomic
 
-    doc = synthetic_profile(nccl_truth(2, 2, "Ring", iterations=5, samples_per_size=3))
+    doc = synthetic_document(nccl_truth(2, 2, "Ring", iterations=5, samples_per_size=3))
     path = tmp_path / "p.json"
-    write_json_atomic(path, {**doc, "complete": False})
-    sizes = doc["communication"]["sizes_bytes"]
-    kept, _ = resume_plan(path, doc["shape"], doc["workload"], sizes)
-    assert kept is not None and kept["communication"]["patterns"]
-    other = {**doc["shape"], "nccl_algo_env": None}
-    kept, msg = resume_plan(path, other, doc["workload"], sizes)
+    write_json_atomic(path, replace(doc, complete=False).to_json())
+    sizes = list(doc.communication.sizes_bytes)
+    kept, _ = resume_plan(path, doc.shape, doc.workload, sizes)
+    assert kept is not None and kept.communication.patterns
+    other = replace(doc.shape, nccl_algo_env=None)
+    kept, msg = resume_plan(path, other, doc.workload, sizes)
     assert kept is None and "nccl_algo_env 'Ring' there, None now" in msg

@@ -16,8 +16,10 @@ runner = CliRunner()
 
 
 def test_view_halves_the_bytes_and_the_ops_of_ddps_own_work_and_leaves_the_rest():
-    copy = presets.iteration_work(presets.resolve(64, gpu="A100"))
-    view = presets.iteration_work(presets.resolve(64, gpu="A100", ddp_bucket_view=True))
+    copy = presets.iteration_work(presets.resolve(presets.PresetRequest(64, gpu="A100")))
+    view = presets.iteration_work(
+        presets.resolve(presets.PresetRequest(64, gpu="A100", ddp_bucket_view=True))
+    )
     assert view.ddp_copies.device_s == pytest.approx(copy.ddp_copies.device_s / 2)
     assert view.ddp_copies.host_s == pytest.approx(copy.ddp_copies.host_s / 2)
     for part in ("forward", "backward", "optimizer", "mixing"):
@@ -25,7 +27,7 @@ def test_view_halves_the_bytes_and_the_ops_of_ddps_own_work_and_leaves_the_rest(
 
 
 def test_default_is_torchs_default():
-    assert presets.resolve(8).ddp_bucket_view is False
+    assert presets.resolve(presets.PresetRequest(8)).ddp_bucket_view is False
 
 
 def _advise(*args) -> dict:
@@ -57,12 +59,14 @@ def test_a_scenario_file_sets_it_and_a_wrong_type_is_one_line(tmp_path):
 
 
 def test_the_paper_comparison_prices_its_ddp_with_bucket_views():
-    from validation import paper
+    from rtmodel_literature import paper
 
     df = paper.compare()
     row = df[(df.cluster == "a100-ib100") & (df.gpus == 32) & (df.method == "allreduce")].iloc[0]
     view = presets.resolve(
-        32, cluster="a100-ib100", model="transformer-base", global_batch=25_000, ddp_bucket_view=True
+        presets.PresetRequest(
+            32, cluster="a100-ib100", model="transformer-base", global_batch=25_000, ddp_bucket_view=True
+        )
     )
     from runtime_model.advice.advisor import advise
 

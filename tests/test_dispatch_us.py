@@ -45,9 +45,9 @@ def library_with_dispatch(gpu: str, dispatch_us: float):
 @pytest.mark.parametrize("extra", [{}, {"compute_ms": 80.0}, {"optimizer_ms": 2.0}, DEVICE_BOUND])
 def test_the_option_is_the_gpu_preset_with_its_dispatch_replaced(gpu, extra):
     extra = {**HOST_BOUND, **extra}
-    ours = presets.scenario_from_choice(presets.resolve(gpu=gpu, dispatch_us=30.2, **extra))
+    ours = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(gpu=gpu, dispatch_us=30.2, **extra)))
     lib = library_with_dispatch(gpu, 30.2)
-    theirs = presets.scenario_from_choice(presets.resolve(gpu=gpu, library=lib, **extra), lib)
+    theirs = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(gpu=gpu, **extra), library=lib), lib)
     for a, b in [(ours.compute, theirs.compute), (ours.decent_dp_compute, theirs.decent_dp_compute)]:
         assert (a.forward_s, a.backward_s, a.optimizer_s) == (b.forward_s, b.backward_s, b.optimizer_s)
 
@@ -60,24 +60,24 @@ def test_the_option_is_the_gpu_preset_with_its_dispatch_replaced(gpu, extra):
     factor=st.floats(1.0, 20.0),
 )
 def test_a_slower_host_never_predicts_a_faster_iteration(gpu, gpus, low, factor):
-    fast = iteration_s(presets.resolve(gpus, gpu=gpu, dispatch_us=low))
-    slow = iteration_s(presets.resolve(gpus, gpu=gpu, dispatch_us=low * factor))
+    fast = iteration_s(presets.resolve(presets.PresetRequest(gpus, gpu=gpu, dispatch_us=low)))
+    slow = iteration_s(presets.resolve(presets.PresetRequest(gpus, gpu=gpu, dispatch_us=low * factor)))
     assert slow[0] >= fast[0] - 1e-12 and slow[1] >= fast[1] - 1e-12
 
 
 def test_a_host_bound_iteration_follows_the_host_and_a_device_bound_one_does_not():
-    default = iteration_s(presets.resolve(**HOST_BOUND))
-    slow = iteration_s(presets.resolve(dispatch_us=30.2, **HOST_BOUND))
+    default = iteration_s(presets.resolve(presets.PresetRequest(**HOST_BOUND)))
+    slow = iteration_s(presets.resolve(presets.PresetRequest(dispatch_us=30.2, **HOST_BOUND)))
     assert all(s > 1.3 * d for s, d in zip(slow, default, strict=True))  # 30.2 vs the preset's 16.6 us
-    default = iteration_s(presets.resolve(**DEVICE_BOUND))
-    slow = iteration_s(presets.resolve(dispatch_us=30.2, **DEVICE_BOUND))
+    default = iteration_s(presets.resolve(presets.PresetRequest(**DEVICE_BOUND)))
+    slow = iteration_s(presets.resolve(presets.PresetRequest(dispatch_us=30.2, **DEVICE_BOUND)))
     assert slow == pytest.approx(default, rel=0.01)
 
 
 def test_with_compute_ms_alone_it_still_prices_the_optimizer_step():
     """--compute-ms replaces forward + backward only: the step's host ops are still the host's."""
-    base = presets.scenario_from_choice(presets.resolve(64, compute_ms=100.0))
-    slow = presets.scenario_from_choice(presets.resolve(64, compute_ms=100.0, dispatch_us=1000.0))
+    base = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64, compute_ms=100.0)))
+    slow = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64, compute_ms=100.0, dispatch_us=1000.0)))
     assert slow.compute.compute_s == base.compute.compute_s
     assert slow.decent_dp_compute.optimizer_s > base.decent_dp_compute.optimizer_s
 
@@ -85,7 +85,7 @@ def test_with_compute_ms_alone_it_still_prices_the_optimizer_step():
 def test_advise_uses_it_and_says_where_the_host_figure_came_from():
     doc = advise_json("--gpus", 64, "--dispatch-us", 30.2)
     lib = library_with_dispatch("A100", 30.2)
-    want = presets.scenario_from_choice(presets.resolve(64, library=lib), lib).compute
+    want = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64), library=lib), lib).compute
     assert doc["inputs"]["compute"]["forward_s"] == pytest.approx(want.forward_s, rel=1e-12)
     assert doc["inputs"]["preset"]["dispatch_us"] == 30.2
     launch = " + 10.7 us/op CUDA launch (measured on an H100 host: gpus.toml launch_source)"
@@ -119,7 +119,7 @@ def test_the_scenario_key_is_the_option(tmp_path):
 
 def test_plot_speedup_passes_it_to_the_sweep(tmp_path, monkeypatch):
     import rtmodel_plots as plots
-    from rtmodel_cli import plot
+    from rtmodel_cli.commands import plot
 
     seen = {}
     monkeypatch.setattr(plots, "speedup_vs_gpus", lambda *a, **kw: seen.update(kw))
@@ -144,7 +144,7 @@ def test_the_host_floor_line_says_what_binds_and_moves_with_the_host():
     assert small.endswith("host-bound: the GPU waits for Python")
     big = advise_json("--gpus", 8, "--global-batch", 400_000)["provenance"]["host floor"]
     assert big.endswith("device-bound: the GPU is the limit")
-    choice = presets.resolve(64)
+    choice = presets.resolve(presets.PresetRequest(64))
     w = presets.iteration_work(choice)
     host_ms = (w.forward.host_s + w.backward.host_s + w.ddp_copies.host_s + w.optimizer.host_s) * 1e3
     assert small.startswith(f"{host_ms:.1f} ms of host issue per DDP iteration")

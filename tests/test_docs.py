@@ -58,7 +58,7 @@ SKIPPED = {
     "sudo rtmodel emulate measure": ROOT_NETNS,
     "sudo rtmodel emulate up --nodes 2 --ranks-per-node 2 --bandwidth-mbit 100 --delay-ms 1": ROOT_NETNS
     + "; runs until Ctrl-C",
-    "sudo rtmodel emulate run --nodes 2 --ranks-per-node 2 --bandwidth-mbit 1000 -- -m profiler --out p.json": ROOT_NETNS,
+    "sudo rtmodel emulate run --nodes 2 --ranks-per-node 2 --bandwidth-mbit 1000 -- -m rtmodel_cli profile --out p.json": ROOT_NETNS,
 }
 SLOW = ("rtmodel plot",)  # drawing a sweep takes seconds
 
@@ -120,6 +120,9 @@ def test_every_documented_command_runs(key, words, tmp_path, monkeypatch):
     (tmp_path / "all_reduce.txt").write_text(NCCL_TESTS_RUN)  # what `--nccl-tests all_reduce.txt` reads
     shutil.copy(VALIDATIONS, tmp_path / "rtmodel-validations.jsonl")  # validate's default, in the project
     monkeypatch.chdir(tmp_path)
+    if "--calibration" in words:  # the file `rtmodel calibrate profile.json --out FILE`, shown before it, wrote
+        made = runner.invoke(app, ["calibrate", "profile.json", "--out", words[words.index("--calibration") + 1]])
+        assert made.exit_code == 0, made.output
     env = {"COLUMNS": "120"}
     result = runner.invoke(app, words[1:], env=env)
     assert result.exit_code == 0, f"{key}\n{result.output}\n{result.exception!r}"
@@ -203,6 +206,17 @@ def test_readme_is_for_a_newcomer():
     }
     assert {"advise", "topologies", "profile", "calibrate", "validate", "plot"} <= shown
     assert "sudo rtmodel emulate" in readme
+
+
+def test_the_site_sets_up_with_the_readmes_commands():
+    """docs/index.md (the site's front page) and README.md give the same two set-up commands: written
+    twice, they drifted (`pip install .` in one, a virtual environment in the other)."""
+
+    def setup_commands(page: Path) -> list[str]:
+        setup = page.read_text().split("## Set up", 1)[1].split("\n## ", 1)[0]
+        return re.findall(r"```bash\n(.*?)\n```", setup, flags=re.S)
+
+    assert setup_commands(ROOT / "docs" / "index.md") == setup_commands(ROOT / "README.md")
 
 
 def test_the_readme_sets_up_in_two_commands():

@@ -12,12 +12,15 @@ from runtime_model.prediction.iteration import allreduce_prediction, gossip_pred
 from tests.test_local_sgd_validate import PROFILE_2X2
 from validation.drift import drift_threshold
 from validation.job import RankReport
+from validation.options import ValidateOptions
 from validation.plan import make_plan, run_shape
 from validation.validate import assemble
 
 
 def _plan():
-    return make_plan(load_profile(PROFILE_2X2), "ring", False, run_shape(4, 2), 8, 3)
+    return make_plan(
+        load_profile(PROFILE_2X2), run_shape(4, 2), ValidateOptions(topology="ring", iterations=8, warmup=3)
+    )
 
 
 def _reports(plan, bare_factor: float | None, load: float | None = 0.5):

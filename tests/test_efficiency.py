@@ -5,12 +5,18 @@ import math
 
 import pytest
 
-from profiler import opcount
-from rtmodel_harness import reference_models
 from runtime_model.presets import efficiency
 from runtime_model.presets.preset_loading import builtin_library
 
 GPUS = dict(builtin_library().gpus)
+
+
+def torch_side(module: str):
+    """profiler.opcount and rtmodel_harness.reference_models build torch models: only where torch is."""
+    pytest.importorskip("torch")
+    import importlib
+
+    return importlib.import_module(module)
 
 
 @pytest.mark.parametrize("gpu", sorted(GPUS))
@@ -75,6 +81,7 @@ def test_every_derived_efficiency_names_its_published_table():
 
 
 def test_zipf_shares_cover_every_token_and_put_most_in_the_head():
+    reference_models = torch_side("rtmodel_harness.reference_models")
     shares = reference_models.zipf_shares(reference_models.TXL_CUTOFFS, reference_models.TXL_VOCAB)
     assert math.fsum(shares) == pytest.approx(1.0, abs=1e-12)
     assert 0.75 < shares[0] < 0.85 and all(s > 0 for s in shares)
@@ -83,6 +90,7 @@ def test_zipf_shares_cover_every_token_and_put_most_in_the_head():
 @pytest.mark.slow
 def test_reference_counts_are_what_opcount_measures():
     """efficiency.toml's FLOPs and bytes of Transformer-XL base are the shipped command's output."""
+    opcount = torch_side("profiler.opcount")
     ref = efficiency._data()["reference"]
     for amp, mode in ((True, "amp"), (False, "full")):
         r = opcount.full_width(ref["model"], amp)
@@ -102,6 +110,8 @@ def test_transformer_xl_forward_flops_match_a_hand_count():
     """Per token and layer: qkv over memory + segment (2 x 2 d 3d), o_net 2 d^2, FF 4 d ffn, and three
     attention products over klen = 384 (2 klen d each); plus the adaptive softmax head 2 d (c0 + 3) and
     each tail cluster 2 d size x its Zipf share. r_net runs once per segment (an intercept)."""
+    reference_models = torch_side("rtmodel_harness.reference_models")
+    opcount = torch_side("profiler.opcount")
     d, ffn, layers, klen = 512, 2048, 16, reference_models.TXL_SEGMENT + reference_models.TXL_MEMORY
     layer = 2 * 2 * d * 3 * d + 2 * d * d + 4 * d * ffn + 3 * 2 * klen * d
     edges = [0, *reference_models.TXL_CUTOFFS, reference_models.TXL_VOCAB]

@@ -1,11 +1,12 @@
 """SGP and BlueFog beside Decent-DP (runtime_model/topology/exchange.py): each library's semantics, what runs
-them, and the published runs they are checked against (validation/published_runs.py)."""
+them, and the published runs they are checked against (rtmodel_literature/published_runs.py)."""
 
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from rtmodel_literature.published_runs import bluefog_efficiency, sgp_rows
 from runtime_model.advice.advisor import advise
 from runtime_model.advice.columns import runs_on_text
 from runtime_model.advice.report import advice_to_dict
@@ -13,7 +14,6 @@ from runtime_model.core.scenario import ClusterShape
 from runtime_model.prediction.round_comm import static_graph_comm_s
 from runtime_model.presets import to_model as presets
 from runtime_model.topology.registry import build_schedule
-from validation.published_runs import bluefog_efficiency, sgp_rows
 
 LIBRARY_ROWS = ("static-exp", "bluefog-dynamic-exp", "sgp-exp", "osgp-exp")
 
@@ -21,7 +21,9 @@ LIBRARY_ROWS = ("static-exp", "bluefog-dynamic-exp", "sgp-exp", "osgp-exp")
 def _scenario(gpus=64, k=8, **kw):
     kw.setdefault("network", "tcp-25g")
     kw.setdefault("compute_cv", 0.0)
-    return presets.scenario_from_choice(presets.resolve(gpus, gpus_per_node=k, gpu="V100", **kw))
+    return presets.scenario_from_choice(
+        presets.resolve(presets.PresetRequest(gpus, gpus_per_node=k, gpu="V100", **kw))
+    )
 
 
 def _rows(adv):

@@ -108,7 +108,7 @@ def test_more_dispatch_cost_never_predicts_faster(gpu, gpus, factor):
     lib = presets.builtin_library()
     slower_host = dataclasses.replace(lib.gpus[gpu], dispatch_us=lib.gpus[gpu].dispatch_us * factor)
     slow_lib = dataclasses.replace(lib, gpus={**lib.gpus, gpu: slower_host})
-    choice = presets.resolve(gpus, gpu=gpu, library=lib)
+    choice = presets.resolve(presets.PresetRequest(gpus, gpu=gpu), library=lib)
     base = _iteration_s(choice)
     slow_sc = presets.scenario_from_choice(choice, slow_lib)
     slow = (
@@ -125,7 +125,7 @@ def test_more_ops_never_predicts_faster(extra_ops, model):
     m = lib.models[model]
     more = dataclasses.replace(m, backward_ops={k: v + extra_ops for k, v in m.backward_ops.items()})
     more_lib = dataclasses.replace(lib, models={**lib.models, model: more})
-    choice = presets.resolve(64, model=model, library=lib)
+    choice = presets.resolve(presets.PresetRequest(64, model=model), library=lib)
     base = _iteration_s(choice)
     sc = presets.scenario_from_choice(choice, more_lib)
     assert sc.compute.compute_s + sc.compute.optimizer_s >= base[0] - 1e-12
@@ -136,7 +136,7 @@ def test_host_bound_then_device_bound_switching_where_host_equals_device():
     """Forward+backward under DDP is flat (host-bound) while the host is slower and grows with the batch
     past the point where device time reaches host time; the switch is where the two are equal."""
     lib = presets.builtin_library()
-    choice = presets.resolve(1, gpu="A100", model="transformer-base", global_batch=100, library=lib)
+    choice = presets.resolve(presets.PresetRequest(1, gpu="A100", model="transformer-base", global_batch=100), library=lib)
 
     def totals(batch):
         w = presets.iteration_work(dataclasses.replace(choice, global_batch=batch), lib)

@@ -41,15 +41,19 @@ def test_warmup_covers_one_schedule_period_plus_two(name, n, k, asked, used):
 
 
 def test_plan_raises_warmup_and_says_so(tmp_path):
+    from dataclasses import replace
+
     from calibration.profile_io import load_profile
     from calibration.synthetic import write_synthetic_profile
+    from validation.options import ValidateOptions
     from validation.plan import make_plan, run_shape
 
     profile = write_synthetic_profile(tmp_path / "p32.json", nodes=4, ranks_per_node=8)
-    plan = make_plan(load_profile(profile), "one-peer-exp", False, run_shape(32, 8), iterations=5, warmup=5)
+    opts = ValidateOptions(topology="one-peer-exp", iterations=5, warmup=5)
+    plan = make_plan(load_profile(profile), run_shape(32, 8), opts)
     assert plan.warmup == 7 and plan.rank_job(60).warmup == 7  # what the ranks run and the result records
     assert any("warm-up raised from 5 to 7" in note for note in plan.notes)
-    kept = make_plan(load_profile(profile), "one-peer-exp", False, run_shape(32, 8), iterations=5, warmup=9)
+    kept = make_plan(load_profile(profile), run_shape(32, 8), replace(opts, warmup=9))
     assert kept.warmup == 9 and not any("warm-up" in note for note in kept.notes)
 
 

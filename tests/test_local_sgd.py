@@ -25,7 +25,7 @@ runner = CliRunner()
 def _scenario(gpus=64, k=4, **kw):
     kw.setdefault("network", "tcp-25g")
     kw.setdefault("compute_cv", 0.0)
-    return presets.scenario_from_choice(presets.resolve(gpus, gpus_per_node=k, **kw))
+    return presets.scenario_from_choice(presets.resolve(presets.PresetRequest(gpus, gpus_per_node=k, **kw)))
 
 
 def _ar_s(sc, nbytes):

@@ -20,6 +20,7 @@ from tests.spawned import end_spawned_rank
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport, RunWorkload
 from validation.local_sgd import local_sgd_counts, local_sgd_options
+from validation.options import ValidateOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE_2X2 = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -29,7 +30,6 @@ OUTER_LR, OUTER_MOMENTUM = 0.7, 0.9
 
 H4 = ["--local-sgd-h", "4"]
 BAD = [
-    (["--local-sgd-h", "0"], "--local-sgd-h"),
     (["--local-sgd-h", "-3"], "--local-sgd-h"),
     (["--local-sgd-h", "many"], "--local-sgd-h"),
     ([*H4, "--local-sgd-overlap", "-1"], "--local-sgd-overlap"),
@@ -41,8 +41,8 @@ BAD = [
     ([*H4, "--local-sgd-bits", "8"], "no quantizing all-reduce"),
     ([*H4, "--local-sgd-bits", "4"], "no quantizing all-reduce"),
     ([*H4, "--local-sgd-replica", "rack"], "--local-sgd-replica"),
-    (["--local-sgd-overlap", "1"], "needs --local-sgd-h"),
-    (["--local-sgd-bits", "16", "--local-sgd-replica", "gpu"], "needs --local-sgd-h"),
+    (["--local-sgd-h", "0", "--local-sgd-overlap", "1"], "--local-sgd-h 0 turns local SGD off"),
+    (["--local-sgd-overlap", "30"], "--local-sgd-overlap"),  # H not given is 30, as in advise and plot
 ]
 
 
@@ -64,11 +64,17 @@ def test_bad_local_sgd_option_is_one_line_exit_2_before_any_rank(args, names, tm
     assert list(tmp_path.iterdir()) == []
 
 
-def test_options_off_without_h_and_checked_with_it():
-    assert local_sgd_options(None) is None
+def test_options_checked_and_given_h_30_when_only_another_one_is_given():
+    from rtmodel_cli.local_sgd_options import local_sgd_asked
+
     opts = local_sgd_options(8, 1, 2, 16, "gpu")
     assert opts == LocalSgd(inner_steps=8, overlap_steps=1, fragments=2, bits=16, replica="gpu")
     assert local_sgd_options(4) == LocalSgd(inner_steps=4)  # the model's defaults for what is not given
+    # one meaning in every command: none asked, none run (validate's default); H=0 none; H not given 30
+    assert local_sgd_asked({}, by_default=False) is None
+    assert local_sgd_asked({"local_sgd_h": 0}, by_default=True) is None
+    asked = local_sgd_asked({"local_sgd_overlap": 1}, by_default=False)
+    assert local_sgd_options(**asked) == LocalSgd(inner_steps=30, overlap_steps=1)
 
 
 @pytest.mark.parametrize(
@@ -99,16 +105,26 @@ def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks(
     profile = load_profile(PROFILE_2X2)
     shape = run_shape(4, 2)
     opts = LocalSgd(inner_steps=8, overlap_steps=1, fragments=2)
-    plan = make_plan(profile, "ring", False, shape, 10, 3, local_sgd=opts)
+    plan = make_plan(
+        profile, shape, ValidateOptions(topology="ring", iterations=10, warmup=3, local_sgd=opts)
+    )
     scenario = scenario_from_profile(profile, 4, 2, _placeholder_network()).scenario
     assert plan.predicted.allreduce.mean_s == pytest.approx(allreduce_prediction(scenario).mean_s)
     assert plan.predicted.local_sgd.mean_s == pytest.approx(local_sgd_prediction(scenario, opts).mean_s)
     assert (plan.local_sgd_warmup, plan.local_sgd_iterations) == local_sgd_counts(10, plan.warmup, 8)
     job = plan.rank_job(60.0)
-    assert LocalSgd(**job.local_sgd) == opts
-    assert make_plan(profile, "ring", False, shape, 10, 3).rank_job(60.0).local_sgd is None
+    assert job.local_sgd == opts and plan.local_sgd == opts  # typed both sides of the rank boundary
+    from validation.job import RankJob
+
+    assert RankJob.from_json(json.loads(json.dumps(job.to_json()))) == job  # as the workers read it
+    assert (
+        make_plan(profile, shape, ValidateOptions("ring", iterations=10, warmup=3)).rank_job(60.0).local_sgd
+        is None
+    )
     with pytest.raises(ValidationError, match="no quantizing all-reduce"):
-        make_plan(profile, "ring", False, shape, 10, 3, local_sgd=LocalSgd(inner_steps=8, bits=8))
+        make_plan(
+            profile, shape, ValidateOptions("ring", iterations=10, warmup=3, local_sgd=LocalSgd(8, bits=8))
+        )
 
 
 # ----------------------------------------------------------------------------- the rank boundary
@@ -124,13 +140,7 @@ REPORT = RankReport(1, 1, "node0", "cpu", "gloo", (0.1, 0.2), (0.09, 0.08), 0.0)
         RankJob(
             **{
                 **JOB.__dict__,
-                "local_sgd": {
-                    "inner_steps": 4,
-                    "overlap_steps": 1,
-                    "fragments": 2,
-                    "bits": 16,
-                    "replica": "gpu",
-                },
+                "local_sgd": LocalSgd(inner_steps=4, overlap_steps=1, fragments=2, bits=16, replica="gpu"),
             }
         ),
         REPORT,
@@ -170,7 +180,9 @@ def test_result_record_and_readers_carry_local_sgd(tmp_path):
     from validation.validate import assemble
 
     profile, shape = load_profile(PROFILE_2X2), run_shape(4, 2)
-    plan = make_plan(profile, "ring", False, shape, 8, 3, local_sgd=LocalSgd(inner_steps=4))
+    plan = make_plan(
+        profile, shape, ValidateOptions("ring", iterations=8, warmup=3, local_sgd=LocalSgd(inner_steps=4))
+    )
     res = assemble(plan, _fake_reports(plan, True), "2025-01-01T00:00:00Z")
     c = res.local_sgd
     assert c.name == "local-sgd H=4" and c.measured.samples == 4 * plan.local_sgd_iterations
@@ -184,8 +196,15 @@ def test_result_record_and_readers_carry_local_sgd(tmp_path):
     assert math.isnan(c.predicted_p50_s) and rec["local_sgd"]["predicted_p50_s"] is None  # no percentiles
     assert {p.method for p in read_parity_points(path)} == {"allreduce", "ring", "local-sgd H=4"}
     assert set(summarise_results(path).by_run) == {"allreduce", "ring", "local-sgd H=4"}
+    from validation.results import ValidationResult, dumps
 
-    plain = make_plan(profile, "ring", False, shape, 8, 3)
+    back = ValidationResult.from_record(rec)  # the record read back, typed: it writes the same line again
+    assert json.loads(dumps(back.to_record())) == rec and back.local_sgd.measured == c.measured
+    assert (
+        back.shape == res.shape and back.verdict == res.verdict and math.isnan(back.local_sgd.predicted_p50_s)
+    )
+
+    plain = make_plan(profile, shape, ValidateOptions("ring", iterations=8, warmup=3))
     old = assemble(plain, _fake_reports(plain, False), "2025-01-01T00:00:00Z").to_record()
     assert "local_sgd" not in old and "local_sgd_run" not in old  # the record it always was
 
@@ -194,11 +213,15 @@ def test_table_shows_local_sgd_beside_the_others():
     from rich.console import Console
 
     from calibration.profile_io import load_profile
-    from validation.cli import render_local_sgd
+    from rtmodel_cli.commands.validate import render_local_sgd
     from validation.plan import make_plan, run_shape
     from validation.validate import assemble
 
-    plan = make_plan(load_profile(PROFILE_2X2), "ring", False, run_shape(4, 2), 8, 3, local_sgd=LocalSgd(4))
+    plan = make_plan(
+        load_profile(PROFILE_2X2),
+        run_shape(4, 2),
+        ValidateOptions("ring", iterations=8, warmup=3, local_sgd=LocalSgd(4)),
+    )
     console = Console(record=True, width=200)
     render_local_sgd(assemble(plan, _fake_reports(plan, True), "t"), console)
     text = console.export_text()
@@ -315,8 +338,8 @@ def test_validate_runs_local_sgd_for_whole_periods(tmp_path, monkeypatch):
     profile = _profile(tmp_path, 2, 2)
     results = tmp_path / "runs.jsonl"
     opts = LocalSgd(inner_steps=4, overlap_steps=1, fragments=2, bits=16)
-    res = run_validation(profile, topology="ring", iterations=6, warmup=3, results_path=results, timeout_s=180,
-                         local_sgd=opts)  # fmt: skip
+    res = run_validation(profile, ValidateOptions(topology="ring", iterations=6, warmup=3, results_path=results,
+                                                  timeout_s=180, local_sgd=opts))  # fmt: skip
     run, c = res.local_sgd_run, res.local_sgd
     assert run["iterations"] == 8 and run["warmup"] % 4 == 0 and run["warmup"] >= 4
     times = res.times_s["local_sgd"]

@@ -40,8 +40,7 @@ def test_the_derived_efficiency_puts_the_measured_device_time_back(row):
     """iteration_work's device time of the bare iteration (forward, backward, the step's passes) at the
     unrounded efficiency is the device-busy time it came from."""
     mfu = efficiency.model_mfu_from_busy(row, LIB)
-    choice = presets.resolve(1, gpu=row["gpu"], model=row["model"], global_batch=row["units"],
-                             precision=row["precision"], mfu=mfu)  # fmt: skip
+    choice = presets.resolve(presets.PresetRequest(1, gpu=row["gpu"], model=row["model"], global_batch=row["units"], precision=row["precision"], mfu=mfu))  # fmt: skip
     w = presets.iteration_work(choice)
     device_s = w.forward.device_s + w.backward.device_s + w.optimizer.device_s
     assert device_s == pytest.approx(row["device_busy_ms"] * 1e-3, rel=1e-9)
@@ -57,14 +56,19 @@ def test_lookup_follows_the_stand_in_and_the_amp_twin():
 
 
 def test_resolve_takes_the_models_own_figure_and_a_given_mfu_wins():
-    assert presets.resolve(8, gpu="H100", model="transformer-big", precision="fp16").mfu == pytest.approx(
-        efficiency.model_mfu("H100", "transformer-big", "fp16", LIB)[0]
-    )
+    assert presets.resolve(
+        presets.PresetRequest(8, gpu="H100", model="transformer-big", precision="fp16")
+    ).mfu == pytest.approx(efficiency.model_mfu("H100", "transformer-big", "fp16", LIB)[0])
     assert (
-        presets.resolve(8, gpu="A100", model="transformer-big", precision="fp16").mfu
+        presets.resolve(presets.PresetRequest(8, gpu="A100", model="transformer-big", precision="fp16")).mfu
         == LIB.gpu("A100").mfu["fp16"]
     )
-    assert presets.resolve(8, gpu="H100", model="transformer-big", precision="fp16", mfu=0.3).mfu == 0.3
+    assert (
+        presets.resolve(
+            presets.PresetRequest(8, gpu="H100", model="transformer-big", precision="fp16", mfu=0.3)
+        ).mfu
+        == 0.3
+    )
 
 
 def test_a_wider_model_uses_more_of_the_peak():
@@ -80,4 +84,7 @@ def test_a_user_library_without_rows_keeps_the_gpus_figure():
         LIB, models={**LIB.models, "mine": dataclasses.replace(LIB.models["transformer-base"], name="mine")}
     )
     assert efficiency.model_mfu("H100", "mine", "fp16", custom) is None
-    assert presets.resolve(8, gpu="H100", model="mine", library=custom).mfu == LIB.gpu("H100").mfu["bf16"]
+    assert (
+        presets.resolve(presets.PresetRequest(8, gpu="H100", model="mine"), library=custom).mfu
+        == LIB.gpu("H100").mfu["bf16"]
+    )

@@ -85,7 +85,7 @@ def test_paper_comparison(executed):
     nb = executed("paper_comparison")
     assert png_count(nb) == 2
     s = summary(nb)
-    from validation.paper import COLUMNS, published
+    from rtmodel_literature.paper import COLUMNS, published
 
     assert s["rows"] == len(published()) * len(COLUMNS)
     assert s["clusters"] == sorted(published()["cluster"].unique())

@@ -132,7 +132,7 @@ BAD_PROFILES = {
     "truncated": '{"tool": "rtmodel-profile", "schema',
     "incomplete": _incomplete,
     "NaN time": lambda d: d["compute"]["forward_s"][0].__setitem__(0, float("nan")),
-    "not a profile": lambda d: d.update(tool="something-else"),
+    "not a profile": lambda d: d.update(schema="something-else/1"),
 }
 
 
@@ -163,7 +163,7 @@ def captured_profile_runs(monkeypatch):
     import profiler.launch
 
     calls = []
-    monkeypatch.setattr(profiler.launch, "run_profile", lambda out, *a, **kw: calls.append((out, kw)))
+    monkeypatch.setattr(profiler.launch, "run_profile", calls.append)  # its one ProfileOptions
     return calls
 
 
@@ -180,8 +180,8 @@ def test_the_suggested_resume_command_parses_and_resumes_that_file(
     assert argv[:2] == ["rtmodel", "profile"]
     res = runner.invoke(app, argv[1:])
     assert res.exit_code == 0, res.output
-    ((out, kw),) = captured_profile_runs
-    assert out == Path("my profile.json") and kw["resume"] is True
+    (opts,) = captured_profile_runs
+    assert opts.out == "my profile.json" and opts.resume is True
 
 
 def test_out_and_resume_of_one_file_resume_or_start_it(tmp_path, monkeypatch, captured_profile_runs):
@@ -189,7 +189,7 @@ def test_out_and_resume_of_one_file_resume_or_start_it(tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path)
     assert invoke("profile", "--out", "p.json", "--resume", "./p.json", "--quick").exit_code == 0
     assert invoke("profile", "--out", "q.json").exit_code == 0
-    assert [(str(o), kw["resume"]) for o, kw in captured_profile_runs] == [
+    assert [(o.out, o.resume) for o in captured_profile_runs] == [
         ("p.json", True),
         ("q.json", False),
     ]
@@ -272,13 +272,13 @@ def test_every_written_path_follows_one_rule_before_any_work(tmp_path, monkeypat
 
 def test_atomic_profile_write_leaves_no_temp_file(tmp_path):
     from rtmodel_util.files import OutputPathError, write_json_atomic
-    from rtmodel_util.profile_schema import new_document
+    from rtmodel_util.profile_document import new_document
 
     (tmp_path / "d").mkdir()
     with pytest.raises(OutputPathError):
-        write_json_atomic(tmp_path / "d", new_document())  # never a rename onto a directory
+        write_json_atomic(tmp_path / "d", new_document().to_json())  # never a rename onto a directory
     with pytest.raises(FileNotFoundError):
-        write_json_atomic(tmp_path / "missing" / "p.json", new_document())  # creates no directory
+        write_json_atomic(tmp_path / "missing" / "p.json", new_document().to_json())  # creates no directory
     assert [p.name for p in tmp_path.iterdir()] == ["d"] and not any((tmp_path / "d").iterdir())
 
 
@@ -357,7 +357,7 @@ def test_the_default_results_file_is_the_working_directorys(tmp_path, monkeypatc
 
 
 def test_validate_help_shows_the_default_results_file(monkeypatch, tmp_path):
-    from validation.cli import register
+    from rtmodel_cli.commands.validate import register
 
     monkeypatch.chdir(tmp_path)
     local = typer.Typer()

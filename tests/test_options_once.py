@@ -30,12 +30,12 @@ COMMANDS = {
     ("plot", "variance"): (
         PLOT_OWN | {"straggler_max", "cv_max"},
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
-        {"profile"},  # a plot's file may not name a profile; plot variance's command line may
+        {"profile", "calibration"},  # a plot's file may not name them; plot variance's command line may
     ),
     ("plot", "crossover"): (
         PLOT_OWN - {"topology"},
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
-        {"profile"},
+        {"profile", "calibration"},
     ),
 }
 
@@ -67,7 +67,7 @@ def test_a_commands_model_inputs_are_the_scenario_keys_it_accepts(path):
 
 def test_plots_take_from_the_file_only_what_they_have_no_flag_for():
     assert set(PLOT_FROM_FILE_ONLY) == {"precision", "mfu", "compute_cv"}
-    assert set(PLOT_KEYS) == set(KEYS) - set(PLOT_IGNORES) - {"profile"}
+    assert set(PLOT_KEYS) == set(KEYS) - set(PLOT_IGNORES) - {"profile", "calibration"}
 
 
 def test_model_inputs_has_one_field_per_scenario_input():
@@ -105,7 +105,9 @@ def test_a_wrong_name_is_refused_when_the_command_is_defined():
 
 
 def modules() -> dict[str, ast.Module]:
-    return {p.stem: ast.parse(p.read_text(), str(p)) for p in sorted(CLI.glob("*.py"))}
+    """The shell's modules, commands/ included, by path without .py ("plot_variance", "commands/plot")."""
+    return {p.relative_to(CLI).with_suffix("").as_posix(): ast.parse(p.read_text(), str(p))
+            for p in sorted(CLI.rglob("*.py"))}
 
 
 def test_no_command_collects_its_options_from_locals():
@@ -134,4 +136,80 @@ def test_plot_variance_does_not_import_plot():
     imported = {
         node.module for node in ast.walk(modules()["plot_variance"]) if isinstance(node, ast.ImportFrom)
     }
-    assert "rtmodel_cli.plot" not in imported
+    assert "rtmodel_cli.commands.plot" not in imported
+
+
+# Flags whose one name still has two meanings (issue 48: each option declared once), with the most
+# declarations each may have; a count may only go down. Any flag not listed is declared exactly once.
+SHARED_NAMES = {
+    "--model": (3, "the advisor's preset (plot speedup: a list) vs the model profile/validate train"),
+    "--precision": (2, "the advisor's assumed precision (the GPU's) vs the recipe profile/validate train with"),
+    "--network": (2, "plot speedup takes a list: one panel each"),
+    "--cluster": (2, "plot speedup takes a list: one panel each"),
+    "--gpus": (7, "advise's n, topologies' 16, calibrate's extrapolation target, the plots' sweeps"),
+    "--gpus-per-node": (3, "the cluster's, topologies' 4, calibrate's extrapolation target"),
+    "--topology": (4, "advise's and the plots' repeatable filter vs the one topology validate runs"),
+    "--out": (3, "each command's own output: a profile, fitted parameters, a figure"),
+    "--results": (2, "validate appends to it (default file); plot parity reads it (required)"),
+    "--ranks-per-node": (2, "emulate's real processes per emulated node (default 1) vs a pretend-node size"),
+    "--timeout-s": (2, "emulate run's limit on the whole command (1800 s) vs a rank's wait (600 s)"),
+}
+
+
+def flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def flag_declarations() -> dict[str, list[str]]:
+    """flag -> where it is declared: each `typer.Option(...)` under rtmodel_cli, by the names it gives,
+    else by the parameter or field it annotates, else (a module-level `XOpt = Annotated[...]`) by the
+    parameters, fields and `{"name": XOpt}` entries that use it anywhere under rtmodel_cli."""
+    trees = modules()
+    uses: dict[str, set[str]] = {}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg) and isinstance(node.annotation, ast.Name):
+                uses.setdefault(node.annotation.id, set()).add(flag_of(node.arg))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.annotation, ast.Name):
+                uses.setdefault(node.annotation.id, set()).add(flag_of(node.target.id))
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Name):
+                        uses.setdefault(value.id, set()).add(flag_of(key.value))
+    found: dict[str, list[str]] = {}
+    for name, tree in trees.items():
+        parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "typer.Option"):
+                continue
+            flags = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("-")]
+            owner = parent[node]
+            while not flags and not isinstance(owner, ast.arg | ast.Assign | ast.AnnAssign):
+                owner = parent[owner]  # no name given: the parameter, field or alias it annotates names it
+            if not flags and isinstance(owner, ast.Assign):
+                flags = sorted(uses.get(owner.targets[0].id, {f"(unused {owner.targets[0].id})"}))
+            elif not flags:
+                flags = [flag_of(owner.arg if isinstance(owner, ast.arg) else owner.target.id)]
+            for flag in flags:
+                found.setdefault(flag, []).append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_each_flag_is_declared_once():
+    found = flag_declarations()
+    assert {"--timeout-s", "--warmup", "--iterations", "--model-arg", "--gpu", "--local-sgd-h"} <= set(found)
+    twice = {flag: where for flag, where in found.items() if len(where) > SHARED_NAMES.get(flag, (1,))[0]}
+    assert not twice, f"declared in more than one place (use one Annotated type): {twice}"
+    assert not [flag for flag in found if flag.startswith("(unused")]
+
+
+def test_profile_and_validate_take_the_run_flags_with_one_default():
+    """The torch-side flags (rtmodel_cli.run_options): the same names, defaults and help in both."""
+    command = typer.main.get_command(app)
+    profile, validate = ({p.name: p for p in command.commands[c].params} for c in ("profile", "validate"))
+    shared = set(profile) & set(validate) - {"help"}
+    assert {"timeout_s", "iterations", "warmup", "model", "model_arg", "nproc_per_node", "backend"} <= shared
+    for name in shared:
+        a, b = profile[name], validate[name]
+        assert (a.opts, a.default, a.help) == (b.opts, b.default, b.help), name
+    assert profile["timeout_s"].default == 600.0

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from validation.paper import compare, published
+from rtmodel_literature.paper import compare, published
 
 
 def test_every_published_number_is_compared():

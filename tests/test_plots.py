@@ -13,8 +13,8 @@ import typer
 from typer.testing import CliRunner
 
 import rtmodel_plots as plots
+from rtmodel_cli.commands.plot import BadGpus, parse_gpus, register
 from rtmodel_cli.failing import guard_app
-from rtmodel_cli.plot import BadGpus, parse_gpus, register
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_RESULTS = REPO / "notebooks" / "data" / "example_validations.jsonl"
@@ -261,8 +261,13 @@ def test_save_rejects_other_formats(tmp_path):
 # ------------------------------------------------------------------------------------------ results file
 
 
-def test_load_validation_results_reads_validate_records():
-    df = plots.load_validation_results(EXAMPLE_RESULTS)
+def test_the_example_results_give_the_parity_points():
+    """The notebook's frame of the example results (validation reads them; the figure takes the numbers)."""
+    from dataclasses import asdict
+
+    from validation.results import read_parity_points
+
+    df = pd.DataFrame([asdict(p) for p in read_parity_points(EXAMPLE_RESULTS)])
     recs = [json.loads(line) for line in EXAMPLE_RESULTS.read_text().splitlines() if line.strip()]
     assert len(df) == 2 * len(recs)
     assert set(df["source"]) == {"measured"}
@@ -271,23 +276,6 @@ def test_load_validation_results_reads_validate_records():
     assert row["method"] == first["topology"]
     assert row["predicted_ms"] == pytest.approx(first["decentralized"]["predicted_mean_s"] * 1e3)
     assert row["measured_ms"] == pytest.approx(first["decentralized"]["measured"]["mean_s"] * 1e3)
-
-
-def test_load_validation_results_flat_format_and_errors(tmp_path):
-    path = tmp_path / "r.jsonl"
-    path.write_text("# comment\n\n" + json.dumps({"method": "ring", "predicted_mean_s": 0.05, "measured_mean_s": 0.04,
-                                                   "source": "synthetic"}) + "\n")
-    df = plots.load_validation_results(path)
-    assert df.iloc[0].to_dict() == {"label": "", "method": "ring", "predicted_ms": pytest.approx(50.0),
-                                    "measured_ms": pytest.approx(40.0), "source": "synthetic"}
-    path.write_text('{"method": "ring"}\nnot json\n')
-    with pytest.raises(plots.PlotError, match=":2: not JSON"):
-        plots.load_validation_results(path)
-    path.write_text('{"method": "ring"}\n')
-    with pytest.raises(plots.PlotError, match="no records"):
-        plots.load_validation_results(path)
-    with pytest.raises(plots.PlotError, match="cannot read"):
-        plots.load_validation_results(tmp_path / "missing.jsonl")
 
 
 # ------------------------------------------------------------------------------------------ CLI
@@ -353,7 +341,7 @@ def test_cli_parity_flags_data_that_was_not_measured(tmp_path):
 
 
 def test_plot_modules_do_not_import_matplotlib_or_torch():
-    code = ("import sys, rtmodel_cli.plot, rtmodel_plots; "
+    code = ("import sys, rtmodel_cli.commands.plot, rtmodel_plots; "
             "bad = [m for m in ('matplotlib', 'torch') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 

@@ -15,17 +15,21 @@ def test_the_papers_transformer_buckets_are_the_libraries():
     """DDP [4.0, 25.1, 27.1, 28.1, 28.1, 28.1, 25.1, 75.5] MiB and Decent-DP [25.1, 27.1, 25.1, 27.1, 25.1,
     27.1, 84.5] MiB, as both libraries cut the paper's Transformer (the tied embedding lands whole in the
     last bucket)."""
-    b = presets.buckets_from_preset(presets.resolve(8, model="transformer-base"))
+    b = presets.buckets_from_preset(presets.resolve(presets.PresetRequest(8, model="transformer-base")))
     assert [round(x.nbytes / MIB, 1) for x in b.ddp] == [4.0, 25.1, 27.1, 28.1, 28.1, 28.1, 25.1, 75.5]
     assert [round(x.nbytes / MIB, 1) for x in b.gossip] == [25.1, 27.1, 25.1, 27.1, 25.1, 27.1, 84.5]
     assert b.ddp[-1].ready_fraction == b.gossip[-1].ready_fraction == 1.0
 
 
 def test_an_explicit_cap_applies_to_ddps_first_bucket_and_the_dtype_scales_bytes():
-    default = presets.buckets_from_preset(presets.resolve(8, model="transformer-base"))
-    capped = presets.buckets_from_preset(presets.resolve(8, model="transformer-base", bucket_cap_mb=25))
+    default = presets.buckets_from_preset(presets.resolve(presets.PresetRequest(8, model="transformer-base")))
+    capped = presets.buckets_from_preset(
+        presets.resolve(presets.PresetRequest(8, model="transformer-base", bucket_cap_mb=25))
+    )
     assert default.ddp[0].nbytes < 5 * MIB and capped.ddp[0].nbytes >= 25 * MIB
-    half = presets.buckets_from_preset(presets.resolve(8, model="transformer-base", message_dtype="bf16"))
+    half = presets.buckets_from_preset(
+        presets.resolve(presets.PresetRequest(8, model="transformer-base", message_dtype="bf16"))
+    )
     assert half.message_bytes == pytest.approx(default.message_bytes / 2, rel=1e-3)
 
 
@@ -51,6 +55,6 @@ def test_preset_layouts_equal_the_profilers_from_the_real_model(model):
         loss.backward()
 
     traced = bucket_layout(net, 25.0, 1.0, run_backward=forward_backward)
-    preset = presets.buckets_from_preset(presets.resolve(8, model=model))
+    preset = presets.buckets_from_preset(presets.resolve(presets.PresetRequest(8, model=model)))
     assert [b.nbytes for b in preset.ddp] == traced.ddp_buckets_bytes
     assert [b.nbytes for b in preset.gossip] == traced.gossip_buckets_bytes

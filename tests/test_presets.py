@@ -118,21 +118,21 @@ def test_defaults_come_from_the_toml_files():
         "V100-32GB": "nvlink2",
         "A100-80GB": "nvlink3",
     }
-    choice = presets.resolve(4)
+    choice = presets.resolve(presets.PresetRequest(4))
     assert (choice.gpu, choice.network, choice.intra, choice.gpus_per_node) == (
         "A100",
         "ib-100",
         "nvlink3",
         4,
     )
-    assert presets.resolve(64, gpu="T4").intra == "pcie3" and presets.resolve(64).gpus_per_node == 4
+    assert presets.resolve(presets.PresetRequest(64, gpu="T4")).intra == "pcie3" and presets.resolve(presets.PresetRequest(64)).gpus_per_node == 4
 
 
 def test_defaults_follow_a_users_defaults_file(tmp_path):
     write(tmp_path, "defaults.toml", 'gpu = "H100"\ngpus_per_node = 4\n')
     write(tmp_path, "gpus.toml", A100_LINES.replace("[A100]", "[X1]"))
     lib = load_library([tmp_path])
-    choice = presets.resolve(16, library=lib)
+    choice = presets.resolve(presets.PresetRequest(16), library=lib)
     assert (choice.gpu, choice.gpus_per_node, choice.intra, choice.network) == (
         "H100",
         4,
@@ -140,7 +140,7 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
         "ib-100",
     )
     # a GPU that names no default_intra gets the library's default intra link
-    assert presets.resolve(16, gpu="X1", library=lib).intra == lib.defaults.intra == "pcie4"
+    assert presets.resolve(presets.PresetRequest(16, gpu="X1"), library=lib).intra == lib.defaults.intra == "pcie4"
 
 
 # ----------------------------------------------------------------------------- strict loading
@@ -276,12 +276,12 @@ def test_user_entry_replaces_a_builtin_whole_and_new_entries_are_added(tmp_path)
     assert lib.files[-2:] == (str(tmp_path / "gpus.toml"), str(tmp_path / "networks.toml"))
     assert "roce-800" not in presets.names()["network"]  # the built-in library is untouched
 
-    choice = presets.resolve(16, gpu="A100", network="roce-800", library=lib)
+    choice = presets.resolve(presets.PresetRequest(16, gpu="A100", network="roce-800"), library=lib)
     assert choice.intra == "pcie4"  # the user's A100 names no default_intra
     sc = presets.scenario_from_choice(choice, lib)
     assert sc.network.inter.bandwidth_Bps == 800e9 / 8 and sc.network.inter.source == "preset roce-800"
     with pytest.raises(presets.UnknownPreset, match="precision 'fp16'"):
-        presets.resolve(16, gpu="A100", precision="fp16", library=lib)
+        presets.resolve(presets.PresetRequest(16, gpu="A100", precision="fp16"), library=lib)
 
 
 def test_later_directories_win(tmp_path):
@@ -298,7 +298,7 @@ def test_later_directories_win(tmp_path):
 
 def test_unknown_names_raise_unknown_preset_with_the_choices():
     with pytest.raises(presets.UnknownPreset) as err:
-        presets.resolve(8, gpu="V100X")
+        presets.resolve(presets.PresetRequest(8, gpu="V100X"))
     assert str(err.value) == (
         "unknown GPU 'V100X'; choose one of: A100, A100-80GB, A40, H100, H200, T4, V100, V100-32GB"
     )
@@ -310,7 +310,7 @@ def test_unknown_names_raise_unknown_preset_with_the_choices():
         (dict(cluster="x"), "cluster"),
     ):
         with pytest.raises(presets.UnknownPreset, match=f"unknown {kind} 'x'"):
-            presets.resolve(8, **kw)
+            presets.resolve(presets.PresetRequest(8, **kw))
 
 
 @pytest.mark.parametrize(
@@ -342,40 +342,40 @@ def test_unknown_names_raise_unknown_preset_with_the_choices():
 )
 def test_numbers_out_of_range_raise_invalid_value_named_by_model_input(kw, name):
     with pytest.raises(InvalidValue) as err:
-        presets.resolve(8, **kw)
+        presets.resolve(presets.PresetRequest(8, **kw))
     assert err.value.name == name
 
 
 def test_numbers_at_the_edges_are_accepted():
-    c = presets.resolve(8, mfu=1.0, compute_cv=0.0, bucket_cap_mb=0.5, global_batch=8)
+    c = presets.resolve(presets.PresetRequest(8, mfu=1.0, compute_cv=0.0, bucket_cap_mb=0.5, global_batch=8))
     assert (c.mfu, c.compute_cv, c.bucket_cap_mb, c.global_batch) == (1.0, 0.0, 0.5, 8.0)
-    assert presets.resolve(8, compute_cv=1.0).compute_cv == 1.0
-    assert presets.resolve(8, mfu=0.01).mfu == 0.01
-    assert presets.resolve(MAX_GPUS, gpus_per_node=8, global_batch=MAX_GPUS).gpus == MAX_GPUS
+    assert presets.resolve(presets.PresetRequest(8, compute_cv=1.0)).compute_cv == 1.0
+    assert presets.resolve(presets.PresetRequest(8, mfu=0.01)).mfu == 0.01
+    assert presets.resolve(presets.PresetRequest(MAX_GPUS, gpus_per_node=8, global_batch=MAX_GPUS)).gpus == MAX_GPUS
 
 
 def test_global_batch_minimum_is_one_unit_per_gpu_and_says_so():
     with pytest.raises(InvalidValue) as err:
-        presets.resolve(64, global_batch=10, model="resnet50")
+        presets.resolve(presets.PresetRequest(64, global_batch=10, model="resnet50"))
     assert err.value.requirement == ">= the number of GPUs (64): at least one image per GPU"
     # the model's default batch is held to it too, in a line that says to give the batch
     with pytest.raises(InvalidCombination, match="gpus 2048 is more GPUs than resnet50's default global batch"):
-        presets.resolve(2048, model="resnet50")
-    assert presets.resolve(1024, model="resnet50").global_batch == 1024  # one image per GPU: fine
+        presets.resolve(presets.PresetRequest(2048, model="resnet50"))
+    assert presets.resolve(presets.PresetRequest(1024, model="resnet50")).global_batch == 1024  # one image per GPU: fine
     # a measured compute does not lift it for a preset model (its host work and provenance still take the
     # batch per GPU from it: 0.5 image per GPU otherwise, issue 51); a params-only model has no batch
     with pytest.raises(InvalidCombination, match="default global batch"):
-        presets.resolve(2048, model="resnet50", compute_ms=100)
-    assert presets.resolve(2048, model="resnet50", compute_ms=100, global_batch=4096).gpus == 2048
+        presets.resolve(presets.PresetRequest(2048, model="resnet50", compute_ms=100))
+    assert presets.resolve(presets.PresetRequest(2048, model="resnet50", compute_ms=100, global_batch=4096)).gpus == 2048
     from runtime_model.presets import own_model
     lib = own_model.add_yours(presets.builtin_library(), 10**8, None, 4, compute_ms=100)
-    assert presets.resolve(2048, model=own_model.OWN_MODEL, compute_ms=100, library=lib).gpus == 2048
+    assert presets.resolve(presets.PresetRequest(2048, model=own_model.OWN_MODEL, compute_ms=100), library=lib).gpus == 2048
 
 
 @pytest.mark.parametrize("gpus", [0, -1, MAX_GPUS + 1, 2**25, 10**12, 2.5])
 def test_gpu_count_outside_1_to_max_gpus_is_refused_before_any_work(gpus):
     with pytest.raises(InvalidValue) as err:
-        presets.resolve(gpus)
+        presets.resolve(presets.PresetRequest(gpus))
     assert err.value.name == "gpus"
     with pytest.raises(InvalidValue) as err:
         ClusterShape(gpus, 1)
@@ -388,18 +388,18 @@ def test_gpu_count_outside_1_to_max_gpus_is_refused_before_any_work(gpus):
 def test_an_empty_name_is_unknown_not_the_default(field):
     """Only None means "not given": '' is looked up like any name, and the error lists the choices."""
     with pytest.raises(presets.UnknownPreset) as err:
-        presets.resolve(8, **{field: ""})
+        presets.resolve(presets.PresetRequest(8, **{field: ""}))
     assert err.value.name == "" and "choose one of: " in str(err.value)
 
 
 def test_unset_choices_still_take_the_defaults_and_a_cluster_fills_only_what_is_unset():
-    c = presets.resolve(8)
+    c = presets.resolve(presets.PresetRequest(8))
     lib = presets.builtin_library()
     d = lib.defaults
     # no bucket cap given: None, so DDP keeps its 1 MiB first bucket (torch applies a given cap to it too)
     assert (c.gpu, c.network, c.model, c.bucket_cap_mb) == (d.gpu, d.network, d.model, None)
-    assert presets.resolve(8, bucket_cap_mb=25.0).bucket_cap_mb == 25.0
-    c = presets.resolve(16, cluster="t4-ib100", gpus_per_node=4, network="tcp-25g")
+    assert presets.resolve(presets.PresetRequest(8, bucket_cap_mb=25.0)).bucket_cap_mb == 25.0
+    c = presets.resolve(presets.PresetRequest(16, cluster="t4-ib100", gpus_per_node=4, network="tcp-25g"))
     assert (c.gpu, c.gpus_per_node, c.network) == ("T4", 4, "tcp-25g")
 
 
@@ -440,14 +440,14 @@ def test_volta_and_a100_80gb_presets_carry_their_datasheet_figures_and_sources()
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
 def test_a_precision_volta_lacks_is_refused_with_the_ones_it_has(precision):
     with pytest.raises(presets.UnknownPreset) as err:
-        presets.resolve(8, gpu="V100", precision=precision)
+        presets.resolve(presets.PresetRequest(8, gpu="V100", precision=precision))
     assert str(err.value) == f"unknown precision '{precision}'; choose one of: fp32, fp16"
 
 
 @pytest.mark.parametrize("cluster", ["dgx1-v100", "dgx-a100-80gb"])
 @pytest.mark.parametrize("model", ["transformer-base", "resnet50"])
 def test_the_new_clusters_give_advice(cluster, model):
-    choice = presets.resolve(64, cluster=cluster, model=model)
+    choice = presets.resolve(presets.PresetRequest(64, cluster=cluster, model=model))
     assert choice.gpus_per_node == 8 and choice.intra == presets.builtin_library().cluster(cluster).intra
     adv = advise(presets.scenario_from_choice(choice))
     assert adv.recommendation.topology

@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 from profiler.document import resume_plan  # noqa: E402
 from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: E402
 from profiler.launch import run_profile  # noqa: E402
+from profiler.options import ProfileOptions  # noqa: E402
 from rtmodel_harness.buckets import layout_from_order  # noqa: E402
 from rtmodel_harness.model_choice import parse_model_args, resolve_model_args  # noqa: E402
 from rtmodel_harness.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
@@ -30,13 +31,13 @@ from tests.host_device import expected_device_and_backend  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 SYNTH = {"param_mb": 4, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.2}
-SCHEMA_TOP = ("tool", "schema_version", "created_utc", "complete", "sections_done", "shape", "workload",
+SCHEMA_TOP = ("schema", "created_utc", "complete", "sections_done", "shape", "workload",
               "compute", "communication")
 
 
 def _profile(path, nproc, bucket_cap_mb=1.0, **kw):
-    return run_profile(path, "synthetic", SYNTH, 2, quick=True, nproc_per_node=nproc, bucket_cap_mb=bucket_cap_mb,
-                       reps=4, timeout_s=60, progress=False, **kw)
+    return run_profile(ProfileOptions(path, "synthetic", SYNTH, 2, quick=True, nproc_per_node=nproc,
+                                      bucket_cap_mb=bucket_cap_mb, reps=4, timeout_s=60, progress=False, **kw))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_pattern_entry_keeps_each_groups_own_time_and_the_max_over_all():
     pattern = next(p for p in patterns_for(4, 2) if p.name == "pair-inter")  # groups (0, 2) and (1, 3)
     # per rank, per size, per repetition; size 0 only
     per_rank = [[[1.0, 4.0]], [[2.0, 2.0]], [[3.0, 1.0]], [[5.0, 1.5]]]
-    entry = pattern_entry(pattern, [4096], per_rank)
+    entry = pattern_entry(pattern, [4096], per_rank).to_json()  # as the profile holds it
     res = entry["results"][0]
     assert res["samples_s"] == [5.0, 4.0]  # the slowest rank of any group, per repetition
     assert res["group_samples_s"] == [[3.0, 4.0], [5.0, 2.0]]  # (0, 2) and (1, 3): the max of their own ranks
@@ -108,21 +109,30 @@ def test_model_args_parse_and_fail_clearly():
 
 
 def test_resume_plan_starts_over_on_another_shape(tmp_path):
-    shape = {"world_size": 2, "ranks_per_node": 2, "nodes": 1, "node_names": ["a", "a"], "backend": "gloo",
-             "device": "cpu"}
-    workload = {"model": "synthetic", "model_args": {"layers": 2}, "batch_per_rank": 2, "bucket_cap_mb": 25.0,
-                "ddp_first_bucket_mb": 1.0}
+    from dataclasses import replace
+
+    from rtmodel_util.profile_document import ProfileCompute, ProfileDocument, ProfileShape, ProfileWorkload
+
+    shape = ProfileShape(world_size=2, ranks_per_node=2, nodes=1, node_names=("a", "a"), backend="gloo", device="cpu")
+    workload = ProfileWorkload(model="synthetic", model_args={"layers": 2}, batch_per_rank=2, bucket_cap_mb=25.0,
+                               ddp_first_bucket_mb=1.0, ddp_buckets_bytes=(4096,), gossip_buckets_bytes=(4096,))
+    rows, ready = ((0.01,), (0.01,)), (((0.005,),), ((0.005,),))
+    compute = ProfileCompute(forward_s=rows, backward_s=rows, optimizer_s=rows, ddp_bucket_ready_s=ready,
+                             gossip_bucket_ready_s=ready)
     path = tmp_path / "p.json"
     assert resume_plan(path, shape, workload, [4096])[0] is None
-    old = {"tool": "rtmodel-profile", "schema_version": 1, "sections_done": ["shape", "compute"],
-           "shape": shape, "workload": workload, "compute": {"x": 1}}
-    write_json_atomic(path, old)
+    old = ProfileDocument(sections_done=("shape", "compute"), shape=shape, workload=workload, compute=compute)
+    header = {"tool": "rtmodel-profile", "schema_version": 1}  # the header before rtmodel-profile/1: resumed too
+    write_json_atomic(path, {**header, **{k: v for k, v in old.to_json().items() if k != "schema"}})
     doc, msg = resume_plan(path, shape, workload, [4096])
-    assert doc["compute"] == {"x": 1} and "keeping compute" in msg
-    doc, msg = resume_plan(path, {**shape, "world_size": 4}, workload, [4096])
+    assert doc.compute == compute and "keeping compute" in msg
+    doc, msg = resume_plan(path, replace(shape, world_size=4), workload, [4096])
     assert doc is None and "world_size 2 there, 4 now" in msg and "starting over" in msg
-    doc, msg = resume_plan(path, shape, {**workload, "model_args": {"layers": 3}}, [4096])
+    doc, msg = resume_plan(path, shape, replace(workload, model_args={"layers": 3}), [4096])
     assert doc is None and "model_args.layers 2 there, 3 now" in msg
+    write_json_atomic(path, {**old.to_json(), "compute": {"x": 1}})  # a profile, but not one that reads
+    doc, msg = resume_plan(path, shape, workload, [4096])
+    assert doc is None and "compute.forward_s is missing" in msg and "starting over" in msg
     path.write_text("{not json")
     with pytest.raises(ProfilingError, match="not valid JSON.*left untouched"):
         resume_plan(path, shape, workload, [4096])  # never overwritten: it may be the user's own file
@@ -239,9 +249,12 @@ def test_bucket_layout_matches_ddp_and_decent_dp():
 
 @pytest.mark.slow
 def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
+    from rtmodel_util.profile_document import ProfileDocument
+
     path, doc = two_rank
     assert doc == json.loads(path.read_text())
-    assert all(k in doc for k in SCHEMA_TOP)
+    assert all(k in doc for k in SCHEMA_TOP) and doc["schema"] == "rtmodel-profile/1"
+    assert ProfileDocument.from_json(doc, need_complete=True).to_json() == doc  # the reader reads what it wrote
     assert doc["complete"] is True and doc["sections_done"] == ["shape", "compute", "communication"]
     shape = doc["shape"]
     assert (shape["world_size"], shape["ranks_per_node"], shape["nodes"]) == (2, 2, 1)
@@ -335,8 +348,8 @@ def test_a_failing_rank_is_named_with_its_phase(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     with pytest.raises(RankFailure) as info:
-        run_profile(tmp_path / "p.json", "brokenmodel:factory", {}, 2, quick=True, nproc_per_node=2,
-                    timeout_s=30, progress=False)
+        run_profile(ProfileOptions(tmp_path / "p.json", "brokenmodel:factory", {}, 2, quick=True, nproc_per_node=2,
+                                   timeout_s=30, progress=False))
     msg = str(info.value)
     assert msg.startswith("rank 1 failed during compute: RuntimeError: data loader broke")
     assert "partial profile kept" in msg and "--resume" in msg
@@ -351,6 +364,7 @@ def test_a_full_disk_while_the_lead_checkpoints_is_one_line_naming_the_file(tmp_
 
     import rtmodel_util.files as files
     from profiler.rank import PhaseTracker, _Run
+    from rtmodel_util.profile_document import new_document
 
     def full(path, doc, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
@@ -358,7 +372,7 @@ def test_a_full_disk_while_the_lead_checkpoints_is_one_line_naming_the_file(tmp_
     monkeypatch.setattr(files, "write_json_atomic", full)
     run = _Run.__new__(_Run)
     run.opts, run.rank, run.tracker = types.SimpleNamespace(out=tmp_path / "p.json"), 0, PhaseTracker(0)
-    run.doc = {"sections_done": ["shape"]}
+    run.doc = new_document().done("shape")
     with pytest.raises(RankFailure) as info:
         run.checkpoint("compute")
     assert str(info.value) == (
@@ -381,9 +395,9 @@ def test_bad_model_is_one_clear_line_without_traceback(tmp_path, model, expected
 
 def test_options_are_checked_before_anything_starts():
     with pytest.raises(ProfilingError, match="--ranks-per-node 3 does not divide"):
-        run_profile("x.json", nproc_per_node=4, ranks_per_node=3)
+        run_profile(ProfileOptions("x.json", nproc_per_node=4, ranks_per_node=3))
     with pytest.raises(ProfilingError, match="--iterations must be"):
-        run_profile("x.json", iterations=0)
+        run_profile(ProfileOptions("x.json", iterations=0))
 
 
 def test_a_users_batches_are_moved_to_the_models_device():

@@ -1,13 +1,12 @@
-"""The local-SGD model next to published DiLoCo-family utilizations (validation/published_local_sgd.py):
+"""The local-SGD model next to published DiLoCo-family utilizations (rtmodel_literature/published_local_sgd.py):
 behaviour the checks rely on, errors computed against the stated targets, and the criterion as reported."""
 
 import math
 
 import pytest
 
-from runtime_model.prediction.local_sgd import LocalSgd
-from validation import published_local_sgd as pls
-from validation.published_local_sgd import (
+from rtmodel_literature import published_local_sgd as pls
+from rtmodel_literature.published_local_sgd import (
     BRACKET,
     CRITERION_POINTS,
     CU_TARGETS,
@@ -21,6 +20,7 @@ from validation.published_local_sgd import (
     streaming_table4,
     summary,
 )
+from runtime_model.prediction.local_sgd import LocalSgd
 
 
 def row_of(scale: str, label: str) -> TableRow:

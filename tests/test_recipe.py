@@ -5,12 +5,13 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
-from rtmodel_harness.errors import WorkloadError
-from rtmodel_harness.model_choice import REFERENCE_MODELS, check_batch, default_batch
-from rtmodel_harness.recipe import Recipe, train_step
-from rtmodel_harness.workloads import build_workload
+torch = pytest.importorskip("torch")
+
+from rtmodel_harness.errors import WorkloadError  # noqa: E402
+from rtmodel_harness.model_choice import REFERENCE_MODELS, check_batch, default_batch  # noqa: E402
+from rtmodel_harness.recipe import Recipe, train_step  # noqa: E402
+from rtmodel_harness.workloads import build_workload  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -178,8 +179,9 @@ def test_compute_ms_with_a_profile_replaces_only_the_compute(capsys):
 @pytest.mark.slow
 def test_profile_records_the_recipe_and_a_reference_model(tmp_path):
     from profiler.launch import run_profile
+    from profiler.options import ProfileOptions
 
-    doc = run_profile(
+    opts = ProfileOptions(
         tmp_path / "p.json",
         "transformer-base",
         SMALL,
@@ -192,6 +194,7 @@ def test_profile_records_the_recipe_and_a_reference_model(tmp_path):
         iterations=2,
         reps=1,
     )
+    doc = run_profile(opts)
     wl = doc["workload"]
     assert (wl["model"], wl["batch_per_rank"], wl["precision"], wl["optimizer"]) == (
         "transformer-base",

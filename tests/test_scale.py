@@ -40,7 +40,7 @@ SHAPES = [(4096, 8), (1024, 4), (1024, 1), (768, 4), (96, 2), (512, 8), (2048, 2
 def _scenario(n, k, cv, **kw):
     """The preset scenario, at the default global batch (25,000 tokens) or one token per GPU beyond it."""
     kw.setdefault("global_batch", max(n, 25_000))
-    return presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k, compute_cv=cv, **kw))
+    return presets.scenario_from_choice(presets.resolve(presets.PresetRequest(n, gpus_per_node=k, compute_cv=cv, **kw)))
 
 
 def _pairs(n, k):

@@ -93,7 +93,7 @@ def team(tmp_path, monkeypatch) -> Path:
 
 
 def test_every_key_the_file_can_hold_is_an_advise_option():
-    from rtmodel_cli.advise import advise
+    from rtmodel_cli.commands.advise import advise
 
     assert set(KEYS) <= set(inspect.signature(advise).parameters)
 

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from rtmodel_literature.speedup_evidence import all_checks, class_errors
 from runtime_model.advice.advisor import advise
 from runtime_model.advice.confidence import (
     ETHERNET_PRESET,
@@ -21,7 +22,6 @@ from runtime_model.advice.confidence import (
 from runtime_model.advice.crossover import network_crossover, settle_line, with_crossovers
 from runtime_model.core.scenario import Link
 from runtime_model.presets import to_model as presets
-from validation.speedup_evidence import all_checks, class_errors
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def checks():
 
 
 def _scenario(gpus: int, **kw):
-    return presets.scenario_from_choice(presets.resolve(gpus, **kw))
+    return presets.scenario_from_choice(presets.resolve(presets.PresetRequest(gpus, **kw)))
 
 
 def test_the_kept_figures_are_the_checks(checks):

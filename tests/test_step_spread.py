@@ -31,7 +31,9 @@ MS = 1e-3
 
 def _scenario(gpus: int, step_spread=None, optimizer_ms: float = 10.0):
     """Exchanges bind: 2 ms of deterministic compute against Transformer-base's gradient at 100 Gbit/s."""
-    sc = presets.scenario_from_choice(presets.resolve(gpus, gpus_per_node=1, network="ib-100"))
+    sc = presets.scenario_from_choice(
+        presets.resolve(presets.PresetRequest(gpus, gpus_per_node=1, network="ib-100"))
+    )
     comp = Compute(1 * MS, 1 * MS, optimizer_ms * MS, step_spread=step_spread)
     return replace(sc, compute=comp, gossip_compute=None)
 

@@ -11,7 +11,8 @@ ROOT = Path(__file__).parent.parent
 # Which packages each package may import (besides itself and the standard/third-party libraries): the
 # layers of docs/development.md, bottom to top. The model at the bottom; the utilities (files, processes,
 # the profile's schema); the torch-side harness (workloads, device and backend, timing); Decent-DP's
-# registrations; the stages; the plots over the stages' results; the shell on top.
+# registrations; the stages; the literature comparisons; the figures, which take data and read none;
+# the shell on top, which holds every command (rtmodel_cli/commands).
 MAY_IMPORT = {
     "runtime_model": set(),
     "rtmodel_util": {"runtime_model"},
@@ -21,15 +22,16 @@ MAY_IMPORT = {
     "calibration": {"runtime_model", "rtmodel_util"},
     "emulation": {"runtime_model", "rtmodel_util"},
     "validation": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration"},
-    "rtmodel_plots": {"runtime_model", "calibration", "validation"},
+    "rtmodel_literature": {"runtime_model"},
+    "rtmodel_plots": {"runtime_model"},
     "rtmodel_cli": {
         "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "profiler", "calibration",
-        "emulation", "validation", "rtmodel_plots",
+        "emulation", "validation", "rtmodel_literature", "rtmodel_plots",
     },
 }  # fmt: skip
 PACKAGES = tuple(MAY_IMPORT)
-# A stage registers its command with the shell in these modules only (the one arrow upward).
-REGISTRATIONS = ("cli.py", "__main__.py")
+STAGES = ("profiler", "calibration", "validation", "emulation")
+SHELL = ("rtmodel_cli", "rtmodel_plots")  # the command line and the figures: nothing below imports them
 # runtime_model is pure numpy/scipy: not the shell's or the plots' libraries, and never torch.
 MODEL_MAY_NOT_IMPORT = {"typer", "rich", "matplotlib", "pandas", "torch"}
 # The model's floors (runtime_model/*/__init__.py say what each holds), bottom to top: each may import the
@@ -61,6 +63,12 @@ def imported_top_level_names(path: Path) -> set[str]:
 @pytest.mark.parametrize("path", sorted((ROOT / "runtime_model").rglob("*.py")), ids=lambda p: p.name)
 def test_model_imports_no_heavy_library(path):
     assert not imported_top_level_names(path) & MODEL_MAY_NOT_IMPORT
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "rtmodel_literature").rglob("*.py")), ids=lambda p: p.name)
+def test_the_literature_imports_no_torch(path):
+    """The published comparisons run on any machine: they predict, they never train."""
+    assert "torch" not in imported_top_level_names(path)
 
 
 def package_modules() -> dict[str, Path]:
@@ -103,11 +111,65 @@ def test_each_package_imports_only_the_layers_below_it(package):
     wrong = {
         f"{name} -> {dep}"
         for name, path in modules.items()
-        if name.split(".")[0] == package and path.name not in REGISTRATIONS
+        if name.split(".")[0] == package
         for dep in module_imports(path, modules)
         if dep.split(".")[0] not in MAY_IMPORT[package] | {package}
     }
     assert not wrong, sorted(wrong)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_no_stage_imports_the_shell(stage):
+    """A stage is a library: its commands live in rtmodel_cli/commands, its figures take its data from
+    the shell. Checked apart from MAY_IMPORT so that widening a stage's list cannot let the arrow back."""
+    modules = package_modules()
+    upward = {
+        f"{name} -> {dep}"
+        for name, path in modules.items()
+        if name.split(".")[0] == stage
+        for dep in module_imports(path, modules)
+        if dep.split(".")[0] in SHELL
+    }
+    assert not upward, sorted(upward)
+
+
+def test_every_command_lives_in_the_shell():
+    """Each `rtmodel` command is one module of rtmodel_cli/commands, and no stage keeps a cli.py."""
+    from rtmodel_cli.app import COMMANDS
+
+    on_disk = {p.stem for p in (ROOT / "rtmodel_cli" / "commands").glob("*.py")} - {"__init__"}
+    assert on_disk == set(COMMANDS)
+    assert not [f"{stage}/cli.py" for stage in STAGES if (ROOT / stage / "cli.py").exists()]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports by name, at any depth; `from pkg import name` counts as pkg.name too
+    (it may be a submodule), and a relative import is resolved against the file's package."""
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            names.add(module)
+            names.update(f"{module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_only_the_app_imports_a_command_module():
+    """A command module holds its options and its views; what two commands (or a command and a plot)
+    share lives beside them (rtmodel_cli/advice_inputs.py, options, ...), never in a command that the
+    other imports. Only rtmodel_cli/app.py, which registers them, imports rtmodel_cli.commands.*."""
+    tops = [d for d in ROOT.iterdir() if d.is_dir() and not d.name.startswith(".") and d.name != "tests"]
+    files = [*ROOT.glob("*.py"), *(p for d in tops for p in d.rglob("*.py"))]
+    importers = {
+        path.relative_to(ROOT).as_posix()
+        for path in files
+        if any(name.split(".")[:2] == ["rtmodel_cli", "commands"] for name in imported_modules(path))
+    }
+    assert importers == {"rtmodel_cli/app.py"}
 
 
 def test_the_model_floors_are_the_tree():
@@ -204,3 +266,51 @@ def test_functions_stay_short_or_say_why():
                     if n > MAX_FUNCTION_LINES and "Long because" not in (ast.get_docstring(node) or ""):
                         long[f"{p.relative_to(ROOT)}::{node.name}"] = n
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+MAX_PARAMETERS = 8  # issue 48: past it, a call is a list of values to keep in order; pass a typed object
+
+
+def command_functions(tree: ast.Module) -> set[str]:
+    """The typer commands a module defines: decorated with `X.command(...)` or registered by
+    `X.command(...)(name)`. Exempt from MAX_PARAMETERS: typer reads every option from the signature."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if any(
+                isinstance(d, ast.Call) and getattr(d.func, "attr", None) == "command"
+                for d in node.decorator_list
+            ):
+                names.add(node.name)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call):
+            if getattr(node.func.func, "attr", None) == "command":
+                names.update(a.id for a in node.args if isinstance(a, ast.Name))
+    return names
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+    return n - bool(a.args and a.args[0].arg in ("self", "cls"))
+
+
+def test_no_function_but_a_command_takes_more_than_8_parameters():
+    """Options travel as one typed object (profiler.options.ProfileOptions, validation.options.ValidateOptions,
+    rtmodel_cli.commands.calibrate.CalibrateOptions), not as a chain of parameters."""
+    many = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            tree = ast.parse(p.read_text())
+            commands = command_functions(tree)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in commands:
+                    if (n := parameter_count(node)) > MAX_PARAMETERS:
+                        many[f"{p.relative_to(ROOT)}::{node.name}"] = n
+    assert not many, f"functions over {MAX_PARAMETERS} parameters: {many}"
+
+
+def test_the_parameter_check_sees_the_commands_it_exempts():
+    tree = ast.parse((ROOT / "rtmodel_cli" / "commands" / "validate.py").read_text())
+    assert "validate_cmd" in command_functions(tree)  # decorated
+    tree = ast.parse((ROOT / "rtmodel_cli" / "commands" / "plot.py").read_text())
+    assert "speedup" in command_functions(tree)  # registered: plot.command("speedup")(speedup)

@@ -28,7 +28,7 @@ def _console(width: int) -> Console:
 
 
 def _advice(n=64, k=None, margin=None, **kw):
-    scenario = presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k, **kw))
+    scenario = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(n, gpus_per_node=k, **kw)))
     return advise(scenario) if margin is None else advise(scenario, margin=margin)
 
 
@@ -123,7 +123,7 @@ def test_equivalent_topologies_are_marked_and_named_in_the_verdict():
 
 
 def test_nothing_equivalent_when_the_margin_is_zero():
-    adv = advise(presets.scenario_from_choice(presets.resolve(64)), margin=0.0)
+    adv = advise(presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64))), margin=0.0)
     assert adv.recommendation.equivalent == ()
     assert "equivalent" not in adv.recommendation.verdict
     vs = [e["vs_best"] for e in advice_to_dict(adv)["predictions"]]
@@ -152,7 +152,11 @@ def test_legend_lines_only_for_words_that_appear():
     assert _legend_words(narrow.export_text()) == {"runs on", "AccumAdam", "equiv"}  # consensus left out
     only_exact = _console(200)
     render_advice(
-        advise(presets.scenario_from_choice(presets.resolve(64)), topologies=["one-peer-exp"]), only_exact
+        advise(
+            presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64))),
+            topologies=["one-peer-exp"],
+        ),
+        only_exact,
     )
     words = _legend_words(only_exact.export_text())
     assert "rho" not in words and {"exact", "worst"} <= words  # no rho= printed, so no rho legend

@@ -348,7 +348,7 @@ def test_topologies_table_advise_and_validate_agree_on_runnable(n, k):
 
     shape = ClusterShape(n, k)
     table = {r["topology"]: r for r in topology_rows(shape)}
-    sc = presets.scenario_from_choice(presets.resolve(n, gpus_per_node=k))
+    sc = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(n, gpus_per_node=k)))
     adv = advise(sc)
     rows = {r.topology: r for r in adv.rows}
     entries = {e["topology"]: e for e in advice_to_dict(adv)["predictions"]}

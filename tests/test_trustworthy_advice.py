@@ -31,7 +31,7 @@ from runtime_model.presets.to_model import load_library
 
 
 def _scenario(n: int, **kw):
-    return presets.scenario_from_choice(presets.resolve(n, **kw))
+    return presets.scenario_from_choice(presets.resolve(presets.PresetRequest(n, **kw)))
 
 
 def _rows(adv):

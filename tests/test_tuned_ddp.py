@@ -37,8 +37,8 @@ def _json(*argv: str) -> dict:
 
 
 def test_the_bucket_view_is_priced_by_the_same_model_and_recovers_the_copies():
-    view = presets.scenario_from_choice(presets.resolve(64, ddp_bucket_view=True))
-    adv = advise(presets.scenario_from_choice(presets.resolve(64)))
+    view = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64, ddp_bucket_view=True)))
+    adv = advise(presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64))))
     tuned = tuned_ddp(adv, view)
     assert tuned is not None and tuned.setting == BUCKET_VIEW
     assert tuned.tuned_s == allreduce_prediction(view).mean_s < tuned.today_s == adv.allreduce.mean_s

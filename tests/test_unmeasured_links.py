@@ -63,7 +63,7 @@ def gathered(monkeypatch):
         gathered.ranks = ranks
         monkeypatch.setenv(shape_mod.PRETEND_NODES_ENV, "1" if pretend else "")
         shape, _ = shape_mod.collect_shape(k, "gloo", device)
-        return shape
+        return shape.to_json()  # as the profile holds it
 
     gathered.ranks = []
     collect.record = record
@@ -113,41 +113,23 @@ def test_emulated_nodes_and_cpu_ranks_keep_their_links(gathered):
 
 
 def test_a_resume_starts_over_when_the_links_were_measured_otherwise(tmp_path):
+    from dataclasses import replace
+
+    from calibration.synthetic import synthetic_document
     from profiler.document import resume_plan
     from rtmodel_util.files import write_json_atomic
 
-    shape = {
-        "world_size": 2,
-        "ranks_per_node": 2,
-        "nodes": 1,
-        "node_names": ["a", "a"],
-        "backend": "gloo",
-        "device": "cuda",
-        "unmeasured_links": {"intra": SHARED},
-    }
-    workload = {
-        "model": "synthetic",
-        "model_args": {},
-        "batch_per_rank": 2,
-        "bucket_cap_mb": 25.0,
-        "ddp_first_bucket_mb": 1.0,
-    }
+    full = synthetic_document(nodes=1, ranks_per_node=2, iterations=5, samples_per_size=3)
+    shape = replace(full.shape, unmeasured_links={"intra": SHARED})
+    old = replace(full, complete=False, sections_done=("shape", "compute"), shape=shape, communication=None)
     path = tmp_path / "p.json"
-    old = {
-        "tool": "rtmodel-profile",
-        "schema_version": 1,
-        "sections_done": ["shape", "compute"],
-        "shape": shape,
-        "workload": workload,
-        "compute": {"x": 1},
-    }
-    write_json_atomic(path, old)
-    assert resume_plan(path, shape, workload, [4096])[0]["compute"] == {"x": 1}
-    doc, msg = resume_plan(path, {**shape, "unmeasured_links": {}}, workload, [4096])
+    write_json_atomic(path, old.to_json())
+    assert resume_plan(path, shape, old.workload, [4096])[0].compute == full.compute
+    doc, msg = resume_plan(path, replace(shape, unmeasured_links={}), old.workload, [4096])
     assert doc is None and "unmeasured_links" in msg and "starting over" in msg
-    before = {k: v for k, v in shape.items() if k != "unmeasured_links"}  # a profile from before the marks
-    write_json_atomic(path, {**old, "shape": before})
-    assert resume_plan(path, shape, workload, [4096])[0]["compute"] == {"x": 1}
+    before = replace(shape, unmeasured_links=None)  # a profile from before the marks
+    write_json_atomic(path, replace(old, shape=before).to_json())
+    assert resume_plan(path, shape, old.workload, [4096])[0].compute == full.compute
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -195,12 +177,13 @@ def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
 
 def test_validation_keeps_a_marked_link_as_measured(tmp_path):
     from calibration.profile_io import load_profile
+    from validation.options import ValidateOptions
     from validation.plan import make_plan, run_shape
 
-    doc = synthetic_profile()
-    plain = make_plan(load_profile(write(tmp_path, doc, "a.json")), "ring", False, run_shape(4, 2), 5, 5)
+    doc, opts = synthetic_profile(), ValidateOptions(topology="ring", iterations=5, warmup=5)
+    plain = make_plan(load_profile(write(tmp_path, doc, "a.json")), run_shape(4, 2), opts)
     path = write(tmp_path, marked(doc, intra=SHARED, inter=PRETEND), "b.json")
-    plan = make_plan(load_profile(path), "ring", False, run_shape(4, 2), 5, 5)
+    plan = make_plan(load_profile(path), run_shape(4, 2), opts)
     assert plan.predicted == plain.predicted  # the run has the profile's very links
 
 

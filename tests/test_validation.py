@@ -15,11 +15,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rtmodel_cli.failing import guard_app
+from rtmodel_cli.commands.validate import register
+from rtmodel_cli.failing import OneLineUsageErrors, guard_app
 from runtime_model.prediction.iteration import IterationPrediction
 from tests.host_device import expected_device_and_backend
 from validation.analysis import compare, measure, ordering, verdict
-from validation.cli import register
 from validation.results import read_records, summarise_results
 
 SMALL_MODEL = {"param_mb": 2, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.1}
@@ -31,7 +31,7 @@ def _pred(p50_s: float, mean_s: float, p99_s: float) -> IterationPrediction:
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
+    app = typer.Typer(cls=OneLineUsageErrors)  # as rtmodel's: a bad choice (--format xml) is one line too
 
     @app.callback()
     def main() -> None:  # a group, so the command is invoked as `validate ...`
@@ -100,7 +100,7 @@ def test_profile_shape_mismatch_names_both_shapes(synthetic_profiles):
         (["--iterations", "0"], "--iterations must be an integer from 1 to 100,000"),
         (["--warmup", "1"], "--warmup must be an integer from 2 to 100,000"),
         (["--recommended"], "not both"),
-        (["--format", "xml"], "--format must be one of"),
+        (["--format", "xml"], "'xml' is not one of 'table', 'json'"),
         (["--model-arg", "nope=1"], "has no argument 'nope'"),
     ],
 )
@@ -202,15 +202,17 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
     from calibration import scenario_from_profile
     from calibration.profile_io import load_profile
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
+    from validation.options import ValidateOptions
     from validation.plan import _placeholder_network, make_plan, run_shape
 
-    plan = make_plan(load_profile(synthetic_profiles[1]), "ring", False, run_shape(4, 2), iterations=5, warmup=2)
+    opts = ValidateOptions(topology="ring", iterations=5, warmup=2)
+    plan = make_plan(load_profile(synthetic_profiles[1]), run_shape(4, 2), opts)
     sc = scenario_from_profile(synthetic_profiles[1], 4, 2, _placeholder_network()).scenario
     sc = replace(sc, description=f"validation of {synthetic_profiles[1]}")
     assert plan.predicted.allreduce == allreduce_prediction(sc)
     assert plan.predicted.topology.mean_s == gossip_prediction(sc, _schedule(sc, "ring")).mean_s
     assert plan.rank_job(60).world_size == 4 and plan.rank_job(60).ranks_per_node == 2
-    assert plan.workload.batch_per_rank == 8 and plan.profile_info["backend"] == "synthetic"
+    assert plan.workload.batch_per_rank == 8 and plan.profile_info.backend == "synthetic"
     assert plan.to_dict()["predicted"]["allreduce"]["mean_s"] == plan.predicted.allreduce.mean_s
 
 
@@ -240,7 +242,7 @@ def test_recommended_falls_back_to_best_runnable_topology(monkeypatch, recommend
     monkeypatch.setattr(runtime_model.advice.advisor, "advise", lambda sc, **kw: _fake_advice(recommended))
     name, schedule, advisor, notes = choose_topology(None, True, scenario(n=4, k=2))
     assert name == "one-peer-exp" and schedule.name == "one-peer-exp"  # fastest one Decent-DP can run
-    assert advisor["recommendation"] == recommended
+    assert advisor.recommendation == recommended
     assert len(notes) == 1 and note in notes[0] and "one-peer-exp" in notes[0]
 
 
@@ -252,7 +254,7 @@ def test_recommended_uses_the_advisors_pick():
     sc = scenario(n=8, k=2, sd=0.004)
     name, schedule, advisor, notes = choose_topology(None, True, sc)
     rec = advise(sc).recommendation.topology
-    assert advisor["recommendation"] == rec
+    assert advisor.recommendation == rec
     assert (name == rec and not notes) or (rec == "allreduce" and notes)
 
 
@@ -293,10 +295,11 @@ def _profile(tmp_path, nproc: int, k: int):
     pytest.importorskip("torch")
     pytest.importorskip("decent_dp")
     from profiler.launch import run_profile
+    from profiler.options import ProfileOptions
 
     out = tmp_path / f"profile-{nproc}x{k}.json"
-    run_profile(out, model="synthetic", model_args=SMALL_MODEL, batch_per_rank=4, quick=True,
-                nproc_per_node=nproc, ranks_per_node=k, progress=False, timeout_s=120)
+    run_profile(ProfileOptions(out, model="synthetic", model_args=SMALL_MODEL, batch_per_rank=4, quick=True,
+                               nproc_per_node=nproc, ranks_per_node=k, progress=False, timeout_s=120))
     return out
 
 
@@ -324,12 +327,14 @@ def _check_result(res, n: int, iterations: int, topology: str):
 @pytest.mark.cluster
 def test_validate_two_ranks_base2(tmp_path, monkeypatch):
     """2 CPU ranks on one node; base-2 is not a Decent-DP built-in, so this also runs our registration."""
+    from validation.options import ValidateOptions
     from validation.validate import run_validation
 
     monkeypatch.chdir(tmp_path)
     profile = _profile(tmp_path, 2, 2)
     results = tmp_path / "runs.jsonl"
-    res = run_validation(profile, topology="base-2", iterations=6, warmup=3, results_path=results, timeout_s=180)
+    opts = ValidateOptions(topology="base-2", iterations=6, warmup=3, results_path=results, timeout_s=180)
+    res = run_validation(profile, opts)
     _check_result(res, 2, 6, "base-2")
     assert res.decent_dp_topology == "base-2" and (res.device, res.backend) == expected_device_and_backend(2)
     records, skipped = read_records(results)

@@ -22,7 +22,7 @@ from runtime_model.presets import to_model as presets
 
 def _scenario(gpus=32, k=4, cv=0.0, **kw):
     return presets.scenario_from_choice(
-        presets.resolve(gpus, gpus_per_node=k, network="ib-100", compute_cv=cv, **kw)
+        presets.resolve(presets.PresetRequest(gpus, gpus_per_node=k, network="ib-100", compute_cv=cv, **kw))
     )
 
 
@@ -102,7 +102,7 @@ def test_node_correlated_terms_are_shared_within_a_node():
 )
 def test_bad_variation_inputs_are_refused(kw):
     with pytest.raises(InvalidValue):
-        presets.resolve(32, **kw)
+        presets.resolve(presets.PresetRequest(32, **kw))
 
 
 def test_parse_straggler():

@@ -76,10 +76,11 @@ def test_a_malformed_entry_is_one_line():
 def test_a_real_two_rank_profile_measures_it(tmp_path):
     pytest.importorskip("decent_dp")
     from profiler.launch import run_profile
+    from profiler.options import ProfileOptions
     from profiler.wrapped import WRAPPED_ITERATIONS
 
-    doc = run_profile(tmp_path / "p.json", model="synthetic", quick=True, nproc_per_node=2, progress=False,
-                      timeout_s=180)  # fmt: skip
+    doc = run_profile(ProfileOptions(tmp_path / "p.json", model="synthetic", quick=True, nproc_per_node=2,
+                                     progress=False, timeout_s=180))  # fmt: skip
     for key in ("gossip_step_s", "ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"):
         rows = doc["compute"][key]
         assert len(rows) == 2 and all(len(rank) == WRAPPED_ITERATIONS for rank in rows), key

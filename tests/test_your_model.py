@@ -40,7 +40,9 @@ def your_scenario(gpus=16, **kw):
     lib = own_model.add_yours(
         presets.builtin_library(), kw.pop("params", None), kw.pop("param_mb", None), 4, compute_ms=100
     )
-    choice = presets.resolve(gpus, model=own_model.OWN_MODEL, compute_ms=100, library=lib, **kw)
+    choice = presets.resolve(
+        presets.PresetRequest(gpus, model=own_model.OWN_MODEL, compute_ms=100, **kw), library=lib
+    )
     return presets.scenario_from_choice(choice, lib)
 
 
@@ -156,10 +158,14 @@ def test_a_params_only_entry_may_name_its_optimizer_and_variation(tmp_path):
         0.2,
         "your entry's",
     )
-    fused = presets.scenario_from_choice(presets.resolve(8, model="m", compute_ms=10, library=lib), lib)
+    fused = presets.scenario_from_choice(
+        presets.resolve(presets.PresetRequest(8, model="m", compute_ms=10), library=lib), lib
+    )
     (tmp_path / "models.toml").write_text("[m]\nparams = 10_000_000\n")
     lib = presets.load_library(tmp_path)
-    adam = presets.scenario_from_choice(presets.resolve(8, model="m", compute_ms=10, library=lib), lib)
+    adam = presets.scenario_from_choice(
+        presets.resolve(presets.PresetRequest(8, model="m", compute_ms=10), library=lib), lib
+    )
     assert fused.compute.optimizer_s < adam.compute.optimizer_s  # 32 vs 76 bytes per parameter
 
 

@@ -2,10 +2,10 @@
 per-iteration times next to the runtime model's predictions for that exact shape.
 
 Public API (re-exported lazily: `import validation` imports neither torch nor numpy):
-    run_validation(profile_path, topology=None, recommended=False, ...) -> ValidationResult | None
+    run_validation(profile_path, ValidateOptions(topology=..., ...)) -> ValidationResult | None
     summarise_results(path) -> ResultsSummary
     read_parity_points(path) -> list[ParityPoint]     predicted vs measured mean (ms) per run, for plots
-    ValidationResult, ValidationError
+    ValidateOptions, ValidationResult, ValidationError
 torch is imported only by the code that runs ranks (validation.runner, validation.worker,
 rtmodel_decentdp, the Decent-DP registrations a training script imports too).
 """
@@ -18,6 +18,7 @@ _EXPORTS, __getattr__, __all__ = lazy_exports(
     __name__,
     {
         "validate": ("run_validation",),
+        "options": ("ValidateOptions",),
         "results": ("ValidationResult", "summarise_results", "ResultsSummary", "read_parity_points", "ParityPoint"),
         "errors": ("ValidationError",),
     },

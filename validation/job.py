@@ -10,12 +10,15 @@ have every field fails at once, naming the field.
 from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validation.errors import ValidationError
 
+if TYPE_CHECKING:
+    from runtime_model.prediction.local_sgd import LocalSgd
 
-def _fields_of(cls, doc: Any, what: str) -> dict:
+
+def fields_of(cls, doc: Any, what: str) -> dict:
     """The document's values for every field of `cls`; ValidationError naming what is missing.
 
     A field with a default (one added later, e.g. local SGD's) may be absent: a document written before
@@ -46,7 +49,7 @@ class RunWorkload:
 
     @classmethod
     def from_json(cls, doc: Any) -> RunWorkload:
-        return cls(**_fields_of(cls, doc, "the job's workload"))
+        return cls(**fields_of(cls, doc, "the job's workload"))
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class RankJob:
     iterations: int
     warmup: int
     timeout_s: float
-    local_sgd: dict | None = None  # runtime_model.prediction.local_sgd.LocalSgd's fields; None: no local-SGD run
+    local_sgd: LocalSgd | None = None  # None: no local-SGD run
     backend: str = "auto"  # --backend (rtmodel_util.backend_choice decides auto on each host)
 
     def to_json(self) -> dict:
@@ -70,8 +73,21 @@ class RankJob:
 
     @classmethod
     def from_json(cls, doc: Any) -> RankJob:
-        values = _fields_of(cls, doc, "the rank job")
-        return cls(**{**values, "workload": RunWorkload.from_json(values["workload"])})
+        values = fields_of(cls, doc, "the rank job")
+        local = values.get("local_sgd")
+        return cls(**{**values, "workload": RunWorkload.from_json(values["workload"]),
+                      "local_sgd": None if local is None else local_sgd_from_json(local, "the rank job's local_sgd")})
+
+
+def local_sgd_from_json(doc: Any, what: str) -> LocalSgd:
+    """LocalSgd from its fields as asdict wrote them; ValidationError naming what is missing or wrong."""
+    from runtime_model.core.errors import UserError
+    from runtime_model.prediction.local_sgd import LocalSgd
+
+    try:
+        return LocalSgd(**fields_of(LocalSgd, doc, what))
+    except UserError as exc:
+        raise ValidationError(f"{what}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -98,7 +114,7 @@ class RankReport:
 
     @classmethod
     def from_json(cls, doc: Any) -> RankReport:
-        values = _fields_of(cls, doc, "a rank report")
+        values = fields_of(cls, doc, "a rank report")
         times = {k: tuple(float(t) for t in values[k]) for k in TIMES if k in values}
         return cls(**{**values, **times, "distance_to_consensus": float(values["distance_to_consensus"])})
 

@@ -14,36 +14,23 @@ if TYPE_CHECKING:
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
     from validation.analysis import Comparison, Measured
 
-# LocalSgd's field -> validate's flag (LocalSgd's own checks already name its inputs by these options)
-FLAGS = {
-    "inner_steps": "--local-sgd-h",
-    "overlap_steps": "--local-sgd-overlap",
-    "fragments": "--local-sgd-fragments",
-    "bits": "--local-sgd-bits",
-    "replica": "--local-sgd-replica",
-}
 RUNNABLE_BITS = (None, 32, 16)  # what torch.distributed's all-reduce can carry (rtmodel_harness.local_sgd)
 
 
 def local_sgd_options(
-    inner_steps: int | None,
+    inner_steps: int,
     overlap_steps: int | None = None,
     fragments: int | None = None,
     bits: int | None = None,
     replica: str | None = None,
-) -> LocalSgd | None:
-    """The checked options (None: no local-SGD run); ValidationError (one line, naming the flag) otherwise."""
+) -> LocalSgd:
+    """The local-SGD run's options, checked (LocalSgd's defaults for those not given) and runnable;
+    ValidationError (one line, naming the flag) otherwise. Whether a run is asked at all, and H when it
+    is not given, is the shell's one rule for every command (rtmodel_cli.local_sgd_options)."""
     from runtime_model.core.errors import InvalidCombination, InvalidValue
     from runtime_model.prediction.local_sgd import LocalSgd
 
     given = {"overlap_steps": overlap_steps, "fragments": fragments, "bits": bits, "replica": replica}
-    if inner_steps is None:
-        extra = [FLAGS[k] for k, v in given.items() if v is not None]
-        if extra:
-            raise ValidationError(
-                f"{', '.join(extra)} needs --local-sgd-h H (the local-SGD run is off without it)"
-            )
-        return None
     try:
         opts = LocalSgd(inner_steps=inner_steps, **{k: v for k, v in given.items() if v is not None})
     except (InvalidValue, InvalidCombination) as exc:

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from runtime_model.core.constraints import MAX_RUN_ITERATIONS
 from runtime_model.core.defaults import BUCKET_CAP_MIB
 from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
-from validation.job import RankJob, RunWorkload
+from validation.job import RankJob, RunWorkload, fields_of
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
     from runtime_model.core.scenario import ClusterShape
     from runtime_model.prediction.iteration import IterationPrediction
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
+    from validation.options import ValidateOptions
 
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
@@ -41,6 +42,38 @@ def run_shape(world_size: int, ranks_per_node: int) -> ClusterShape:
 def describe_shape(shape: ClusterShape) -> str:
     """'4 ranks (2 node(s) x 2)': a run's shape in validation's messages."""
     return f"{shape.gpus} ranks ({shape.nodes} node(s) x {shape.gpus_per_node})"
+
+
+@dataclass(frozen=True)
+class AdvisorSummary:
+    """What the advisor said for the run's shape (validate --recommended): its pick, verdict and speedup."""
+
+    recommendation: str
+    too_close_to_call: bool
+    verdict: str
+    predicted_speedup: float
+
+    @classmethod
+    def from_json(cls, doc: dict) -> AdvisorSummary:
+        """The record's `advisor` entry as written (asdict); ValidationError naming what it lacks."""
+        values = fields_of(cls, doc, "the record's advisor entry")
+        return cls(**{**values, "predicted_speedup": _float(values["predicted_speedup"])})
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """Where the profile was taken, as the plan keeps it for the run's notes."""
+
+    backend: str | None = None
+    device: str | None = None
+    torch_version: str | None = None
+    node_names: list[str] | None = None
+    created_utc: str | None = None
+
+
+def _float(x) -> float:
+    """A record's number: null (JSON's inf/nan, rtmodel_util's json_safe) reads back as NaN."""
+    return float("nan") if x is None else float(x)
 
 
 @dataclass(frozen=True)
@@ -66,10 +99,10 @@ class Plan:
     warmup: int  # effective: the user's, raised to one schedule period + MIN_WARMUP (effective_warmup)
     predicted: PlanPredictions
     recommended: bool = False
-    advisor: dict | None = None  # recommendation, verdict, too_close_to_call (with --recommended)
+    advisor: AdvisorSummary | None = None  # with --recommended
     notes: list[str] = field(default_factory=list)
-    profile_info: dict = field(default_factory=dict)
-    local_sgd: dict | None = None  # LocalSgd's fields; None: no local-SGD run
+    profile_info: ProfileInfo = field(default_factory=ProfileInfo)
+    local_sgd: LocalSgd | None = None  # None: no local-SGD run
     local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
     # the model's inputs (the scenario, the schedule): the profile's compute, and predictions again with
@@ -245,7 +278,9 @@ def check_topology_choice(topology: str | None, recommended: bool) -> None:
         topology_info(topology)  # one line naming the choices when unknown
 
 
-def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[str, object, dict | None, list[str]]:
+def choose_topology(
+    topology: str | None, recommended: bool, scenario
+) -> tuple[str, object, AdvisorSummary | None, list[str]]:
     """(rtmodel topology name, its schedule, advisor summary or None, notes)."""
     check_topology_choice(topology, recommended)
     shape = scenario.shape
@@ -260,12 +295,12 @@ def choose_topology(topology: str | None, recommended: bool, scenario) -> tuple[
 
     adv = advise(scenario)
     rec = adv.recommendation
-    summary = {
-        "recommendation": rec.topology,
-        "too_close_to_call": rec.too_close_to_call,
-        "verdict": rec.verdict,
-        "predicted_speedup": rec.speedup,
-    }
+    summary = AdvisorSummary(
+        recommendation=rec.topology,
+        too_close_to_call=rec.too_close_to_call,
+        verdict=rec.verdict,
+        predicted_speedup=rec.speedup,
+    )
     notes: list[str] = []
     candidates = []
     for row in sorted((r for r in adv.rows if r.applicable), key=lambda r: r.prediction.mean_s):
@@ -304,29 +339,19 @@ def validation_scenario(profile: Profile, shape: ClusterShape):
     return replace(profiled.scenario, description=f"validation of {profile.origin}")
 
 
-def make_plan(
-    profile: Profile,
-    topology: str | None,
-    recommended: bool,
-    shape: ClusterShape,
-    iterations: int,
-    warmup: int,
-    model: str | None = None,
-    model_args: dict | None = None,
-    local_sgd: LocalSgd | None = None,
-    precision: str | None = None,
-    optimizer: str | None = None,
-) -> Plan:
+def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> Plan:
     """Check everything, calibrate the profile (loaded once by the caller), and predict every run for the
-    run's exact shape (local SGD too when `local_sgd` is given)."""
+    run's exact shape (local SGD too when opts.local_sgd is given)."""
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topology.registry import TOPOLOGIES
 
+    topology, recommended, iterations, warmup = opts.topology, opts.recommended, opts.iterations, opts.warmup
+    local_sgd = opts.local_sgd
     check_counts(iterations, warmup)
     check_topology_choice(topology, recommended)
     origin = profile.origin
     check_shape(profile, shape, origin)
-    workload, notes = resolve_workload(profile, model, model_args, precision, optimizer)
+    workload, notes = resolve_workload(profile, opts.model, opts.model_args, opts.precision, opts.optimizer)
     scenario = validation_scenario(profile, shape)
     name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario)
     notes.extend(topo_notes)
@@ -340,13 +365,13 @@ def make_plan(
     predicted = PlanPredictions(
         allreduce_prediction(scenario), gossip_prediction(scenario, schedule), _predict_local_sgd(scenario, local_sgd)
     )
-    info = {
-        "backend": profile.backend,
-        "device": profile.device,
-        "torch_version": profile.torch_version,
-        "node_names": list(profile.node_names) or None,
-        "created_utc": profile.created_utc,
-    }
+    info = ProfileInfo(
+        backend=profile.backend,
+        device=profile.device,
+        torch_version=profile.torch_version,
+        node_names=list(profile.node_names) or None,
+        created_utc=profile.created_utc,
+    )
     return Plan(
         profile_path=origin,
         shape=shape,
@@ -381,9 +406,7 @@ def _local_sgd_plan(opts: LocalSgd | None, iterations: int, warmup: int) -> dict
     """The plan's local-SGD fields: the options and whole periods of H (validation.local_sgd)."""
     if opts is None:
         return {}
-    from dataclasses import asdict
-
     from validation.local_sgd import local_sgd_counts
 
     run_warmup, run_iterations = local_sgd_counts(iterations, warmup, opts.inner_steps)
-    return {"local_sgd": asdict(opts), "local_sgd_warmup": run_warmup, "local_sgd_iterations": run_iterations}
+    return {"local_sgd": opts, "local_sgd_warmup": run_warmup, "local_sgd_iterations": run_iterations}

@@ -5,7 +5,9 @@ topology, predicted and measured numbers), so the model's accuracy claim is back
 ever-growing record that `rtmodel validate --report` summarises. Per-iteration times stay in the
 returned result (and `--format json`), not in the file, so records stay small at large n.
 
-Two readers share one line parser: `read_records` (the accuracy summary; skips and counts lines that
+A record starts with the header every rtmodel document has, `{"schema": "rtmodel-validation/1"}`
+(files written before it say `{"kind": "rtmodel-validation", "version": 1}`; both read);
+`ValidationResult.from_record` reads one back typed. Two readers share one line parser: `read_records` (the accuracy summary; skips and counts lines that
 are not validation records, since the file may be shared) and `read_parity_points` (predicted vs
 measured pairs for plots; refuses a broken line by number, since a plot silently missing points
 misleads).
@@ -16,23 +18,25 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from runtime_model.core.document_header import HeaderError, check_header, document_header, header_of
 from runtime_model.core.jsonsafe import json_safe
 from validation.errors import ValidationError
 
 if TYPE_CHECKING:  # annotations only: importing this module (validate's --help) stays numpy-free
     from runtime_model.core.scenario import ClusterShape
     from validation.analysis import Comparison, Verdict
+    from validation.plan import AdvisorSummary
 
 # Where validations are recorded unless --results says otherwise: the working directory, one file per
 # project (a file per user in its data directory mixed unrelated projects' runs in one --report).
 DEFAULT_RESULTS_NAME = "rtmodel-validations.jsonl"
 DEFAULT_RESULTS_DOC = f"./{DEFAULT_RESULTS_NAME}, in the directory validate runs in (one file per project)"
-RECORD_KIND = "rtmodel-validation"
-RECORD_VERSION = 1
+RECORD_KIND = "validation"  # the header: "rtmodel-validation/<RECORD_VERSION>" (runtime_model.core.document_header);
+RECORD_VERSION = 1  # records written before it say {"kind": "rtmodel-validation", "version": 1}: both read
 LOCAL_SGD_KEYS = ("local_sgd", "local_sgd_run")  # in a record only when the validation ran local SGD
 
 
@@ -56,7 +60,7 @@ class ValidationResult:
     ranks: list[dict]  # rank, host, local_rank per rank
     device: str
     backend: str
-    advisor: dict | None = None
+    advisor: AdvisorSummary | None = None
     notes: list[str] = field(default_factory=list)
     times_s: dict[str, list[list[float]]] = field(default_factory=dict)  # run -> per rank -> per iteration
     local_sgd: Comparison | None = None  # local SGD (validate --local-sgd-h), per inner step; None: not run
@@ -73,11 +77,68 @@ class ValidationResult:
                 d.pop(key)
         s = self.shape  # the file's own names (record version 1), which existing files use
         shape = {"world_size": s.gpus, "ranks_per_node": s.gpus_per_node, "nodes": s.nodes}
-        return {"kind": RECORD_KIND, "version": RECORD_VERSION, "shape": shape, **d}
+        return {**document_header(RECORD_KIND, RECORD_VERSION), "shape": shape, **d}
 
     def to_dict(self) -> dict:
         """`--format json`: the record plus per-iteration times of every rank."""
         return {**self.to_record(), "times_s": self.times_s}
+
+    @classmethod
+    def from_record(cls, rec: Any) -> ValidationResult:
+        """The inverse of to_record (and of to_dict, with its times): a record as written, parsed from
+        the file or not, in either header. Numbers the file holds as null (JSON has no inf or NaN) read
+        back as NaN. ValidationError (one line) for another document, a newer record or a missing field."""
+        from runtime_model.core.scenario import ClusterShape
+        from validation.analysis import Comparison, Measured, Verdict
+        from validation.plan import AdvisorSummary
+
+        try:
+            check_header(rec, RECORD_KIND, RECORD_VERSION, "rtmodel validation record")
+        except HeaderError as exc:
+            raise ValidationError(f"the record {exc}") from None
+        values = _typed(cls, rec, "the validation record", skip=("shape",))
+        shape = _typed(_RecordShape, rec["shape"], "the record's shape")
+
+        def comparison(doc: Any, what: str) -> Comparison:
+            d = _typed(Comparison, doc, what)
+            return Comparison(**{**d, "measured": Measured(**_typed(Measured, d["measured"], f"{what}'s measured"))})
+
+        for key in ("allreduce", "decentralized", "local_sgd"):
+            if values.get(key) is not None:
+                values[key] = comparison(values[key], f"the record's {key}")
+        values["verdict"] = Verdict(**_typed(Verdict, values["verdict"], "the record's verdict"))
+        if values.get("advisor") is not None:
+            values["advisor"] = AdvisorSummary.from_json(values["advisor"])
+        return cls(shape=ClusterShape(shape["world_size"], shape["ranks_per_node"]), **values)
+
+
+@dataclass(frozen=True)
+class _RecordShape:
+    world_size: int
+    ranks_per_node: int
+    nodes: int
+
+
+def _typed(cls, doc: Any, what: str, skip: tuple[str, ...] = ()) -> dict:
+    """`doc`'s values for the fields of `cls` (those with a default may be absent), floats and tuples as
+    the dataclass holds them (null -> NaN); ValidationError naming the first field missing."""
+    if not isinstance(doc, dict):
+        raise ValidationError(f"{what} must be a JSON object, got {type(doc).__name__}")
+    out = {}
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        if f.name not in doc:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ValidationError(f"{what} lacks {f.name}")
+            continue
+        value = doc[f.name]
+        if f.type == "float":
+            value = float("nan") if value is None else float(value)
+        elif f.type.startswith("tuple[float") and value is not None:
+            value = tuple(float("nan") if v is None else float(v) for v in value)
+        out[f.name] = value
+    return out
 
 
 def dumps(doc: dict, indent: int | None = None) -> str:
@@ -197,10 +258,24 @@ def _parsed_lines(path: Path) -> list[tuple[int, dict | str]]:
 
 
 def read_records(path: str | Path) -> tuple[list[dict], int]:
-    """(validation records, number of lines that were not validation records)."""
+    """(validation records, number of lines that were not validation records). A record is a line whose
+    header says so, in either form (a hand-written one may leave the version out); ValidationError
+    naming the line for a record newer than this rtmodel reads."""
     lines = _parsed_lines(Path(path))
-    records = [doc for _, doc in lines if isinstance(doc, dict) and doc.get("kind") == RECORD_KIND]
+    records = [doc for lineno, doc in lines if _is_record(doc, path, lineno)]
     return records, len(lines) - len(records)
+
+
+def _is_record(doc: dict | str, path, lineno: int) -> bool:
+    header = header_of(doc)
+    if header.kind != RECORD_KIND:
+        return False
+    if header.version is not None:
+        try:
+            check_header(doc, RECORD_KIND, RECORD_VERSION, "rtmodel validation record")
+        except HeaderError as exc:
+            raise ValidationError(f"{path}:{lineno}: the line {exc}") from None
+    return True
 
 
 @dataclass(frozen=True)

@@ -161,9 +161,8 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.local_sgd import OuterSync, node_group
     from rtmodel_harness.recipe import train_step
-    from runtime_model.prediction.local_sgd import LocalSgd
 
-    opts = LocalSgd(**job.local_sgd)
+    opts = job.local_sgd
     recipe, scaler, wl = _prepared(job, device)
     model = wl.model
     if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
@@ -212,7 +211,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         if job.local_sgd is not None:
             from validation.local_sgd import local_sgd_counts
 
-            warm, timed = local_sgd_counts(job.iterations, job.warmup, job.local_sgd["inner_steps"])
+            warm, timed = local_sgd_counts(job.iterations, job.warmup, job.local_sgd.inner_steps)
             note(f"local-SGD run: {warm} warm-up + {timed} timed inner steps on {world} ranks ({device.type})")
             ls_times = run_local_sgd(job, device, warm, timed)
         report = RankReport(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,13 +39,13 @@ from runtime_model.core.errors import RtmodelError
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
 from validation.job import RankReport
+from validation.options import ValidateOptions
 from validation.plan import Plan, make_plan, run_shape
 from validation.results import ValidationResult, append_record
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
     from runtime_model.core.scenario import ClusterShape
-    from runtime_model.prediction.local_sgd import LocalSgd
 
 RANKS_NEEDED = ("torch", "decent_dp")  # what the ranks import: checked before any of them starts
 
@@ -108,7 +109,7 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
             f"{len(set(hosts))} host(s): 'inter-node' traffic ran over the same machine"
         )
     device = reports[0].device.split(":")[0]
-    prof_dev = plan.profile_info.get("device")
+    prof_dev = plan.profile_info.device
     if prof_dev and prof_dev != device:
         notes.append(f"the profile was taken on {prof_dev} but this run used {device}")
     from validation.drift import compute_drift
@@ -148,7 +149,7 @@ def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dic
     ls_times = [list(r.local_sgd_s) for r in reports]
     times["local_sgd"] = ls_times
     run = {
-        "options": plan.local_sgd,
+        "options": asdict(plan.local_sgd),
         "warmup": plan.local_sgd_warmup,
         "iterations": plan.local_sgd_iterations,
         "predicted": prediction_breakdown(plan.predicted.local_sgd),
@@ -160,71 +161,54 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def run_validation(
-    profile_path: str | Path,
-    topology: str | None = None,
-    recommended: bool = False,
-    nproc_per_node: int | None = None,
-    ranks_per_node: int | None = None,
-    iterations: int = 20,
-    warmup: int = 5,
-    model: str | None = None,
-    model_args: dict | None = None,
-    results_path: str | Path | None = None,
-    timeout_s: float = 600.0,
-    progress: bool = False,
-    local_sgd: LocalSgd | None = None,
-    backend: str = "auto",
-    precision: str | None = None,
-    optimizer: str | None = None,
-) -> ValidationResult | None:
-    """Train with DDP and with Decent-DP on `topology` (or the advisor's pick) and compare with the model.
+def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None) -> ValidationResult | None:
+    """Train with DDP and with Decent-DP on opts.topology (or the advisor's pick) and compare with the model.
 
-    Returns the result, also appended to `results_path` unless it is None (the default: nothing is
+    Returns the result, also appended to opts.results_path unless it is None (the default: nothing is
     written; `rtmodel validate` shows the result first and then appends it to its --results file,
     validation.results.default_results_path() unless given). Its directory must exist. Inside a
     torchrun job ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
-    `progress`: one line per phase on stderr (rank 0 under torchrun). `local_sgd` (checked options,
-    validation.local_sgd.local_sgd_options): a third run, local SGD, timed and predicted the same way.
-    `backend`: auto | nccl | gloo (rtmodel_util.backend_choice; auto is gloo where ranks share a GPU).
-    `precision` / `optimizer`: train with these instead of the profile's recipe (rtmodel_harness.recipe).
+    `opts` (validation.options.ValidateOptions; None: every default): opts.progress prints one line per
+    phase on stderr (rank 0 under torchrun); opts.local_sgd (checked options,
+    validation.local_sgd.local_sgd_options) adds a third run, local SGD, timed and predicted the same way;
+    opts.backend: auto | nccl | gloo (rtmodel_util.backend_choice; auto is gloo where ranks share a GPU);
+    opts.precision / opts.optimizer: train with these instead of the profile's recipe (rtmodel_harness.recipe).
     """
-    recipe = {"precision": precision, "optimizer": optimizer}
-    check_timeout_s(timeout_s, "--timeout-s", ValidationError)
-    if backend not in BACKENDS:
-        raise ValidationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if nproc_per_node is not None:
-        _check_nproc(nproc_per_node)
-    if ranks_per_node is not None:
-        check_local_ranks(ranks_per_node, "--ranks-per-node", 1, ValidationError)
-    if results_path is not None and is_lead_process():  # only rank 0 writes it
+    opts = ValidateOptions() if opts is None else opts
+    check_timeout_s(opts.timeout_s, "--timeout-s", ValidationError)
+    if opts.backend not in BACKENDS:
+        raise ValidationError(f"--backend must be one of {', '.join(BACKENDS)}, got {opts.backend!r}")
+    if opts.nproc_per_node is not None:
+        _check_nproc(opts.nproc_per_node)
+    if opts.ranks_per_node is not None:
+        check_local_ranks(opts.ranks_per_node, "--ranks-per-node", 1, ValidationError)
+    if opts.results_path is not None and is_lead_process():  # only rank 0 writes it
         from rtmodel_util.files import check_output_path
 
-        check_output_path(results_path, "--results", inputs={"--profile": profile_path})  # before the run
+        check_output_path(opts.results_path, "--results", inputs={"--profile": profile_path})  # before the run
     if in_launched_rank():
-        return _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model,
-                                model_args, results_path, timeout_s, progress, local_sgd, backend, recipe)
+        return _run_in_torchrun(profile_path, opts)
     from calibration.profile_io import load_profile
 
     profile = load_profile(profile_path)  # once per run: the shape's defaults and the plan both use it
-    shape = _local_shape(profile, nproc_per_node, ranks_per_node)
-    plan = make_plan(profile, topology, recommended, shape, iterations, warmup, model, model_args, local_sgd, **recipe)
+    shape = _local_shape(profile, opts.nproc_per_node, opts.ranks_per_node)
+    plan = make_plan(profile, shape, opts)
     require_modules(*RANKS_NEEDED, error=ValidationError)
     from rtmodel_harness.local_launch import check_local_launch
     from rtmodel_harness.recipe import Recipe
 
     recipe = Recipe(plan.workload.precision, plan.workload.optimizer)  # fp16 needs CUDA: refused before any rank
-    backend, why = check_local_launch(recipe, backend, shape.gpus, visible_gpus(), ValidationError)
-    say = _printer(progress)
+    backend, why = check_local_launch(recipe, opts.backend, shape.gpus, visible_gpus(), ValidationError)
+    say = _printer(opts.progress)
     if say:
         say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
-            f"({shape.nodes} node(s) x {shape.gpus_per_node}), {iterations} timed iterations each"
-            + (f"; then {plan.predicted.local_sgd.name}" if local_sgd is not None else ""))
+            f"({shape.nodes} node(s) x {shape.gpus_per_node}), {opts.iterations} timed iterations each"
+            + (f"; then {plan.predicted.local_sgd.name}" if opts.local_sgd is not None else ""))
     if say and why:
         say(why)
     timestamp = _now()
-    reports = _run_local(plan, shape.gpus, timeout_s, say, backend)
-    return _compare_and_record(plan, reports, timestamp, results_path, say)
+    reports = _run_local(plan, shape.gpus, opts.timeout_s, say, backend)
+    return _compare_and_record(plan, reports, timestamp, opts.results_path, say)
 
 
 def _compare_and_record(plan: Plan, reports: list[RankReport], timestamp: str, results_path, say) -> ValidationResult:
@@ -254,24 +238,22 @@ def _run_local(plan: Plan, nproc: int, timeout_s: float, say, backend: str = "au
             raise
 
 
-def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterations, warmup, model, model_args,
-                     results_path, timeout_s, progress=False, local_sgd=None,
-                     backend="auto", recipe=None) -> ValidationResult | None:
+def _run_in_torchrun(profile_path: str | Path, opts: ValidateOptions) -> ValidationResult | None:
     env = check_launch_env()  # before the rendezvous: a RANK >= WORLD_SIZE would wait out the whole timeout
     require_modules(*RANKS_NEEDED, error=ValidationError)
     import torch.distributed as dist
 
     from validation.runner import init_distributed, run_rank
 
-    say = _printer(progress and env.rank == 0)
+    say = _printer(opts.progress and env.rank == 0)
     try:
-        created = init_distributed(timeout_s, backend)
+        created = init_distributed(opts.timeout_s, opts.backend)
     except (RuntimeError, OSError, ValueError) as exc:  # the rendezvous: a rank missing, MASTER_ADDR unreachable
         raise RankFailure(env.rank, "setup/init", f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
     if say:
         from rtmodel_harness.distributed import backend_note
 
-        why = backend_note(backend)
+        why = backend_note(opts.backend)
         if why:
             say(why)
     try:
@@ -281,8 +263,7 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
             try:
                 from calibration.profile_io import load_profile
 
-                box[0] = make_plan(load_profile(profile_path), topology, recommended, _torchrun_shape(ranks_per_node),
-                                   iterations, warmup, model, model_args, local_sgd, **(recipe or {}))
+                box[0] = make_plan(load_profile(profile_path), _torchrun_shape(opts.ranks_per_node), opts)
             except ValueError as exc:
                 box[0] = f"{exc}"
         dist.broadcast_object_list(box, src=0)
@@ -290,10 +271,10 @@ def _run_in_torchrun(profile_path, topology, recommended, ranks_per_node, iterat
             raise ValidationError(box[0])
         plan: Plan = box[0]
         timestamp = _now()
-        reports = run_rank(plan.rank_job(timeout_s, backend), on_phase=say)
+        reports = run_rank(plan.rank_job(opts.timeout_s, opts.backend), on_phase=say)
         if rank != 0:
             return None  # the barrier in _quiet_teardown holds this rank until rank 0 has its result
-        return _compare_and_record(plan, reports, timestamp, results_path, say)
+        return _compare_and_record(plan, reports, timestamp, opts.results_path, say)
     finally:
         if created:
             _quiet_teardown(dist)

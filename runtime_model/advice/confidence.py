@@ -3,7 +3,7 @@
 Why measured, not chosen: "too close to call" must mean "inside the error we have seen when this kind
 of input was checked against real runs". Preset speedups were checked against every published
 comparison the project keeps, per source class (InfiniBand, Ethernet, one node, a network from
-nccl-tests: validation/speedup_evidence.py); a calibrated profile against real runs on the emulated
+nccl-tests: rtmodel_literature/speedup_evidence.py); a calibrated profile against real runs on the emulated
 cluster (benchmarks/accuracy.py). The figures are kept as data (preset_data/accuracy.toml) and
 recomputed by the tests, so they cannot drift from the model.
 
@@ -68,7 +68,7 @@ def measured_errors() -> dict[str, MeasuredError]:
 @dataclass(frozen=True)
 class SpeedupEvidence:
     """The published speedups over All-Reduce of one source class the project keeps, and how far the
-    predictions from such inputs missed them (validation/speedup_evidence.py recomputes these)."""
+    predictions from such inputs missed them (rtmodel_literature/speedup_evidence.py recomputes these)."""
 
     mean_abs_error: float
     max_abs_error: float
@@ -198,7 +198,7 @@ def speedup_uncertainty(best, ar, ar_sd: float, margin: float) -> float:
 
 def speedup_interval(speedup: float, error: float) -> tuple[float, float]:
     """Where the true speedup lies if the prediction errs by at most `error`, the error measured as
-    predicted / true - 1 (validation/speedup_evidence.py): speedup / (1 + e) .. speedup / (1 - e)."""
+    predicted / true - 1 (rtmodel_literature/speedup_evidence.py): speedup / (1 + e) .. speedup / (1 - e)."""
     return speedup / (1.0 + error), (speedup / (1.0 - error) if error < 1.0 else math.inf)
 
 

@@ -42,11 +42,14 @@ from runtime_model.advice.columns import CSV_COLUMNS
 from runtime_model.advice.crossover import crossover_dict, settle_line
 from runtime_model.advice.family_report import allreduce_shared, families_dict, gossip_shared, local_sgd_entry
 from runtime_model.convergence.consensus_cost import EXACT, EXACT_COST, MEASURED, ConsensusCost
+from runtime_model.core.document_header import document_header, schema_tag
 from runtime_model.core.jsonsafe import json_safe
 from runtime_model.core.scenario import ClusterShape, Scenario
 from runtime_model.prediction.iteration import IterationPrediction
 
-SCHEMA = "rtmodel-advice/1"
+KIND, VERSION = "advice", 1
+# "rtmodel-advice/1": every rtmodel document's header has this form (core.document_header)
+SCHEMA = schema_tag(KIND, VERSION)
 
 
 def _pred_dict(p: IterationPrediction) -> dict:
@@ -81,7 +84,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     preds[0].update(allreduce_shared(advice.scenario, advice.allreduce.mean_s))
     preds += [local_sgd_entry(r) for r in advice.local_sgd]
     doc = {
-        "schema": SCHEMA,
+        **document_header(KIND, VERSION),
         "inputs": _inputs_dict(advice.scenario, inputs),
         "provenance": advice.provenance,
         "notes": advice.notes,

@@ -72,6 +72,12 @@ class Interval:
 # Iterations a measuring run times (profile, validate): their figures settle within tens (the accuracy
 # benchmark times 40); 10^5 at 100 ms each is three hours, and 2^63 never ends.
 MAX_RUN_ITERATIONS = 100_000
+# A measuring run's defaults, one for `rtmodel profile` and `rtmodel validate` alike (the flags are declared
+# once, rtmodel_cli.run_options): timed iterations, and untimed ones first. The warm-up is validate's 5, not
+# the profile's former 3: the larger is the safer (cuDNN autotuning, the allocator, DDP's bucket rebuild and
+# Decent-DP's bucket set-up all happen in the first iterations); `profile --quick` keeps 5 and 1.
+RUN_ITERATIONS = 20
+RUN_WARMUP = 5
 # DDP's and Decent-DP's bucket cap in MiB: above 0, and below a terabyte (inf overflowed in the ranks).
 BUCKET_CAP_MIB_RANGE = Interval(0.0, 1e6, closed="neither")
 # A user's own presets are bounded as the flags are (a GPU of 1e-300 TFLOP/s printed 300-digit times):

@@ -66,90 +66,101 @@ class PresetChoice:
     ddp_bucket_view: bool = False  # DDP(gradient_as_bucket_view=True): gradients live in the buckets
 
 
-def resolve(
-    gpus: int,
-    gpus_per_node: int | None = None,
-    gpu: str | None = None,
-    network: str | None = None,
-    intra: str | None = None,
-    model: str | None = None,
-    global_batch: float | None = None,
-    precision: str | None = None,
-    mfu: float | None = None,
-    compute_cv: float | None = None,
-    bucket_cap_mb: float | None = None,
-    cluster: str | None = None,
-    compute_ms: float | None = None,
-    optimizer_ms: float | None = None,
-    message_dtype: str | None = None,
-    straggler: tuple[float, int] | None = None,
-    rank_cv: float | None = None,
-    node_cv: float | None = None,
-    nics_per_node: int | None = None,
-    nccl_algo: str | None = None,
-    dispatch_us: float | None = None,
-    ddp_bucket_view: bool | None = None,
-    *,
-    library: PresetLibrary | None = None,
-) -> PresetChoice:
+@dataclass(frozen=True)
+class PresetRequest:
+    """What a user asks of the presets, as given: None means "not given" (`resolve` fills it in).
+    `straggler` = (factor, count): the first `count` ranks run `factor` times slower."""
+
+    gpus: int
+    gpus_per_node: int | None = None
+    gpu: str | None = None
+    network: str | None = None
+    intra: str | None = None
+    model: str | None = None
+    global_batch: float | None = None
+    precision: str | None = None
+    mfu: float | None = None
+    compute_cv: float | None = None
+    bucket_cap_mb: float | None = None
+    cluster: str | None = None
+    compute_ms: float | None = None
+    optimizer_ms: float | None = None
+    message_dtype: str | None = None
+    straggler: tuple[float, int] | None = None
+    rank_cv: float | None = None
+    node_cv: float | None = None
+    nics_per_node: int | None = None
+    nccl_algo: str | None = None
+    dispatch_us: float | None = None
+    ddp_bucket_view: bool | None = None
+
+
+def resolve(request: PresetRequest, *, library: PresetLibrary | None = None) -> PresetChoice:
     """Fill defaults from a named cluster, the GPU or the library's defaults, and check every name
     and number. Only None means "not given": an empty name is looked up (and is unknown), a 0 is
     checked (and refused). Unknown names raise UnknownPreset; numbers outside their range raise
-    InvalidValue named by these parameters' names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
+    InvalidValue named by the request's field names (gpus, gpus_per_node, mfu, compute_cv, global_batch,
     bucket_cap_mb, compute_ms, optimizer_ms, straggler_factor, straggler_count, rank_cv, node_cv,
-    nics_per_node, nccl_algo, dispatch_us). `mfu`: the large-batch efficiency (default_mfu).
-    `straggler` = (factor, count): the first `count` ranks run `factor` times slower. A params-only
-    model (own_model) needs compute_ms (NeedsComputeMs). `dispatch_us` (your host's opcount --dispatch
-    figure) replaces the GPU preset's; refused with both compute_ms and optimizer_ms (nothing left to price).
-    `ddp_bucket_view`: DDP(gradient_as_bucket_view=True), no bucket copies (default: torch's, False)."""
-    lib = library or builtin_library()
-    _check_counts(gpus, gpus_per_node, nics_per_node, nccl_algo)
-    if cluster is not None:
-        gpu, gpus_per_node, intra, network, precision, nics_per_node = _from_cluster(
-            lib.cluster(cluster), gpu, gpus_per_node, intra, network, precision, nics_per_node
-        )
+    nics_per_node, nccl_algo, dispatch_us). `mfu`: the large-batch efficiency (default_mfu). A
+    params-only model (own_model) needs compute_ms (NeedsComputeMs). `dispatch_us` (your host's opcount
+    --dispatch figure) replaces the GPU preset's; refused with both compute_ms and optimizer_ms (nothing
+    left to price). `ddp_bucket_view`: DDP(gradient_as_bucket_view=True), no bucket copies (default:
+    torch's, False)."""
+    lib, r = library or builtin_library(), request
+    _check_counts(r.gpus, r.gpus_per_node, r.nics_per_node, r.nccl_algo)
+    gpu, gpus_per_node, intra, network, precision, nics_per_node = (
+        _from_cluster(lib.cluster(r.cluster), r) if r.cluster is not None else _given_links(r)
+    )
     gpu = lib.defaults.gpu if gpu is None else gpu
     g = lib.gpu(gpu)
-    model = lib.defaults.model if model is None else model
+    model = lib.defaults.model if r.model is None else r.model
     m = lib.model(model)
-    if m.params_only and compute_ms is None:
+    if m.params_only and r.compute_ms is None:
         raise NeedsComputeMs(model)
     precision = g.default_precision if precision is None else precision
     if precision not in g.tflops:  # a precision the GPU's datasheet does not list (T4: no TF32 or BF16)
         raise UnknownPreset("precision", precision, list(g.tflops), "precision")
     network, intra = link_names(network, intra, gpu, lib)
     choice = PresetChoice(
-        gpus=gpus,
-        gpus_per_node=min(lib.defaults.gpus_per_node, gpus) if gpus_per_node is None else gpus_per_node,
+        gpus=r.gpus,
+        gpus_per_node=min(lib.defaults.gpus_per_node, r.gpus) if gpus_per_node is None else gpus_per_node,
         gpu=gpu,
         network=network,
         intra=intra,
         model=model,
-        global_batch=float(global_batch if global_batch is not None else m.default_global_batch),
+        global_batch=float(r.global_batch if r.global_batch is not None else m.default_global_batch),
         precision=precision,
-        mfu=float(mfu if mfu is not None else default_mfu(gpu, model, precision, lib)),
-        compute_cv=float(compute_cv if compute_cv is not None else m.compute_cv),
-        bucket_cap_mb=bucket_cap_mb,
-        message_dtype="fp32" if message_dtype is None else message_dtype,
-        compute_ms=compute_ms,
-        optimizer_ms=optimizer_ms,
-        straggler_factor=1.0 if straggler is None else straggler[0],
-        straggler_count=0 if straggler is None else straggler[1],
-        rank_cv=0.0 if rank_cv is None else rank_cv,
-        node_cv=0.0 if node_cv is None else node_cv,
+        mfu=float(r.mfu if r.mfu is not None else default_mfu(gpu, model, precision, lib)),
+        compute_cv=float(r.compute_cv if r.compute_cv is not None else m.compute_cv),
+        bucket_cap_mb=r.bucket_cap_mb,
+        message_dtype="fp32" if r.message_dtype is None else r.message_dtype,
+        compute_ms=r.compute_ms,
+        optimizer_ms=r.optimizer_ms,
+        straggler_factor=1.0 if r.straggler is None else r.straggler[0],
+        straggler_count=0 if r.straggler is None else r.straggler[1],
+        rank_cv=0.0 if r.rank_cv is None else r.rank_cv,
+        node_cv=0.0 if r.node_cv is None else r.node_cv,
         nics_per_node=1 if nics_per_node is None else nics_per_node,
-        nccl_algo=DEFAULT_NCCL_ALGO if nccl_algo is None else nccl_algo,
-        dispatch_us=dispatch_us,
-        ddp_bucket_view=bool(ddp_bucket_view),
+        nccl_algo=DEFAULT_NCCL_ALGO if r.nccl_algo is None else r.nccl_algo,
+        dispatch_us=r.dispatch_us,
+        ddp_bucket_view=bool(r.ddp_bucket_view),
     )
-    _check_numbers(choice, m, global_batch, compute_ms, optimizer_ms)
+    _check_numbers(choice, m, r.global_batch, r.compute_ms, r.optimizer_ms)
     return choice
 
 
-def _from_cluster(c, *given):
+# What a named cluster fills in where the request leaves it out.
+CLUSTER_FIELDS = ("gpu", "gpus_per_node", "intra", "network", "precision", "nics_per_node")
+
+
+def _given_links(r: PresetRequest) -> tuple:
+    """The request's own (gpu, gpus_per_node, intra, network, precision, nics_per_node), None where not given."""
+    return tuple(getattr(r, n) for n in CLUSTER_FIELDS)
+
+
+def _from_cluster(c, r: PresetRequest) -> tuple:
     """(gpu, gpus_per_node, intra, network, precision, nics_per_node): the given ones, else the cluster's."""
-    names = ("gpu", "gpus_per_node", "intra", "network", "precision", "nics_per_node")
-    return tuple(getattr(c, n) if v is None else v for n, v in zip(names, given, strict=True))
+    return tuple(getattr(c, n) if getattr(r, n) is None else getattr(r, n) for n in CLUSTER_FIELDS)
 
 
 def default_mfu(gpu: str, model: str, precision: str, library: PresetLibrary) -> float:
@@ -184,11 +195,7 @@ def _check_numbers(
     check_variation(choice.straggler_factor, choice.straggler_count, choice.rank_cv, choice.node_cv, gpus)
     if choice.message_dtype not in MESSAGE_DTYPE_BYTES:
         raise UnknownPreset("message dtype", choice.message_dtype, list(MESSAGE_DTYPE_BYTES), "message_dtype")
-    if compute_ms is not None:
-        COMPUTE_MS.check("compute_ms", compute_ms)
-    if optimizer_ms is not None:
-        OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
-    check_dispatch(choice.dispatch_us, compute_ms, optimizer_ms)
+    check_measured_times(compute_ms, optimizer_ms, choice.dispatch_us)
     MFU.check("mfu", choice.mfu)
     COMPUTE_CV.check("compute_cv", choice.compute_cv)
     GLOBAL_BATCH.check("global_batch", choice.global_batch)
@@ -214,6 +221,19 @@ def _check_numbers(
         )
     if choice.bucket_cap_mb is not None:
         BUCKET_CAP_MIB_RANGE.check("bucket_cap_mb", choice.bucket_cap_mb)
+
+
+def check_measured_times(
+    compute_ms: float | None, optimizer_ms: float | None, dispatch_us: float | None = None
+):
+    """The user's own measured numbers (None: not given), each in its range, and a host dispatch figure
+    that something still prices: the one check of each, wherever it is used (a preset's compute, or a
+    profile's replaced by compute_ms); InvalidValue names the input, the shell shows it as its flag."""
+    if compute_ms is not None:
+        COMPUTE_MS.check("compute_ms", compute_ms)
+    if optimizer_ms is not None:
+        OPTIMIZER_MS.check("optimizer_ms", optimizer_ms)
+    check_dispatch(dispatch_us, compute_ms, optimizer_ms)
 
 
 def check_dispatch(dispatch_us: float | None, compute_ms: float | None, optimizer_ms: float | None):

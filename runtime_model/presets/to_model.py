@@ -23,6 +23,7 @@ from runtime_model.presets.preset_choice import (
     DEFAULT_NCCL_ALGO,
     MESSAGE_DTYPE_BYTES,
     PresetChoice,
+    PresetRequest,
     link_names,
     resolve,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "PresetChoice",
     "PresetFileError",
     "PresetLibrary",
+    "PresetRequest",
     "UnknownPreset",
     "builtin_library",
     "computes_from_preset",

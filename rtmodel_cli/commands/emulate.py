@@ -1,5 +1,8 @@
-"""Command line for the emulated cluster: `python -m emulation up|run|cleanup|measure`, and register(app)
-to mount the same verbs as `rtmodel emulate ...`. Importing this module pulls in typer only."""
+"""`rtmodel emulate up|run|cleanup|measure`: the emulated cluster's verbs, mounted by register(app).
+
+Why in the shell, not in emulation/: the emulation package builds and measures the namespaces and
+knows nothing of the command line. Importing this module pulls in typer (and the shared option types of
+rtmodel_cli.run_options) only."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import shlex
 from typing import Annotated
 
 import typer
+
+from rtmodel_cli.run_options import QuickOpt
 
 NODES = Annotated[int, typer.Option("--nodes", help="number of emulated nodes (network namespaces)")]
 RANKS = Annotated[int, typer.Option("--ranks-per-node", help="processes per node (torchrun --nproc-per-node)")]
@@ -92,8 +97,9 @@ def cleanup():
     typer.echo("\n".join(f"removed {n}" for n in removed) or "nothing to clean up")
 
 
-def measure(quick: Annotated[bool, typer.Option(help="only the default shaping, not all three")] = False):
-    """Gloo all_reduce on 2 emulated nodes vs the ring model (the table in emulation/MEASUREMENTS.md)."""
+def measure(quick: QuickOpt = False):
+    """Gloo all_reduce on 2 emulated nodes vs the ring model (the table in emulation/MEASUREMENTS.md);
+    --quick: only the default shaping, not all three."""
     from emulation.cluster import SHAPINGS
     from emulation.measure import DEFAULT_SETTINGS, markdown, measure_floor, measure_setting
 
@@ -115,12 +121,3 @@ def build_app() -> typer.Typer:
 def register(app: typer.Typer) -> None:
     """Mount the verbs as `<app> emulate up|run|cleanup|measure`."""
     app.add_typer(build_app(), name="emulate")
-
-
-def main() -> None:
-    """`python -m emulation VERB ...` is `rtmodel emulate VERB ...` (the same guarded commands)."""
-    import sys
-
-    from rtmodel_cli.app import app
-
-    app(["emulate", *sys.argv[1:]], prog_name="python -m emulation")

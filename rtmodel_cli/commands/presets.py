@@ -17,8 +17,10 @@ from typing import Annotated
 import typer
 
 from rtmodel_cli.options import PresetsOpt
+from rtmodel_cli.output_format import Format, format_option
+from runtime_model.core.document_header import schema_tag
 
-SCHEMA = "rtmodel-presets/1"
+SCHEMA = schema_tag("presets", 1)  # "rtmodel-presets/1" (every document's header: core.document_header)
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")  # the table's peak columns, in this order
 MISSING = "-"  # a precision the GPU does not list
 
@@ -30,13 +32,8 @@ class Kind(StrEnum):
     clusters = "clusters"
 
 
-class PresetFormat(StrEnum):
-    table = "table"
-    json = "json"
-
-
 KindOpt = Annotated[Kind | None, typer.Option(help="Show only this kind (default: all four).")]
-PresetFormatOpt = Annotated[PresetFormat | None, typer.Option("--format", help="table | json")]
+PresetFormatOpt = format_option(Format.table, Format.json, optional=True)  # None: not given (beside --json)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
 
 
@@ -54,11 +51,11 @@ def presets_command(
     from runtime_model.core.errors import UserError
     from runtime_model.presets.preset_loading import load_library
 
-    if as_json and format is PresetFormat.table:
+    if as_json and format == Format.table:
         raise UserError("--json and --format table contradict each other; give one")
     library = load_library(presets or ())
     kinds = [kind] if kind is not None else list(Kind)
-    if as_json or format is PresetFormat.json:
+    if as_json or format == Format.json:
         sys.stdout.write(json.dumps(presets_document(library, kinds), indent=2) + "\n")
         return
     render_presets(library, kinds)

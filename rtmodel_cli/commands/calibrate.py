@@ -1,18 +1,23 @@
 """`rtmodel calibrate PROFILE [--out PARAMS] [--format table|json]`, registered onto the main typer app.
 
-Why a register() function instead of a command in runtime_model/cli.py: the calibration package owns
-its command, the lead wires it in with one line (`calibration.cli.register(app)`). Heavy work (scipy
-fits) is imported only when the command runs, so `rtmodel --help` stays fast; torch never.
+Why in the shell (rtmodel_cli/commands/), not in calibration/: the calibration package is the fit and
+knows nothing of the command line; this module parses the options, calls it and prints the result.
+Heavy work (scipy fits) is imported only when the command runs, so `rtmodel --help` stays fast; torch
+never.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from rtmodel_cli.options import IntraOpt, NetworkOpt
+from rtmodel_cli.output_format import Format, TableJsonFormatOpt
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,7 +25,6 @@ if TYPE_CHECKING:
     from calibration.results import Calibration
     from runtime_model.core.scenario import Network
 
-FORMATS = ("table", "json")
 Resolver = Callable[[str | None, str | None], "Network"]
 # (link class, its flag, what the flag names): the flags that choose a preset for a link not measured
 LINK_FLAGS = (("inter", "--network", "inter-node network"), ("intra", "--intra", "intra-node link"))
@@ -43,23 +47,9 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
                 "--out", help="write the fitted parameters (PARAMS JSON) here; its directory must exist"
             ),
         ] = None,
-        fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
-        network: Annotated[
-            str | None,
-            typer.Option(
-                "--network",
-                help="inter-node preset for a profile that could not measure that link (one node); "
-                "default: the one `rtmodel advise` uses",
-            ),
-        ] = None,
-        intra: Annotated[
-            str | None,
-            typer.Option(
-                "--intra",
-                help="intra-node preset for a profile that could not measure that link (1 rank per node, "
-                "or no per-byte cost resolved); default: the one `rtmodel advise` uses",
-            ),
-        ] = None,
+        fmt: TableJsonFormatOpt = Format.table,
+        network: NetworkOpt = None,
+        intra: IntraOpt = None,
         distribution: Annotated[
             str,
             typer.Option("--distribution", help="compute distribution the model uses: empirical | normal"),
@@ -71,46 +61,58 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
             int | None, typer.Option("--gpus-per-node", help="GPUs per node of that target")
         ] = None,
     ) -> None:
-        """Fit the runtime model's parameters (links, per-shape costs, compute) to a profile."""
-        run_calibrate(profile, out, fmt, network, intra, distribution, gpus, gpus_per_node, resolve_network)
+        """Fit the runtime model's parameters (links, per-shape costs, compute) to a profile.
+
+        --network / --intra: the presets for a link the profile could not measure (the inter-node link of a
+        one-node profile; the intra-node link with 1 rank per node, or no per-byte cost resolved); default:
+        the ones `rtmodel advise` uses."""
+        opts = CalibrateOptions(out, fmt, network, intra, distribution, gpus, gpus_per_node)
+        run_calibrate(profile, opts, resolve_network)
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """`rtmodel calibrate`'s choices besides the profile (the command's flags; None: not given)."""
+
+    out: str | Path | None = None  # write the fitted parameters (PARAMS JSON) here
+    fmt: str = "table"  # table | json
+    network: str | None = None  # preset for an inter-node link the profile could not measure
+    intra: str | None = None  # preset for an intra-node link the profile could not measure
+    distribution: str = "empirical"  # compute distribution the model uses: empirical | normal
+    gpus: int | None = None  # also say how the fit extrapolates to this many GPUs
+    gpus_per_node: int | None = None  # ... at this many per node (default: the profile's)
 
 
 def run_calibrate(
     profile: Path,
-    out: Path | None = None,
-    fmt: str = "table",
-    network: str | None = None,
-    intra: str | None = None,
-    distribution: str = "empirical",
-    gpus: int | None = None,
-    gpus_per_node: int | None = None,
+    opts: CalibrateOptions | None = None,
     resolve_network: Resolver | None = None,
     console: Console | None = None,
 ) -> None:
     """The command's body as a plain function; raises CalibrationError (and OSError) for the shell to show."""
     from calibration.calibrate_profile import calibrate
     from calibration.extrapolate import extrapolation_notes
-    from calibration.profile_io import CalibrationError, load_profile
+    from calibration.profile_io import load_profile
     from calibration.serialize import calibration_to_json, save_calibration
     from calibration.unmeasured import say_link_choice
     from rtmodel_util.files import check_output_path
     from runtime_model.core.scenario import ClusterShape
 
-    if fmt not in FORMATS:
-        raise CalibrationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    o = CalibrateOptions() if opts is None else opts
+    out, fmt, network, intra, gpus = o.out, o.fmt, o.network, o.intra, o.gpus
     if out is not None:
         out = check_output_path(out, "--out", inputs={"PROFILE": profile})
     # Always a fallback, as `rtmodel advise` does: a link the profile could not measure comes from the
     # preset named by --network / --intra, else from the preset library's default (said in the notes).
     fallback = (resolve_network or preset_network)(network, intra)
     doc = load_profile(profile)
-    cal = calibrate(doc, fallback_network=fallback, distribution=distribution, origin=str(profile))
+    cal = calibrate(doc, fallback_network=fallback, distribution=o.distribution, origin=str(profile))
     explain_fallback(cal, {"inter": network, "intra": intra})
     say_link_choice(cal.provenance, {"inter": network, "intra": intra}, "the default, as in `rtmodel advise`")
     target = None
     if gpus is not None:
         target = ClusterShape(
-            gpus, gpus_per_node if gpus_per_node is not None else cal.measured_shape.gpus_per_node
+            gpus, o.gpus_per_node if o.gpus_per_node is not None else cal.measured_shape.gpus_per_node
         )
     if out is not None:
         save_calibration(cal, out)

@@ -53,9 +53,9 @@ ClustersOpt = Annotated[
     list[str] | None,
     typer.Option(help="Named cluster preset; repeat for one panel each (instead of --network)."),
 ]
-# The inputs a sweep has no flag for: the plots' file-only ones, --profile and --nccl-tests (the one-n
-# plots', variance and crossover, alone).
-SWEEP_WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, "profile", "nccl_tests")
+# The inputs a sweep has no flag for: the plots' file-only ones, --profile, --calibration and --nccl-tests
+# (the one-n plots', variance and crossover, alone).
+SWEEP_WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, *scenario_file.MEASURED_KEYS, "nccl_tests")
 
 
 class BadGpus(UserError):
@@ -125,12 +125,12 @@ def speedup(
     inputs: ModelInputs,
 ):
     """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays.
-    A --local-sgd-* option adds local SGD's line (none without one)."""
+    A --local-sgd-* option adds local SGD's line (none without one; --local-sgd-h 0 is none)."""
     import rtmodel_plots as plots
 
     given = dict(zip(LOCAL_SGD_KEYS, (local_sgd_h, local_sgd_overlap, local_sgd_fragments, local_sgd_bits,
                                       local_sgd_replica), strict=True))  # fmt: skip
-    local_sgd = local_sgd_configs(given) if any(v is not None for v in given.values()) else []
+    local_sgd = local_sgd_configs(given, by_default=False)  # no line unless a --local-sgd-* option asks
     gl = parse_gpus(gpus)
     o, taken = merged(inputs)
     networks, clusters = _as_list(o.network), _as_list(o.cluster)
@@ -220,7 +220,7 @@ def what_if(
 def paper(out: OutOpt):
     """The model next to the paper's published per-iteration times (Wang et al., ICLR 2025, Fig. 6)."""
     import rtmodel_plots as plots
-    from validation import paper as paper_mod
+    from rtmodel_literature import paper as paper_mod
 
     render(lambda: plots.paper_comparison(paper_mod.compare()), out)
 
@@ -237,12 +237,14 @@ def parity(
 ):
     """Predicted vs measured mean iteration time with the y = x line and ±5% / ±10% bands."""
     import rtmodel_plots as plots
+    from validation.results import read_parity_points  # the one reader of that file; the figure takes data
 
     def make():
-        df = plots.load_validation_results(results)
-        synthetic = sorted(set(df["source"]) - {"measured"})
+        points = read_parity_points(results)
+        synthetic = sorted({p.source for p in points} - {"measured"})
         note = f"NOT MEASURED: source = {', '.join(synthetic)}" if synthetic else None
-        return plots.parity(df["predicted_ms"], df["measured_ms"], df["method"], title=title, note=note)
+        return plots.parity([p.predicted_ms for p in points], [p.measured_ms for p in points],
+                            [p.method for p in points], title=title, note=note)
 
     render(make, out)
 

@@ -27,13 +27,8 @@ from rtmodel_cli.local_sgd_options import (
     local_sgd_configs,
 )
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import (
-    Format,
-    FormatOpt,
-    MarginOpt,
-    PerGpuOpt,
-    TopologiesOpt,
-)
+from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt
+from rtmodel_cli.output_format import Format, FormatOpt
 
 # The question advise answers, its own options (scenario-file keys too; the model's inputs are ModelInputs).
 GpusOpt = Annotated[int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")]
@@ -101,7 +96,7 @@ def advise(
     if brief:
         from rtmodel_cli.brief import refuse_beside
 
-        refuse_beside(verbose, None if format is Format.table else format.value)
+        refuse_beside(verbose, None if format == Format.table else format.value)
     path = inputs.scenario
     opts, taken = scenario_file.merge(given, scenario_file.read(path) if path else {})
     with scenario_file.blamed(path, taken):
@@ -116,9 +111,9 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
     from runtime_model.core.constraints import Interval
 
     objective = _objective(opts["objective"])
-    local_sgd = local_sgd_configs(opts)
+    local_sgd = local_sgd_configs(opts, by_default=True)  # advise shows H=30 unless told
     sc, prov, notes, inputs = scenario_for(
-        scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"]
+        scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"], opts["calibration"]
     )
     if opts["margin"] is not None:
         Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
@@ -133,9 +128,9 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
     if tuned_sc is not None:
         adv = _with_tuned_ddp(adv, tuned_sc, asked)
     adv = with_crossovers(adv)
-    if format is Format.json:
+    if format == Format.json:
         sys.stdout.write(report.to_json(adv, inputs) + "\n")
-    elif format is Format.csv:
+    elif format == Format.csv:
         sys.stdout.write(report.to_csv(adv, inputs))
     elif view == "brief":
         from rtmodel_cli.brief import render_brief

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli.options import Format, FormatOpt
+from rtmodel_cli.output_format import Format, FormatOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -26,9 +26,9 @@ def topologies(
 
     shape = ClusterShape(gpus, gpus_per_node)
     rows = topology_rows(shape, with_rounds=show_rounds and gpus <= 64)
-    if format is Format.json:
+    if format == Format.json:
         sys.stdout.write(topology_rows_json(rows) + "\n")
-    elif format is Format.csv:
+    elif format == Format.csv:
         sys.stdout.write(topology_rows_csv(rows))
     else:
         from rtmodel_cli.tables import render_topologies

@@ -1,5 +1,7 @@
 """`rtmodel validate`: registered onto the main typer app by `register(app)`.
 
+Why in the shell, not in validation/: validation runs and compares, and knows nothing of the command
+line; this module parses the options, calls it and renders the results (rtmodel_cli.validation_tables).
 Imports nothing heavy at module import (no torch, no numpy): `rtmodel --help` stays fast. Locally it
 launches the job itself; inside `torchrun ... rtmodel validate ...` each process is one rank.
 """
@@ -12,10 +14,33 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli.local_sgd_options import KEYS as LOCAL_SGD_KEYS
+from rtmodel_cli.local_sgd_options import (
+    LocalSgdBitsOpt,
+    LocalSgdFragmentsOpt,
+    LocalSgdHOpt,
+    LocalSgdOverlapOpt,
+    LocalSgdReplicaOpt,
+    local_sgd_asked,
+)
+from rtmodel_cli.options import ProfileOpt
+from rtmodel_cli.output_format import Format, TableJsonFormatOpt
+from rtmodel_cli.run_options import (
+    DEFAULT_TIMEOUT_S,
+    BackendOpt,
+    IterationsOpt,
+    ModelArgOpt,
+    NprocPerNodeOpt,
+    QuietOpt,
+    RanksPerNodeOpt,
+    RunModelOpt,
+    RunOptimizerOpt,
+    RunPrecisionOpt,
+    TimeoutSOpt,
+    WarmupOpt,
+)
 from rtmodel_util.rank_exit import end_launched_rank
 from validation.results import DEFAULT_RESULTS_DOC, default_results_path
-
-FORMATS = ("table", "json")
 
 
 def results_file(results: str | Path | None, profile: Path | None = None) -> tuple[Path, bool]:
@@ -65,24 +90,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command("validate")
     def validate_cmd(
-        profile: Annotated[Path | None, typer.Option("--profile", help="Profile from `rtmodel profile` (its shape "
-                                                     "must be the run's shape).")] = None,
+        profile: ProfileOpt = None,
         topology: Annotated[str | None, typer.Option("--topology", help="Topology Decent-DP runs.")] = None,
         recommended: Annotated[bool, typer.Option("--recommended", help="Run the advisor's recommendation (the "
                                                   "best-predicted topology if it says keep All-Reduce).")] = False,
-        nproc_per_node: Annotated[int | None, typer.Option("--nproc-per-node", help="Ranks to launch on this machine "
-                                                           "(default: the profile's world size; ignored under torchrun).")] = None,
-        ranks_per_node: Annotated[int | None, typer.Option("--ranks-per-node", help="Ranks per (pretend) node "
-                                                           "(default: the profile's, or LOCAL_WORLD_SIZE under torchrun).")] = None,
-        iterations: Annotated[int, typer.Option("--iterations", help="Timed iterations per run.")] = 20,
-        warmup: Annotated[int, typer.Option("--warmup", help="Untimed iterations first (>= 2; raised to one gossip period + 2 so every "
-                                                  "group's communicator is set up untimed).")] = 5,
-        model: Annotated[str | None, typer.Option("--model", help="Train this model instead of the profiled one.")] = None,
-        model_arg: Annotated[list[str] | None, typer.Option("--model-arg", help="KEY=VALUE model argument "
-                                                            "(repeatable).")] = None,
-        precision: Annotated[str | None, typer.Option(help="fp32|tf32|fp16|bf16 (default: the profile's).")] = None,
-        optimizer: Annotated[str | None, typer.Option(help="adam|accum-adam (default: the profile's).")] = None,
-        fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+        nproc_per_node: NprocPerNodeOpt = None,
+        ranks_per_node: RanksPerNodeOpt = None,
+        iterations: IterationsOpt = None,
+        warmup: WarmupOpt = None,
+        model: RunModelOpt = None,
+        model_arg: ModelArgOpt = None,
+        precision: RunPrecisionOpt = None,
+        optimizer: RunOptimizerOpt = None,
+        fmt: TableJsonFormatOpt = Format.table,
         results: Annotated[str | None, typer.Option(
             "--results", show_default=str(default_results_path()),
             help=f"JSONL file each validation is appended to and --report reads (default: "
@@ -91,33 +111,19 @@ def register(app: typer.Typer) -> None:
         ] = None,
         report: Annotated[bool, typer.Option("--report", help="Summarise the model's accuracy over --results "
                                              "instead of running.")] = False,
-        timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up on the job after this long "
-                                                 "(seconds, at most 7 days).")] = 600.0,
-        quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines on stderr.")] = False,
-        backend: Annotated[str, typer.Option("--backend", help="auto | nccl | gloo (auto: nccl when every rank "
-                                             "has a GPU of its own, else gloo).")] = "auto",
-        local_sgd_h: Annotated[int | None, typer.Option("--local-sgd-h", help="Also train with local SGD "
-                                                        "(DiLoCo): an outer all-reduce every H inner steps (off "
-                                                        "when not given).")] = None,
-        local_sgd_overlap: Annotated[int | None, typer.Option("--local-sgd-overlap", help="Inner steps an outer "
-                                                              "all-reduce runs behind (Streaming DiLoCo's tau; "
-                                                              "default 0).")] = None,
-        local_sgd_fragments: Annotated[int | None, typer.Option("--local-sgd-fragments", help="Parts of the "
-                                                                "model synchronised at staggered steps "
-                                                                "(Streaming DiLoCo; default 1).")] = None,
-        local_sgd_bits: Annotated[int | None, typer.Option("--local-sgd-bits", help="Bits per pseudo-gradient "
-                                                           "element on the wire: 32 or 16 (default: the "
-                                                           "gradient's dtype).")] = None,
-        local_sgd_replica: Annotated[str | None, typer.Option("--local-sgd-replica", help="node: DDP inside "
-                                                              "each node, one replica per node (default); gpu: "
-                                                              "every rank its own replica.")] = None,
+        timeout_s: TimeoutSOpt = DEFAULT_TIMEOUT_S,
+        quiet: QuietOpt = False,
+        backend: BackendOpt = "auto",
+        local_sgd_h: LocalSgdHOpt = None,
+        local_sgd_overlap: LocalSgdOverlapOpt = None,
+        local_sgd_fragments: LocalSgdFragmentsOpt = None,
+        local_sgd_bits: LocalSgdBitsOpt = None,
+        local_sgd_replica: LocalSgdReplicaOpt = None,
     ) -> None:
-        """Train with DDP and with Decent-DP (and local SGD with --local-sgd-h), measure per-iteration time,
+        """Train with DDP and with Decent-DP (and local SGD with a --local-sgd-* option), measure per-iteration time,
         and compare with the model."""
         from validation.errors import ValidationError
 
-        if fmt not in FORMATS:
-            raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if report:
             show_report(results, fmt)
             return
@@ -126,20 +132,24 @@ def register(app: typer.Typer) -> None:
         launch_env()  # first: a bad RANK must not decide who says an error or checks --results
         from validation.local_sgd import local_sgd_options
 
-        local_sgd = local_sgd_options(local_sgd_h, local_sgd_overlap, local_sgd_fragments, local_sgd_bits,
-                                      local_sgd_replica)
+        asked = local_sgd_asked(dict(zip(LOCAL_SGD_KEYS, (local_sgd_h, local_sgd_overlap, local_sgd_fragments,
+                                                          local_sgd_bits, local_sgd_replica), strict=True)),
+                                by_default=False)  # one meaning in every command (rtmodel_cli.local_sgd_options)
+        local_sgd = None if asked is None else local_sgd_options(**asked)
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
         from rtmodel_harness.model_choice import parse_model_args
+        from validation.options import ValidateOptions
         from validation.validate import run_validation
 
         path, is_default = results_file(results, profile)  # before the run: a run never ends in "cannot write"
-        result = run_validation(
-            profile, topology=topology, recommended=recommended, nproc_per_node=nproc_per_node,
-            ranks_per_node=ranks_per_node, iterations=iterations, warmup=warmup, model=model,
-            model_args=parse_model_args(model_arg), results_path=None, timeout_s=timeout_s, progress=not quiet,
-            local_sgd=local_sgd, backend=backend, precision=precision, optimizer=optimizer,
-        )
+        counts = {k: v for k, v in (("iterations", iterations), ("warmup", warmup)) if v is not None}
+        opts = ValidateOptions(
+            topology=topology, recommended=recommended, nproc_per_node=nproc_per_node, ranks_per_node=ranks_per_node,
+            model=model, model_args=parse_model_args(model_arg), precision=precision, optimizer=optimizer,
+            local_sgd=local_sgd, backend=backend, timeout_s=timeout_s, progress=not quiet, **counts,
+        )  # results_path None: this command shows the result first, then records it (show_and_record)
+        result = run_validation(profile, opts)
         if result is not None:  # None: a rank other than 0 of a torchrun job
             show_and_record(result, fmt, path, is_default)
         end_launched_rank()

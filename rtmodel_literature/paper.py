@@ -22,15 +22,13 @@ COLUMNS = {"allreduce_ms": "allreduce", "decent_exp_ms": "one-peer-exp", "decent
 
 
 def published() -> pd.DataFrame:
-    text = resources.files("validation.data").joinpath("paper_measurements.csv").read_text()
+    text = resources.files("rtmodel_literature.data").joinpath("paper_measurements.csv").read_text()
     return pd.read_csv(io.StringIO(text), comment="#")
 
 
 def paper_advice(rec, topologies: list[str], model: str = "transformer-base", global_batch: float = 25_000):
     """The advice for one published row's cluster and size, as the paper ran it (DDP with the bucket view)."""
-    choice = presets.resolve(
-        rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch, ddp_bucket_view=True
-    )
+    choice = presets.resolve(presets.PresetRequest(rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch, ddp_bucket_view=True))
     return advise(presets.scenario_from_choice(choice), topologies=topologies)
 
 

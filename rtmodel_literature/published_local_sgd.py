@@ -356,7 +356,7 @@ def format_table(checks) -> str:
 
 
 def main() -> None:
-    """python -m validation.published_local_sgd: every check, the sources' own disagreement, the score."""
+    """python -m rtmodel_literature.published_local_sgd: every check, the sources' own disagreement, the score."""
     checks = all_checks()
     for source in (STREAMING, SCALING, INTELLECT, OPENDILOCO):
         print(f"== {source}")

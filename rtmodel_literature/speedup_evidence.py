@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rtmodel_literature.paper import COLUMNS, paper_advice, published
+from rtmodel_literature.published_runs import bluefog_efficiency
 from runtime_model.advice.confidence import ETHERNET_PRESET, IB_PRESET
-from validation.paper import COLUMNS, paper_advice, published
-from validation.published_runs import bluefog_efficiency
 
 PAPER_TOPOLOGIES = {**{v: k for k, v in COLUMNS.items() if v != "allreduce"}, "sgp-exp": "sgp_exp_ms"}
 

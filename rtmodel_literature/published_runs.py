@@ -7,7 +7,7 @@ Sources:
   ResNet-50 fp32, 64 images per GPU, 16 AWS p3.16xlarge nodes (8 V100, 25 Gbit/s). Horovod reaches
   "around 66%" scaling efficiency at 128 GPUs, BlueFog's neighbor_allreduce "over 95%"; one GPU does
   about 350 images/s (the chart's ideal bars), i.e. a 182.5 ms step at 64 images.
-- The paper's Figure 6 SGP column (validation/data/paper_measurements.csv): SGP's one-peer exponential
+- The paper's Figure 6 SGP column (rtmodel_literature/data/paper_measurements.csv): SGP's one-peer exponential
   graph next to Decent-DP's on the same clusters.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rtmodel_literature.paper import published
 from runtime_model.advice.advisor import advise
 from runtime_model.presets import to_model as presets
-from validation.paper import published
 
 BLUEFOG_ONE_GPU_MS = 64 / 350.6 * 1e3  # the chart's ideal: 350.6 images/s per V100 at batch 64
 HOROVOD_FUSION_MB = 64  # HOROVOD_FUSION_THRESHOLD's default (horovod/common/operations.cc): DDP's bucket cap
@@ -41,13 +41,15 @@ def bluefog_efficiency() -> list[EfficiencyCheck]:
     """BlueFog's 128-V100 page: Horovod (NCCL all-reduce, 64 MiB fusion buffers, as DDP's buckets) and
     BlueFog's neighbor_allreduce on its default multi-machine graph (inner-outer dynamic exponential)."""
     choice = presets.resolve(
-        128,
-        cluster="p3-16xlarge",
-        model="resnet50",
-        global_batch=64 * 128,
-        compute_ms=BLUEFOG_ONE_GPU_MS,
-        optimizer_ms=0.0,
-        bucket_cap_mb=HOROVOD_FUSION_MB,
+        presets.PresetRequest(
+            128,
+            cluster="p3-16xlarge",
+            model="resnet50",
+            global_batch=64 * 128,
+            compute_ms=BLUEFOG_ONE_GPU_MS,
+            optimizer_ms=0.0,
+            bucket_cap_mb=HOROVOD_FUSION_MB,
+        )
     )
     adv = advise(presets.scenario_from_choice(choice), topologies=["bluefog-dynamic-exp"])
     step_s = BLUEFOG_ONE_GPU_MS / 1e3
@@ -65,7 +67,9 @@ def sgp_rows(model: str = "transformer-base", global_batch: float = 25_000) -> l
     published and predicted ms, and the SGP / All-Reduce ratio both ways (compute errors cancel there)."""
     rows = []
     for rec in published().itertuples():
-        choice = presets.resolve(rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch)
+        choice = presets.resolve(
+            presets.PresetRequest(rec.gpus, cluster=rec.cluster, model=model, global_batch=global_batch)
+        )
         adv = advise(presets.scenario_from_choice(choice), topologies=["sgp-exp", "osgp-exp"])
         for row in adv.rows:
             pred_ms = row.prediction.mean_s * 1e3

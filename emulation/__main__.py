@@ -1,3 +1,0 @@
-from emulation.cli import main
-
-main()

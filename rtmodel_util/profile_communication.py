@@ -1,0 +1,162 @@
+"""The profile's communication section as frozen dataclasses, both ways (rtmodel_util.profile_document
+holds the document and its other sections): every pattern the profiler ran, per message size the
+all-reduce's time over all groups and each group's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rtmodel_util import profile_checks as ck
+from rtmodel_util.profile_checks import ProfileError, Times, fail
+from rtmodel_util.profile_patterns import PATTERN_NAMES
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatternResult(ck.Section):
+    """One message size of one pattern: per repetition the max over every rank of every group, and per
+    group the max over its own ranks."""
+
+    LABEL: ClassVar[str] = "a pattern's result"
+    bytes: int
+    samples_s: Times
+    group_samples_s: tuple[Times, ...] | None = None  # None: profiles from before it was kept
+    median_s: float | None = None
+    algbw_Bps: float | None = None
+    busbw_Bps: float | None = None
+
+    @classmethod
+    def from_json(cls, doc: Any, origin: str, path: str, size: int, world: int | None) -> PatternResult:
+        d = ck.as_object(doc, origin, path)
+        nbytes = ck.require_int(d.get("bytes"), f"{path}.bytes", origin, maximum=ck.MAX_BYTES)
+        samples = ck.times(d.get("samples_s"), f"{path}.samples_s", origin, positive=True)
+        per_group = d.get("group_samples_s")  # optional: profiles before it lack it
+        if per_group is not None:
+            if not isinstance(per_group, list) or not per_group:
+                raise fail(origin, f"{path}.group_samples_s", "must be a non-empty list")
+            if world is not None and len(per_group) > world // size:
+                raise fail(
+                    origin,
+                    f"{path}.group_samples_s",
+                    f"names {len(per_group)} groups of {size} ranks; the "
+                    f"profile's {world} ranks hold at most {world // size}",
+                )
+            per_group = tuple(
+                ck.times(t, f"{path}.group_samples_s[{g}]", origin, positive=True)
+                for g, t in enumerate(per_group)
+            )
+        stats = {
+            key: ck.optional_number(d.get(key), f"{path}.{key}", origin)
+            for key in ("median_s", "algbw_Bps", "busbw_Bps")
+        }
+        ck.known_keys(d, cls, origin, path)
+        return cls(bytes=nbytes, samples_s=samples, group_samples_s=per_group, **stats)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfilePattern(ck.Section):
+    """All-reduce times of one pattern (rtmodel_util.profile_patterns), every group at once, per size."""
+
+    LABEL: ClassVar[str] = "a communication pattern"
+    pattern: str
+    group_size: int
+    nodes_spanned: int
+    nic_sharing: int
+    concurrent_groups: int | None = None
+    groups: tuple[tuple[int, ...], ...] | None = None
+    results: tuple[PatternResult, ...]
+    same_as: str | None = None  # the earlier pattern with the same groups, measured once
+
+    @classmethod
+    def from_json(cls, doc: Any, origin: str, where: str, shape: Any) -> ProfilePattern:
+        d = ck.as_object(doc, origin, where)
+        world, nodes, per_node = (
+            (shape.world_size, shape.nodes, shape.ranks_per_node) if shape else (None,) * 3
+        )
+        name = d.get("pattern")
+        if name not in PATTERN_NAMES:
+            raise fail(origin, f"{where}.pattern", f"is {name!r}; known: {', '.join(PATTERN_NAMES)}")
+        size = ck.require_int(d.get("group_size"), f"{where}.group_size", origin, minimum=2, maximum=world)
+        spans = ck.require_int(d.get("nodes_spanned"), f"{where}.nodes_spanned", origin, maximum=nodes)
+        q = ck.require_int(d.get("nic_sharing"), f"{where}.nic_sharing", origin, maximum=per_node)
+        if spans > size:
+            raise fail(origin, where, f"spans {spans} nodes with only {size} ranks")
+        groups = ck.optional_int(d.get("concurrent_groups"), f"{where}.concurrent_groups", origin, minimum=1)
+        if groups is not None and world is not None and groups * size > world:
+            raise ProfileError(
+                f"{origin}: {where}: {groups} groups of {size} ranks need {groups * size} ranks; "
+                f"the profile has {world}"
+            )
+        results = d.get("results")
+        if not isinstance(results, list) or not results:
+            raise ProfileError(f"{ck.where(origin, where)}.results is missing or empty ({name})")
+        values = dict(
+            pattern=name,
+            group_size=size,
+            nodes_spanned=spans,
+            nic_sharing=q,
+            concurrent_groups=groups,
+            groups=_group_lists(d.get("groups"), f"{where}.groups", origin, world),
+            results=tuple(
+                PatternResult.from_json(r, origin, f"{where}.results[{i}]", size, world)
+                for i, r in enumerate(results)
+            ),
+            same_as=ck.optional_text(d.get("same_as"), f"{where}.same_as", origin),
+        )
+        ck.known_keys(d, cls, origin, where)
+        return cls(**values)
+
+
+def _group_lists(
+    groups: Any, path: str, origin: str, world: int | None
+) -> tuple[tuple[int, ...], ...] | None:
+    if groups is None:
+        return None
+    top = (world - 1) if world else None
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        raise fail(origin, path, "must be a list of rank lists")
+    return tuple(
+        tuple(ck.require_int(r, f"{path}[{i}]", origin, 0, top) for r in g) for i, g in enumerate(groups)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileCommunication(ck.Section):
+    """The message sizes, how often each was timed, and every pattern measured."""
+
+    LABEL: ClassVar[str] = "a profile's communication"
+    sizes_bytes: tuple[int, ...] | None = None
+    reps: int | None = None
+    warmup_reps: int | None = None
+    patterns: tuple[ProfilePattern, ...]
+
+    @classmethod
+    def from_json(cls, doc: Any, origin: str, shape: Any = None) -> ProfileCommunication:
+        """Every group must exist in the profiled shape (no rank beyond world_size, no node beyond its nodes,
+        no more ranks sharing a NIC than a node holds) when the shape (a ProfileShape) is given."""
+        d = ck.as_object(doc, origin, "communication")
+        patterns = d.get("patterns")
+        if not isinstance(patterns, list) or not patterns:
+            raise ProfileError(
+                f"{origin}: communication.patterns is missing or empty (nothing to fit; re-profile)"
+            )
+        sizes = d.get("sizes_bytes")
+        if sizes is not None:
+            if not isinstance(sizes, list):
+                raise fail(origin, "communication.sizes_bytes", "must be a list of message sizes")
+            sizes = tuple(
+                ck.require_int(s, f"communication.sizes_bytes[{i}]", origin, maximum=ck.MAX_BYTES)
+                for i, s in enumerate(sizes)
+            )
+        values = dict(
+            sizes_bytes=sizes,
+            reps=ck.optional_int(d.get("reps"), "communication.reps", origin),
+            warmup_reps=ck.optional_int(d.get("warmup_reps"), "communication.warmup_reps", origin),
+            patterns=tuple(
+                ProfilePattern.from_json(p, origin, f"communication.patterns[{j}]", shape)
+                for j, p in enumerate(patterns)
+            ),
+        )
+        ck.known_keys(d, cls, origin, "communication")
+        return cls(**values)
