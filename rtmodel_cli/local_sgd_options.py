@@ -13,10 +13,12 @@ overlap, compression); the user states the one they would run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
+from rtmodel_cli.option_groups import field_options, takes_group
 from runtime_model.prediction.local_sgd import DEFAULT_INNER_STEPS, INNER_STEPS, REPLICAS, WIRE_BITS, LocalSgd
 
 LocalSgdHOpt = Annotated[
@@ -54,6 +56,29 @@ LocalSgdReplicaOpt = Annotated[
         "or each GPU alone."
     ),
 ]
+
+
+@dataclass(frozen=True)
+class LocalSgdFlags:
+    """The five local-SGD options as given (None: not given): one group, declared once here, that advise,
+    plot speedup and validate take as one parameter (`takes_local_sgd`)."""
+
+    local_sgd_h: LocalSgdHOpt = None
+    local_sgd_overlap: LocalSgdOverlapOpt = None
+    local_sgd_fragments: LocalSgdFragmentsOpt = None
+    local_sgd_bits: LocalSgdBitsOpt = None
+    local_sgd_replica: LocalSgdReplicaOpt = None
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in KEYS}
+
+
+def takes_local_sgd(command):
+    """Decorator for a command with a keyword-only parameter `local_sgd_flags: LocalSgdFlags`: typer
+    sees the five options in its place, the body gets them as one LocalSgdFlags."""
+    return takes_group("local_sgd_flags", LocalSgdFlags, field_options(LocalSgdFlags))(command)
+
+
 KEYS = ("local_sgd_h", "local_sgd_overlap", "local_sgd_fragments", "local_sgd_bits", "local_sgd_replica")
 # option -> LocalSgd's field it sets
 FIELDS = dict(zip(KEYS, ("inner_steps", "overlap_steps", "fragments", "bits", "replica"), strict=True))

@@ -4,17 +4,16 @@ Why a dataclass read by a decorator: typer reads a command's options from its si
 commands take the same ~20 inputs. Each field of `ModelInputs` is one option: its name is the parameter
 (and scenario-file key), its annotation the option (rtmodel_cli.options), its default the default.
 `takes_model_inputs` puts those options into a command's signature where its `inputs` parameter is and
-hands the body one `ModelInputs`, so that a parameter cannot be renamed in one command only.
+hands the body one `ModelInputs` (rtmodel_cli.option_groups), so that a parameter cannot be renamed in
+one command only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-import typing
 from collections.abc import Iterable
 
+from rtmodel_cli.option_groups import field_options, takes_group
 from rtmodel_cli.options import (
     BucketMibOpt,
     CalibrationOpt,
@@ -106,50 +105,4 @@ def takes_model_inputs(without: Iterable[str] = (), instead: dict | None = None)
     unknown = (without | set(instead)) - {f.name for f in dataclasses.fields(ModelInputs)}
     if unknown:
         raise TypeError(f"not fields of ModelInputs: {', '.join(sorted(unknown))}")
-
-    def decorate(command):
-        own = _resolved_parameters(command)
-        names = list(own)
-        if INPUTS not in own or own[INPUTS].kind is not inspect.Parameter.KEYWORD_ONLY:
-            raise TypeError(f"{command.__name__} needs a keyword-only parameter `{INPUTS}: ModelInputs`")
-        shared = _option_parameters(without, instead)
-        if set(shared) & set(own):
-            raise TypeError(f"{command.__name__} declares {', '.join(sorted(set(shared) & set(own)))} itself")
-        at = names.index(INPUTS)
-        params = [*(own[n] for n in names[:at]), *shared.values(), *(own[n] for n in names[at + 1 :])]
-
-        @functools.wraps(command)
-        def run(**kwargs):
-            inputs = ModelInputs(**{name: kwargs.pop(name) for name in shared})
-            return command(**kwargs, inputs=inputs)
-
-        run.__signature__ = inspect.Signature(params)
-        run.__annotations__ = {p.name: p.annotation for p in params}
-        return run
-
-    return decorate
-
-
-def _resolved_parameters(command) -> dict[str, inspect.Parameter]:
-    """The command's parameters, keyword-only (typer passes options by name), with their annotations
-    evaluated (typer finds its Option in them; they are strings under `from __future__ import annotations`)."""
-    hints = typing.get_type_hints(command, include_extras=True)
-    return {
-        name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(name, p.annotation))
-        for name, p in inspect.signature(command).parameters.items()
-    }
-
-
-def _option_parameters(without: frozenset[str], instead: dict) -> dict[str, inspect.Parameter]:
-    """ModelInputs' fields as keyword-only parameters, but `without`, with `instead`'s options."""
-    hints = typing.get_type_hints(ModelInputs, include_extras=True)
-    return {
-        f.name: inspect.Parameter(
-            f.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=f.default,
-            annotation=instead.get(f.name, hints[f.name]),
-        )
-        for f in dataclasses.fields(ModelInputs)
-        if f.name not in without
-    }
+    return takes_group(INPUTS, ModelInputs, field_options(ModelInputs, without, instead))

@@ -23,19 +23,19 @@ GpusPerNodeOpt = Annotated[
         help=f"GPUs per node k (default: the cluster's, else {builtin_library().defaults.gpus_per_node}; capped at n)."
     ),
 ]
-GpuOpt = Annotated[
-    str | None, typer.Option(help="GPU preset (T4, V100, A100, H100, ...; `rtmodel presets` lists them).")
-]
-NetworkOpt = Annotated[
-    str | None,
-    typer.Option(help="Inter-node network preset (tcp-25g, ib-100, ib-400, ...; `rtmodel presets`)."),
-]
-IntraOpt = Annotated[
-    str | None, typer.Option(help="Intra-node link preset (pcie3, nvlink3, ...; `rtmodel presets`).")
-]
-ModelOpt = Annotated[
-    str | None, typer.Option(help="Model preset (transformer-base, resnet50, ...; default transformer-base).")
-]
+
+
+def preset_name_option(help_text: str):
+    """An option naming a preset (or precision), not given = None: the form every such flag shares."""
+    return Annotated[str | None, typer.Option(help=help_text)]
+
+
+GpuOpt = preset_name_option("GPU preset (T4, V100, A100, H100, ...; `rtmodel presets` lists them).")
+NetworkOpt = preset_name_option(
+    "Inter-node network preset (tcp-25g, ib-100, ib-400, ...; `rtmodel presets`)."
+)
+IntraOpt = preset_name_option("Intra-node link preset (pcie3, nvlink3, ...; `rtmodel presets`).")
+ModelOpt = preset_name_option("Model preset (transformer-base, resnet50, ...; default transformer-base).")
 # Your own model instead of a preset (runtime_model.presets.own_model): its size, and --compute-ms for its compute.
 ParamsOpt = Annotated[
     float | None,
@@ -52,13 +52,10 @@ ParamMbOpt = Annotated[
         help="Your own model by its gradient message in MiB (> 0) instead of --params; needs --compute-ms.",
     ),
 ]
-ClusterOpt = Annotated[
-    str | None,
-    typer.Option(help="Named cluster preset (t4-ib100, dgx1-v100, dgx-h100, ...; `rtmodel presets`)."),
-]
-PrecisionOpt = Annotated[
-    str | None, typer.Option(help="fp32, tf32, fp16 or bf16, as the GPU has them (default: the GPU's).")
-]
+ClusterOpt = preset_name_option(
+    "Named cluster preset (t4-ib100, dgx1-v100, dgx-h100, ...; `rtmodel presets`)."
+)
+PrecisionOpt = preset_name_option("fp32, tf32, fp16 or bf16, as the GPU has them (default: the GPU's).")
 MfuOpt = Annotated[
     float | None,
     typer.Option(

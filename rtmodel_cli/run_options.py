@@ -12,12 +12,14 @@ only (no torch, no numpy): `rtmodel --help` stays fast.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from profiler.options import DEFAULTS as PROFILE_DEFAULTS
+from rtmodel_cli.option_groups import field_options, takes_group
 from rtmodel_util.processes import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # for the signatures
 
 # (the default, profile --quick's); validate's is the first (runtime_model.core.constraints.RUN_*)
@@ -113,6 +115,32 @@ BackendOpt = Annotated[
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress lines.")]
 # profile's own
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """The flags every measuring run takes (profile and validate), as one group declared once: each
+    command takes them as one parameter (`takes_run_flags`)."""
+
+    model: RunModelOpt = None
+    model_arg: ModelArgOpt = None
+    precision: RunPrecisionOpt = None
+    optimizer: RunOptimizerOpt = None
+    nproc_per_node: NprocPerNodeOpt = None
+    ranks_per_node: RanksPerNodeOpt = None
+    iterations: IterationsOpt = None
+    warmup: WarmupOpt = None
+    timeout_s: TimeoutSOpt = DEFAULT_TIMEOUT_S
+    backend: BackendOpt = "auto"
+    quiet: QuietOpt = False
+
+
+def takes_run_flags(command):
+    """Decorator for a command with a keyword-only parameter `run: RunFlags`: typer sees the flags in
+    its place, the body gets them as one RunFlags."""
+    return takes_group("run", RunFlags, field_options(RunFlags))(command)
+
+
 ProfileOutOpt = Annotated[
     str | None,
     typer.Option(

@@ -28,9 +28,11 @@ target (points); `bracketed` says whether the target lies between the model's CU
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 
@@ -128,35 +130,18 @@ def methods(fragments: int) -> list[Method]:
 
 
 def streaming_table4() -> list[TableRow]:
-    """arXiv 2501.18512v1 Table 4, verbatim (step times from its caption/appendix text)."""
-    scales = {
-        ("1B", 1e9, 0.1, 8): (
-            (86.8, 152.6, 184.2, 222.3, 569.0),
-            (1.4, 6.2, 13.3, 23.3, 86.8),
-            (1.4, 5.2, 9.1, 16.0, 28.1),
-            (1.4, 4.3, 6.2, 9.1, 11.0),
-            (0.4, 0.9, 1.7, 2.0, 3.0),
-        ),
-        ("10B", 1e10, 0.8, 16): (
-            (104.8, 222.3, 222.3, 268.3, 471.5),
-            (1.7, 7.5, 16.0, 33.9, 104.8),
-            (1.7, 5.2, 9.1, 13.3, 19.3),
-            (1.7, 3.6, 5.2, 6.2, 7.5),
-            (0.4, 0.9, 1.4, 1.4, 1.7),
-        ),
-        ("100B", 1e11, 4.9, 36): (
-            (184.2, 323.8, 390.7, 390.7, 471.5),
-            (3.0, 11.0, 23.3, 49.4, 184.2),
-            (2.4, 6.2, 9.1, 11.0, 19.3),
-            (1.7, 3.6, 4.3, 5.2, 5.2),
-            (0.5, 0.9, 1.1, 1.1, 1.4),
-        ),
-    }
-    return [
-        TableRow(STREAMING, scale, n, step, method, gbps)
-        for (scale, n, step, frags), rows in scales.items()
-        for method, gbps in zip(methods(frags), rows, strict=True)
-    ]
+    """arXiv 2501.18512v1 Table 4, verbatim (data/streaming_diloco_table4.csv; step times from its
+    caption/appendix text)."""
+    text = resources.files("rtmodel_literature.data").joinpath("streaming_diloco_table4.csv").read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    out = []
+    for row in rows:
+        method = {m.label: m for m in methods(int(row["fragments"]))}[row["method"]]
+        gbps = tuple(float(row[f"gbps_cu{t:g}"]) for t in CU_TARGETS)
+        out.append(
+            TableRow(STREAMING, row["scale"], float(row["params"]), float(row["step_s"]), method, gbps)
+        )
+    return out
 
 
 def scaling_table6() -> list[TableRow]:

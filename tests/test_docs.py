@@ -209,14 +209,22 @@ def test_readme_is_for_a_newcomer():
 
 
 def test_the_site_sets_up_with_the_readmes_commands():
-    """docs/index.md (the site's front page) and README.md give the same two set-up commands: written
-    twice, they drifted (`pip install .` in one, a virtual environment in the other)."""
+    """docs/index.md (the site's front page) and README.md give the same two set-up commands and the
+    same pipeline: written twice, they drifted (`pip install .` in one, a virtual environment in the
+    other; `calibrate --out` in one only)."""
 
     def setup_commands(page: Path) -> list[str]:
         setup = page.read_text().split("## Set up", 1)[1].split("\n## ", 1)[0]
         return re.findall(r"```bash\n(.*?)\n```", setup, flags=re.S)
 
     assert setup_commands(ROOT / "docs" / "index.md") == setup_commands(ROOT / "README.md")
+
+    def pipeline(page: Path) -> list[list[str]]:  # the table's rows, but index's "read" column
+        table = page.read_text().split("## Pipeline", 1)[1].split("\n## ", 1)[0]
+        rows = [row.strip().strip("|").split("|") for row in table.splitlines() if row.startswith("| ")]
+        return [[cell.strip() for cell in row[:3]] for row in rows]
+
+    assert pipeline(ROOT / "docs" / "index.md") == pipeline(ROOT / "README.md")
 
 
 def test_the_readme_sets_up_in_two_commands():

@@ -184,8 +184,15 @@ def flag_declarations() -> dict[str, list[str]]:
                 continue
             flags = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("-")]
             owner = parent[node]
-            while not flags and not isinstance(owner, ast.arg | ast.Assign | ast.AnnAssign):
+            while not flags and not isinstance(owner, ast.arg | ast.Assign | ast.AnnAssign | ast.FunctionDef):
                 owner = parent[owner]  # no name given: the parameter, field or alias it annotates names it
+            if not flags and isinstance(owner, ast.FunctionDef):  # a factory: each `XOpt = factory(...)` declares
+                for made in ast.walk(tree):
+                    if isinstance(made, ast.Assign) and isinstance(made.value, ast.Call):
+                        if ast.unparse(made.value.func) == owner.name:
+                            for flag in sorted(uses.get(made.targets[0].id, {f"(unused {made.targets[0].id})"})):
+                                found.setdefault(flag, []).append(f"{name}:{made.lineno}")
+                continue
             if not flags and isinstance(owner, ast.Assign):
                 flags = sorted(uses.get(owner.targets[0].id, {f"(unused {owner.targets[0].id})"}))
             elif not flags:

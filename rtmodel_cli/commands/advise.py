@@ -18,14 +18,7 @@ from rtmodel_cli.advice_inputs import (
     scenario_for,
     scenario_request,
 )
-from rtmodel_cli.local_sgd_options import (
-    LocalSgdBitsOpt,
-    LocalSgdFragmentsOpt,
-    LocalSgdHOpt,
-    LocalSgdOverlapOpt,
-    LocalSgdReplicaOpt,
-    local_sgd_configs,
-)
+from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_configs, takes_local_sgd
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt
 from rtmodel_cli.output_format import Format, FormatOpt
@@ -62,6 +55,7 @@ def register(app: typer.Typer) -> None:
 
 
 @takes_model_inputs()
+@takes_local_sgd
 def advise(
     gpus: GpusOpt = None,
     *,
@@ -72,27 +66,17 @@ def advise(
     step_ms: StepMsOpt = None,
     step_gpus: StepGpusOpt = None,
     batch_per_gpu: PerGpuOpt = None,
-    local_sgd_h: LocalSgdHOpt = None,
-    local_sgd_overlap: LocalSgdOverlapOpt = None,
-    local_sgd_fragments: LocalSgdFragmentsOpt = None,
-    local_sgd_bits: LocalSgdBitsOpt = None,
-    local_sgd_replica: LocalSgdReplicaOpt = None,
     verbose: VerboseOpt = False,
     brief: BriefOpt = False,
     format: FormatOpt = Format.table,
+    local_sgd_flags: LocalSgdFlags,
 ):
     """Predict per-iteration time of All-Reduce, each gossip topology and local SGD; recommend one."""
     from rtmodel_cli import scenario_file
 
     given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
     given.update(step_ms=step_ms, step_gpus=step_gpus, batch_per_gpu=batch_per_gpu)
-    given.update(
-        local_sgd_h=local_sgd_h,
-        local_sgd_overlap=local_sgd_overlap,
-        local_sgd_fragments=local_sgd_fragments,
-        local_sgd_bits=local_sgd_bits,
-        local_sgd_replica=local_sgd_replica,
-    )
+    given.update(local_sgd_flags.as_dict())
     if brief:
         from rtmodel_cli.brief import refuse_beside
 

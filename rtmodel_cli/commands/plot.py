@@ -12,15 +12,7 @@ from typing import Annotated
 import typer
 
 from rtmodel_cli import scenario_file
-from rtmodel_cli.local_sgd_options import KEYS as LOCAL_SGD_KEYS
-from rtmodel_cli.local_sgd_options import (
-    LocalSgdBitsOpt,
-    LocalSgdFragmentsOpt,
-    LocalSgdHOpt,
-    LocalSgdOverlapOpt,
-    LocalSgdReplicaOpt,
-    local_sgd_configs,
-)
+from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_configs, takes_local_sgd
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
@@ -111,26 +103,22 @@ def _as_list(value: str | list[str] | None) -> list[str] | None:
 @takes_model_inputs(
     without=SWEEP_WITHOUT, instead={"network": NetworksOpt, "model": ModelsOpt, "cluster": ClustersOpt}
 )
+@takes_local_sgd
 def speedup(
     out: OutOpt,
     gpus: GpusOpt = "8:1024",
     topology: TopologiesOpt = None,
     batch_per_gpu: PerGpuOpt = None,
-    local_sgd_h: LocalSgdHOpt = None,
-    local_sgd_overlap: LocalSgdOverlapOpt = None,
-    local_sgd_fragments: LocalSgdFragmentsOpt = None,
-    local_sgd_bits: LocalSgdBitsOpt = None,
-    local_sgd_replica: LocalSgdReplicaOpt = None,
     *,
     inputs: ModelInputs,
+    local_sgd_flags: LocalSgdFlags,
 ):
     """Speedup over All-Reduce vs number of GPUs, per topology; marks where decentralization pays.
     A --local-sgd-* option adds local SGD's line (none without one; --local-sgd-h 0 is none)."""
     import rtmodel_plots as plots
 
-    given = dict(zip(LOCAL_SGD_KEYS, (local_sgd_h, local_sgd_overlap, local_sgd_fragments, local_sgd_bits,
-                                      local_sgd_replica), strict=True))  # fmt: skip
-    local_sgd = local_sgd_configs(given, by_default=False)  # no line unless a --local-sgd-* option asks
+    # no line unless a --local-sgd-* option asks
+    local_sgd = local_sgd_configs(local_sgd_flags.as_dict(), by_default=False)
     gl = parse_gpus(gpus)
     o, taken = merged(inputs)
     networks, clusters = _as_list(o.network), _as_list(o.cluster)

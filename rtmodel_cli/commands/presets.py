@@ -117,126 +117,101 @@ def _num(value: float) -> str:
     return f"{value:,g}" if value < 1e6 else f"{value:,.0f}"
 
 
+def _rows(entries, row) -> list[list[str]]:
+    """One table row per preset, by name: `row(name, preset)` gives its cells."""
+    return [row(name, entries[name]) for name in sorted(entries)]
+
+
 def gpu_rows(library) -> tuple[list[str], list[list[str]]]:
-    headers = [
-        "GPU",
-        *PRECISIONS,
-        "GiB",
-        "GB/s",
-        "default",
-        "mfu",
-        "intra",
-    ]
-    rows = []
-    for name in sorted(library.gpus):
-        g = library.gpus[name]
-        peaks = [_num(g.tflops[p]) if p in g.tflops else MISSING for p in PRECISIONS]
+    headers = ["GPU", *PRECISIONS, "GiB", "GB/s", "default", "mfu", "intra"]
+
+    def row(name, g) -> list[str]:
         extra = [p for p in g.tflops if p not in PRECISIONS]
-        mfu = ", ".join(f"{p} {v:g}" for p, v in g.mfu.items())
-        rows.append(
-            [
-                name + (f" (+{', '.join(extra)})" if extra else ""),
-                *peaks,
-                _num(g.memory_GiB),
-                _num(g.memory_bandwidth_GBps),
-                g.default_precision,
-                mfu,
-                library.default_intra(name),
-            ]
-        )
-    return headers, rows
+        return [
+            name + (f" (+{', '.join(extra)})" if extra else ""),
+            *(_num(g.tflops[p]) if p in g.tflops else MISSING for p in PRECISIONS),
+            _num(g.memory_GiB),
+            _num(g.memory_bandwidth_GBps),
+            g.default_precision,
+            ", ".join(f"{p} {v:g}" for p, v in g.mfu.items()),
+            library.default_intra(name),
+        ]
+
+    return headers, _rows(library.gpus, row)
 
 
 def link_rows(table) -> tuple[list[str], list[list[str]]]:
     headers = ["link", "Gbit/s", "efficiency", "achievable GB/s", "latency µs", "description"]
-    rows = []
-    for name in sorted(table):
-        link = table[name]
-        rows.append(
-            [
-                name,
-                _num(link.bandwidth_Gbps),
-                f"{link.efficiency:g}",
-                f"{link.achievable_Gbps / 8:,.1f}",
-                _num(link.latency_us),
-                link.description,
-            ]
-        )
-    return headers, rows
+
+    def row(name, link) -> list[str]:
+        achievable = f"{link.achievable_Gbps / 8:,.1f}"
+        return [
+            name,
+            _num(link.bandwidth_Gbps),
+            f"{link.efficiency:g}",
+            achievable,
+            _num(link.latency_us),
+            link.description,
+        ]
+
+    return headers, _rows(table, row)
 
 
 def model_rows(library) -> tuple[list[str], list[list[str]]]:
     headers = ["model", "params", "unit", "default batch", "GFLOP/unit", "description"]
-    rows = []
-    for name in sorted(library.models):
-        m = library.models[name]
+
+    def row(name, m) -> list[str]:
         batch = m.default_global_batch
         batch_text = f"{int(batch):,}" if batch == int(batch) else f"{batch:,g}"
         flops_text = f"{m.train_flops_per_unit / 1e9:,.3g}"
         if m.params_only:  # known by its size only: its compute is yours (--compute-ms), not counted
             batch_text = flops_text = MISSING
-        rows.append([name, f"{m.params / 1e6:,.1f} M", m.unit, batch_text, flops_text, m.description])
-    return headers, rows
+        return [name, f"{m.params / 1e6:,.1f} M", m.unit, batch_text, flops_text, m.description]
+
+    return headers, _rows(library.models, row)
 
 
 def cluster_rows(library) -> tuple[list[str], list[list[str]]]:
     headers = ["cluster", "node", "intra", "network", "NICs", "precision"]
-    rows = []
-    for name in sorted(library.clusters):
-        c = library.clusters[name]
-        gpu = library.gpus[c.gpu]
-        precision = c.precision or f"{gpu.default_precision} (GPU's)"
-        rows.append(
-            [name, f"{c.gpus_per_node} x {c.gpu}", c.intra, c.network, str(c.nics_per_node), precision]
-        )
-    return headers, rows
+
+    def row(name, c) -> list[str]:
+        precision = c.precision or f"{library.gpus[c.gpu].default_precision} (GPU's)"
+        return [name, f"{c.gpus_per_node} x {c.gpu}", c.intra, c.network, str(c.nics_per_node), precision]
+
+    return headers, _rows(library.clusters, row)
+
+
+# Per table's columns: priority (0 always shown, higher dropped first), whether cells wrap, whether
+# they are right-aligned numbers.
+GPU_COLUMNS = (
+    [0, 1, 2, 1, 2, 1, 1, 3, 4, 3],
+    [False] * 8 + [True, False],
+    [False] + [True] * 6 + [False] * 3,
+)
+LINK_COLUMNS = ([0, 1, 1, 1, 1, 2], [False] * 5 + [True], [False] + [True] * 4 + [False])
+MODEL_COLUMNS = ([0, 1, 2, 1, 2, 3], [False] * 5 + [True], [False, True, False, True, True, False])
+CLUSTER_COLUMNS = ([0, 0, 1, 1, 2, 3], [False] * 5 + [True], [False, False, False, False, True, False])
 
 
 def _tables(library, kinds: list[Kind]):
-    """Per table: its title, (headers, rows), and per column (priority: 0 always shown, higher dropped
-    first; whether cells wrap; whether they are right-aligned numbers)."""
+    """Per table: its title, (headers, rows), and its columns' spec (*_COLUMNS)."""
     for kind in kinds:
         if kind is Kind.gpus:
-            yield (
-                "GPUs (--gpu): dense peak TFLOP/s per precision (- = none), memory GiB and GB/s",
-                gpu_rows(library),
-                (
-                    [0, 1, 2, 1, 2, 1, 1, 3, 4, 3],
-                    [False] * 8 + [True, False],
-                    [False] + [True] * 6 + [False] * 3,
-                ),
-            )
+            title = "GPUs (--gpu): dense peak TFLOP/s per precision (- = none), memory GiB and GB/s"
+            yield title, gpu_rows(library), GPU_COLUMNS
         elif kind is Kind.networks:
-            spec = ([0, 1, 1, 1, 1, 2], [False] * 5 + [True], [False] + [True] * 4 + [False])
-            yield (
-                "Inter-node networks (--network): line rate per NIC, per direction",
-                link_rows(library.inter_networks),
-                spec,
-            )
-            yield (
-                "Intra-node links (--intra): line rate per GPU, per direction",
-                link_rows(library.intra_links),
-                spec,
-            )
+            title = "Inter-node networks (--network): line rate per NIC, per direction"
+            yield title, link_rows(library.inter_networks), LINK_COLUMNS
+            title = "Intra-node links (--intra): line rate per GPU, per direction"
+            yield title, link_rows(library.intra_links), LINK_COLUMNS
         elif kind is Kind.models:
-            yield (
-                "Models (--model): default global batch in units; forward + backward GFLOP per unit",
-                model_rows(library),
-                (
-                    [0, 1, 2, 1, 2, 3],
-                    [False] * 5 + [True],
-                    [False, True, False, True, True, False],
-                ),
-            )
+            title = "Models (--model): default global batch in units; forward + backward GFLOP per unit"
+            yield title, model_rows(library), MODEL_COLUMNS
         else:
             yield (
                 "Clusters (--cluster): GPUs and inter-node NICs per node",
                 cluster_rows(library),
-                (
-                    [0, 0, 1, 1, 2, 3],
-                    [False] * 5 + [True],
-                    [False, False, False, False, True, False],
-                ),
+                CLUSTER_COLUMNS,
             )
 
 
@@ -262,7 +237,8 @@ def render_presets(library, kinds: list[Kind], console=None) -> None:
     yours = library.files[len(FILES) :]
     where = "built-in" + (f", then {', '.join(yours)}" if yours else "")
     _dim(
-        console, f"presets: {where}; every figure's source: --format json or runtime_model/presets/preset_data/*.toml"
+        console,
+        f"presets: {where}; every figure's source: --format json or runtime_model/presets/preset_data/*.toml",
     )
 
 

@@ -14,23 +14,13 @@ import typer
 
 from rtmodel_cli.options import BucketMibOpt
 from rtmodel_cli.run_options import (
-    DEFAULT_TIMEOUT_S,
-    BackendOpt,
     BatchPerRankOpt,
-    IterationsOpt,
-    ModelArgOpt,
-    NprocPerNodeOpt,
     ProfileOutOpt,
     QuickOpt,
-    QuietOpt,
-    RanksPerNodeOpt,
     RepsOpt,
     ResumeOpt,
-    RunModelOpt,
-    RunOptimizerOpt,
-    RunPrecisionOpt,
-    TimeoutSOpt,
-    WarmupOpt,
+    RunFlags,
+    takes_run_flags,
 )
 
 
@@ -38,24 +28,16 @@ def register(app: typer.Typer) -> None:
     """Add the `profile` command to `app`."""
 
     @app.command("profile")
+    @takes_run_flags
     def profile(
         out: ProfileOutOpt = None,
-        model: RunModelOpt = None,
-        model_arg: ModelArgOpt = None,
         batch_per_rank: BatchPerRankOpt = None,
-        precision: RunPrecisionOpt = None,
-        optimizer: RunOptimizerOpt = None,
         quick: QuickOpt = False,
-        nproc_per_node: NprocPerNodeOpt = None,
-        ranks_per_node: RanksPerNodeOpt = None,
         resume: ResumeOpt = None,
-        timeout_s: TimeoutSOpt = DEFAULT_TIMEOUT_S,
-        iterations: IterationsOpt = None,
-        warmup: WarmupOpt = None,
         reps: RepsOpt = None,
         bucket_cap_mb: BucketMibOpt = None,
-        backend: BackendOpt = "auto",
-        quiet: QuietOpt = False,
+        *,
+        run: RunFlags,
     ) -> None:
         """Measure this cluster (compute, bucket timing, all-reduce per group pattern) into a profile JSON.
 
@@ -69,10 +51,11 @@ def register(app: typer.Typer) -> None:
         launch_env()  # first: a bad RANK must not decide who checks --out (its rank says it: failing.report)
         path = output_file(output_path_arg(out, "--out"), resume)
         opts = ProfileOptions(
-            out=str(path), model=model, model_args=parse_model_args(model_arg), batch_per_rank=batch_per_rank,
-            precision=precision, optimizer=optimizer, quick=quick, nproc_per_node=nproc_per_node,
-            ranks_per_node=ranks_per_node, resume=resume is not None, timeout_s=timeout_s, iterations=iterations,
-            warmup=warmup, reps=reps, bucket_cap_mb=bucket_cap_mb, backend=backend, progress=not quiet,
+            out=str(path), model=run.model, model_args=parse_model_args(run.model_arg),
+            batch_per_rank=batch_per_rank, precision=run.precision, optimizer=run.optimizer, quick=quick,
+            nproc_per_node=run.nproc_per_node, ranks_per_node=run.ranks_per_node, resume=resume is not None,
+            timeout_s=run.timeout_s, iterations=run.iterations, warmup=run.warmup, reps=reps,
+            bucket_cap_mb=bucket_cap_mb, backend=run.backend, progress=not run.quiet,
         )  # fmt: skip
         run_profile(opts)
         from rtmodel_util.rank_exit import end_launched_rank

@@ -14,31 +14,10 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli.local_sgd_options import KEYS as LOCAL_SGD_KEYS
-from rtmodel_cli.local_sgd_options import (
-    LocalSgdBitsOpt,
-    LocalSgdFragmentsOpt,
-    LocalSgdHOpt,
-    LocalSgdOverlapOpt,
-    LocalSgdReplicaOpt,
-    local_sgd_asked,
-)
+from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_asked, takes_local_sgd
 from rtmodel_cli.options import ProfileOpt
 from rtmodel_cli.output_format import Format, TableJsonFormatOpt
-from rtmodel_cli.run_options import (
-    DEFAULT_TIMEOUT_S,
-    BackendOpt,
-    IterationsOpt,
-    ModelArgOpt,
-    NprocPerNodeOpt,
-    QuietOpt,
-    RanksPerNodeOpt,
-    RunModelOpt,
-    RunOptimizerOpt,
-    RunPrecisionOpt,
-    TimeoutSOpt,
-    WarmupOpt,
-)
+from rtmodel_cli.run_options import RunFlags, takes_run_flags
 from rtmodel_util.rank_exit import end_launched_rank
 from validation.results import DEFAULT_RESULTS_DOC, default_results_path
 
@@ -89,19 +68,13 @@ def register(app: typer.Typer) -> None:
     Long because typer reads every option from the one command signature inside it."""
 
     @app.command("validate")
+    @takes_run_flags
+    @takes_local_sgd
     def validate_cmd(
         profile: ProfileOpt = None,
         topology: Annotated[str | None, typer.Option("--topology", help="Topology Decent-DP runs.")] = None,
         recommended: Annotated[bool, typer.Option("--recommended", help="Run the advisor's recommendation (the "
                                                   "best-predicted topology if it says keep All-Reduce).")] = False,
-        nproc_per_node: NprocPerNodeOpt = None,
-        ranks_per_node: RanksPerNodeOpt = None,
-        iterations: IterationsOpt = None,
-        warmup: WarmupOpt = None,
-        model: RunModelOpt = None,
-        model_arg: ModelArgOpt = None,
-        precision: RunPrecisionOpt = None,
-        optimizer: RunOptimizerOpt = None,
         fmt: TableJsonFormatOpt = Format.table,
         results: Annotated[str | None, typer.Option(
             "--results", show_default=str(default_results_path()),
@@ -111,14 +84,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         report: Annotated[bool, typer.Option("--report", help="Summarise the model's accuracy over --results "
                                              "instead of running.")] = False,
-        timeout_s: TimeoutSOpt = DEFAULT_TIMEOUT_S,
-        quiet: QuietOpt = False,
-        backend: BackendOpt = "auto",
-        local_sgd_h: LocalSgdHOpt = None,
-        local_sgd_overlap: LocalSgdOverlapOpt = None,
-        local_sgd_fragments: LocalSgdFragmentsOpt = None,
-        local_sgd_bits: LocalSgdBitsOpt = None,
-        local_sgd_replica: LocalSgdReplicaOpt = None,
+        *,
+        run: RunFlags,
+        local_sgd_flags: LocalSgdFlags,
     ) -> None:
         """Train with DDP and with Decent-DP (and local SGD with a --local-sgd-* option), measure per-iteration time,
         and compare with the model."""
@@ -132,9 +100,8 @@ def register(app: typer.Typer) -> None:
         launch_env()  # first: a bad RANK must not decide who says an error or checks --results
         from validation.local_sgd import local_sgd_options
 
-        asked = local_sgd_asked(dict(zip(LOCAL_SGD_KEYS, (local_sgd_h, local_sgd_overlap, local_sgd_fragments,
-                                                          local_sgd_bits, local_sgd_replica), strict=True)),
-                                by_default=False)  # one meaning in every command (rtmodel_cli.local_sgd_options)
+        # one meaning in every command (rtmodel_cli.local_sgd_options)
+        asked = local_sgd_asked(local_sgd_flags.as_dict(), by_default=False)
         local_sgd = None if asked is None else local_sgd_options(**asked)
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
@@ -143,11 +110,12 @@ def register(app: typer.Typer) -> None:
         from validation.validate import run_validation
 
         path, is_default = results_file(results, profile)  # before the run: a run never ends in "cannot write"
-        counts = {k: v for k, v in (("iterations", iterations), ("warmup", warmup)) if v is not None}
+        counts = {k: v for k, v in (("iterations", run.iterations), ("warmup", run.warmup)) if v is not None}
         opts = ValidateOptions(
-            topology=topology, recommended=recommended, nproc_per_node=nproc_per_node, ranks_per_node=ranks_per_node,
-            model=model, model_args=parse_model_args(model_arg), precision=precision, optimizer=optimizer,
-            local_sgd=local_sgd, backend=backend, timeout_s=timeout_s, progress=not quiet, **counts,
+            topology=topology, recommended=recommended, nproc_per_node=run.nproc_per_node,
+            ranks_per_node=run.ranks_per_node, model=run.model, model_args=parse_model_args(run.model_arg),
+            precision=run.precision, optimizer=run.optimizer, local_sgd=local_sgd, backend=run.backend,
+            timeout_s=run.timeout_s, progress=not run.quiet, **counts,
         )  # results_path None: this command shows the result first, then records it (show_and_record)
         result = run_validation(profile, opts)
         if result is not None:  # None: a rank other than 0 of a torchrun job

@@ -57,17 +57,24 @@ class TunedDdp:
         )
 
     def to_dict(self) -> dict:
+        """The advice JSON's `tuned_ddp` (JSON_KEYS: its key -> this object's attribute)."""
         rec = self.recommendation
         return {
-            "setting": self.setting,
-            "allreduce_today_s": self.today_s,
-            "allreduce_tuned_s": self.tuned_s,
-            "recovered_s": self.recovered_s,
-            "best": self.best,
-            "best_s": self.best_s,
-            "changes_verdict": self.changes_verdict,
+            **{key: getattr(self, attr) for key, attr in JSON_KEYS.items()},
             "recommendation": {"topology": rec.topology, "too_close_to_call": rec.too_close_to_call},
         }
+
+
+# The advice JSON's keys for a TunedDdp, in their order (the document's names predate the fields').
+JSON_KEYS = {
+    "setting": "setting",
+    "allreduce_today_s": "today_s",
+    "allreduce_tuned_s": "tuned_s",
+    "recovered_s": "recovered_s",
+    "best": "best",
+    "best_s": "best_s",
+    "changes_verdict": "changes_verdict",
+}
 
 
 def tuned_ddp(advice: Advice, tuned_scenario: Scenario) -> TunedDdp | None:

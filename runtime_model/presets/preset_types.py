@@ -237,6 +237,16 @@ class PresetDefaults:
     gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)  # capped at the job's GPU count
 
 
+def _lookup(table: str, kind: str, input_name: str):
+    """A PresetLibrary method: the preset of that name in `table`, else UnknownPreset with the choices."""
+
+    def get(self, name: str):
+        return _pick(getattr(self, table), name, kind, input_name)
+
+    get.__doc__ = f"The {kind} preset named `name` (UnknownPreset names the choices and --{input_name})."
+    return get
+
+
 @dataclass(frozen=True, eq=False)
 class PresetLibrary:
     """Every preset by name, and the defaults: the built-ins, possibly with a user's files over them.
@@ -256,23 +266,13 @@ class PresetLibrary:
     passes: Mapping[str, MemoryPass]
     files: tuple[str, ...] = ()
 
-    def gpu(self, name: str) -> GpuPreset:
-        return _pick(self.gpus, name, "GPU", "gpu")
-
-    def network(self, name: str) -> LinkPreset:
-        return _pick(self.inter_networks, name, "network", "network")
-
-    def intra(self, name: str) -> LinkPreset:
-        return _pick(self.intra_links, name, "intra-node link", "intra")
-
-    def model(self, name: str) -> ModelPreset:
-        return _pick(self.models, name, "model", "model")
-
-    def cluster(self, name: str) -> ClusterPreset:
-        return _pick(self.clusters, name, "cluster", "cluster")
-
-    def memory_pass(self, name: str) -> MemoryPass:
-        return _pick(self.passes, name, "memory pass", "pass")
+    # Look-ups by name that raise UnknownPreset naming the choices and the input (gpu, network, ...).
+    gpu = _lookup("gpus", "GPU", "gpu")
+    network = _lookup("inter_networks", "network", "network")
+    intra = _lookup("intra_links", "intra-node link", "intra")
+    model = _lookup("models", "model", "model")
+    cluster = _lookup("clusters", "cluster", "cluster")
+    memory_pass = _lookup("passes", "memory pass", "pass")
 
     def traffic(self, name: str) -> MemoryPass:
         """An optimizer's or a library pass's traffic.toml entry, by name (optimizers first)."""
