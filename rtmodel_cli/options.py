@@ -20,9 +20,12 @@ from runtime_model.presets.preset_loading import builtin_library
 GpusPerNodeOpt = Annotated[
     int | None,
     typer.Option(
-        help=f"GPUs per node k (default: the cluster's, else {builtin_library().defaults.gpus_per_node}; capped at n)."
+        help=f"GPUs per node k (not given: the cluster's, else {builtin_library().defaults.gpus_per_node}, "
+        "capped at n; calibrate: the profile's)."
     ),
 ]
+# One n (the plots of one cluster, topologies): each command's default is in its signature.
+GpuCountOpt = Annotated[int, typer.Option("--gpus", help="Number of GPUs n.")]
 
 
 def preset_name_option(help_text: str):

@@ -8,13 +8,9 @@ scenario as `rtmodel advise` does (plot_common.plotted_scenario); the advice's c
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import PerGpuOpt
+from rtmodel_cli.options import GpuCountOpt, PerGpuOpt
 from rtmodel_cli.plot_common import OutOpt, check_out, merged, plotted_scenario, render
 from rtmodel_cli.plot_variance import WITHOUT
 
@@ -22,7 +18,7 @@ from rtmodel_cli.plot_variance import WITHOUT
 @takes_model_inputs(without=WITHOUT)
 def crossover(
     out: OutOpt,
-    gpus: Annotated[int, typer.Option(help="Number of GPUs n.")] = 64,
+    gpus: GpuCountOpt = 64,
     batch_per_gpu: PerGpuOpt = None,
     *,
     inputs: ModelInputs,

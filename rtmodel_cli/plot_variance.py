@@ -13,7 +13,7 @@ import typer
 
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import PerGpuOpt, TopologiesOpt
+from rtmodel_cli.options import GpuCountOpt, PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
     OutOpt,
     check_out,
@@ -41,7 +41,7 @@ def variance(
     cv_max: Annotated[
         float, typer.Option(help=f"Largest i.i.d. compute CV in panel (b), {CV_MAX.describe()}.")
     ] = 0.5,
-    gpus: Annotated[int, typer.Option(help="Number of GPUs n.")] = 64,
+    gpus: GpuCountOpt = 64,
     topology: TopologiesOpt = None,
     batch_per_gpu: PerGpuOpt = None,
     *,

@@ -70,7 +70,7 @@ def test_help_states_the_gpus_per_node_default_advise_uses():
     k = json.loads(CliRunner().invoke(app, ["advise", "--gpus", "64", "--format", "json"]).stdout)["inputs"][
         "gpus_per_node"
     ]
-    assert f"else {k}; capped at n" in " ".join(res.stdout.split())  # wherever the help wraps
+    assert f"else {k}, capped at n" in " ".join(res.stdout.split())  # wherever the help wraps
 
 
 def test_help_comes_in_panels_with_the_common_options_first_and_whole_flag_names():

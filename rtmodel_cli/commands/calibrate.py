@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rtmodel_cli.options import IntraOpt, NetworkOpt
+from rtmodel_cli.options import GpusPerNodeOpt, IntraOpt, NetworkOpt
 from rtmodel_cli.output_format import Format, TableJsonFormatOpt
 
 if TYPE_CHECKING:
@@ -57,9 +57,7 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
         gpus: Annotated[
             int | None, typer.Option("--gpus", help="also say how the fit extrapolates to N GPUs")
         ] = None,
-        gpus_per_node: Annotated[
-            int | None, typer.Option("--gpus-per-node", help="GPUs per node of that target")
-        ] = None,
+        gpus_per_node: GpusPerNodeOpt = None,
     ) -> None:
         """Fit the runtime model's parameters (links, per-shape costs, compute) to a profile.
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli.options import GpuCountOpt, GpusPerNodeOpt
 from rtmodel_cli.output_format import Format, FormatOpt
 
 
@@ -15,16 +16,18 @@ def register(app: typer.Typer) -> None:
 
 
 def topologies(
-    gpus: Annotated[int, typer.Option(help="Number of GPUs n.")] = 16,
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node k.")] = 4,
+    gpus: GpuCountOpt = 16,
+    gpus_per_node: GpusPerNodeOpt = None,
     show_rounds: Annotated[bool, typer.Option(help="Print every round's groups (small n only).")] = False,
     format: FormatOpt = Format.table,
 ):
     """List the gossip schedules: rounds, degree, consensus, and whether they fit the shape."""
     from runtime_model.advice.report import topology_rows, topology_rows_csv, topology_rows_json
     from runtime_model.core.scenario import ClusterShape
+    from runtime_model.presets.preset_loading import builtin_library
 
-    shape = ClusterShape(gpus, gpus_per_node)
+    k = min(builtin_library().defaults.gpus_per_node, gpus) if gpus_per_node is None else gpus_per_node
+    shape = ClusterShape(gpus, k)
     rows = topology_rows(shape, with_rounds=show_rounds and gpus <= 64)
     if format == Format.json:
         sys.stdout.write(topology_rows_json(rows) + "\n")
