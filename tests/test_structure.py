@@ -105,32 +105,32 @@ def test_the_package_list_is_the_tree():
     assert on_disk == set(PACKAGES)
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_each_package_imports_only_the_layers_below_it(package):
+def imports_where(importer, wrong) -> list[str]:
+    """"module -> dependency" for every import by a module `importer(name)` accepts of a dependency
+    `wrong(dep)` flags: the one walk behind the layering tests."""
     modules = package_modules()
-    wrong = {
+    return sorted(
         f"{name} -> {dep}"
         for name, path in modules.items()
-        if name.split(".")[0] == package
+        if importer(name)
         for dep in module_imports(path, modules)
-        if dep.split(".")[0] not in MAY_IMPORT[package] | {package}
-    }
-    assert not wrong, sorted(wrong)
+        if wrong(dep)
+    )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_imports_only_the_layers_below_it(package):
+    allowed = MAY_IMPORT[package] | {package}
+    wrong = imports_where(lambda n: n.split(".")[0] == package, lambda d: d.split(".")[0] not in allowed)
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_no_stage_imports_the_shell(stage):
     """A stage is a library: its commands live in rtmodel_cli/commands, its figures take its data from
     the shell. Checked apart from MAY_IMPORT so that widening a stage's list cannot let the arrow back."""
-    modules = package_modules()
-    upward = {
-        f"{name} -> {dep}"
-        for name, path in modules.items()
-        if name.split(".")[0] == stage
-        for dep in module_imports(path, modules)
-        if dep.split(".")[0] in SHELL
-    }
-    assert not upward, sorted(upward)
+    upward = imports_where(lambda n: n.split(".")[0] == stage, lambda d: d.split(".")[0] in SHELL)
+    assert not upward, upward
 
 
 def test_every_command_lives_in_the_shell():
@@ -180,15 +180,12 @@ def test_the_model_floors_are_the_tree():
 
 @pytest.mark.parametrize("floor", MODEL_FLOORS)
 def test_each_model_floor_imports_only_the_floors_below_it(floor):
-    modules = package_modules()
-    wrong = {
-        f"{name} -> {dep}"
-        for name, path in modules.items()
-        if name.startswith(f"runtime_model.{floor}.")
-        for dep in module_imports(path, modules)
-        if dep.startswith("runtime_model.") and dep.split(".")[1] not in MODEL_FLOORS[floor] | {floor}
-    }
-    assert not wrong, sorted(wrong)
+    allowed = MODEL_FLOORS[floor] | {floor}
+    wrong = imports_where(
+        lambda n: n.startswith(f"runtime_model.{floor}."),
+        lambda d: d.startswith("runtime_model.") and d.split(".")[1] not in allowed,
+    )
+    assert not wrong, wrong
 
 
 def test_no_module_imports_another_in_a_circle():
