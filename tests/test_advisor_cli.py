@@ -98,7 +98,9 @@ def test_decentralization_wins_on_slow_network_with_big_message():
 def test_topologies_command():
     res = run("topologies", "--gpus", "8", "--gpus-per-node", "2", "--format", "json")
     assert res.exit_code == 0, res.output
-    rows = {r["topology"]: r for r in json.loads(res.stdout)}
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "rtmodel-topologies/1" and (doc["gpus"], doc["gpus_per_node"]) == (8, 2)
+    rows = {r["topology"]: r for r in doc["topologies"]}
     assert rows["one-peer-exp"]["consensus"]["exact_rounds"] == 3
     assert rows["ring"]["period"] == 2
     res = run("topologies", "--gpus", "6", "--gpus-per-node", "4")

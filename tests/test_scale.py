@@ -380,7 +380,7 @@ def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(built_schedu
         app, ["topologies", "--gpus", str(1 << 24), "--gpus-per-node", "8", "--format", "json"]
     )
     assert res.exit_code == 0, res.output
-    rows = {r["topology"]: r for r in json.loads(res.output)}
+    rows = {r["topology"]: r for r in json.loads(res.output)["topologies"]}
     assert all(r["applicable"] for name, r in rows.items() if name not in UNREDUCED)
     assert all(not rows[name]["applicable"] for name in UNREDUCED)
     assert rows["one-peer-exp"]["period"] == 24 and rows["complete"]["group_sizes"] == [1 << 24]

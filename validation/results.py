@@ -225,7 +225,13 @@ class ResultsSummary:
     shapes: list[str]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """`validate --report --format json`: headed like every rtmodel document (core.document_header)."""
+        from runtime_model.core.document_header import document_header
+
+        return {**document_header(REPORT_KIND, REPORT_VERSION), **asdict(self)}
+
+
+REPORT_KIND, REPORT_VERSION = "validation-report", 1
 
 
 def _parsed_lines(path: Path) -> list[tuple[int, dict | str]]:

@@ -30,7 +30,7 @@ def topologies(
     shape = ClusterShape(gpus, k)
     rows = topology_rows(shape, with_rounds=show_rounds and gpus <= 64)
     if format == Format.json:
-        sys.stdout.write(topology_rows_json(rows) + "\n")
+        sys.stdout.write(topology_rows_json(rows, shape) + "\n")
     elif format == Format.csv:
         sys.stdout.write(topology_rows_csv(rows))
     else:

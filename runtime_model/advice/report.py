@@ -283,10 +283,12 @@ def topology_rows(shape: ClusterShape, with_rounds: bool = False) -> list[dict]:
     return rows
 
 
-def topology_rows_json(rows: list[dict]) -> str:
+def topology_rows_json(rows: list[dict], shape: ClusterShape) -> str:
+    """`rtmodel topologies --format json`: headed like every rtmodel document, the shape, then the rows."""
     import json
 
-    return json.dumps(json_safe(rows), indent=2, default=str)
+    doc = {**document_header("topologies", 1), "gpus": shape.gpus, "gpus_per_node": shape.gpus_per_node}
+    return json.dumps(json_safe({**doc, "topologies": rows}), indent=2, default=str)
 
 
 def topology_rows_csv(rows: list[dict]) -> str:
