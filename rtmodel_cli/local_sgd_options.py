@@ -13,7 +13,7 @@ overlap, compression); the user states the one they would run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Annotated
 
 import typer
@@ -70,7 +70,7 @@ class LocalSgdFlags:
     local_sgd_replica: LocalSgdReplicaOpt = None
 
     def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in KEYS}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def takes_local_sgd(command):
@@ -79,7 +79,7 @@ def takes_local_sgd(command):
     return takes_group("local_sgd_flags", LocalSgdFlags, field_options(LocalSgdFlags))(command)
 
 
-KEYS = ("local_sgd_h", "local_sgd_overlap", "local_sgd_fragments", "local_sgd_bits", "local_sgd_replica")
+KEYS = tuple(f.name for f in fields(LocalSgdFlags))  # the options (and scenario-file keys), H first
 # option -> LocalSgd's field it sets
 FIELDS = dict(zip(KEYS, ("inner_steps", "overlap_steps", "fragments", "bits", "replica"), strict=True))
 

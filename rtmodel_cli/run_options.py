@@ -134,6 +134,23 @@ class RunFlags:
     backend: BackendOpt = "auto"
     quiet: QuietOpt = False
 
+    def run_kwargs(self) -> dict:
+        """What ProfileOptions and ValidateOptions take alike from these flags (iterations and warmup
+        apart: not given means each run's own default)."""
+        from rtmodel_harness.model_choice import parse_model_args
+
+        return {
+            "model": self.model,
+            "model_args": parse_model_args(self.model_arg),
+            "precision": self.precision,
+            "optimizer": self.optimizer,
+            "nproc_per_node": self.nproc_per_node,
+            "ranks_per_node": self.ranks_per_node,
+            "timeout_s": self.timeout_s,
+            "backend": self.backend,
+            "progress": not self.quiet,
+        }
+
 
 def takes_run_flags(command):
     """Decorator for a command with a keyword-only parameter `run: RunFlags`: typer sees the flags in

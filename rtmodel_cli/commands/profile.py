@@ -44,18 +44,14 @@ def register(app: typer.Typer) -> None:
         Run it plainly to launch local ranks, or under torchrun on every node (see docs/profiling.md)."""
         from profiler.launch import run_profile
         from profiler.options import ProfileOptions
-        from rtmodel_harness.model_choice import parse_model_args
         from rtmodel_util.files import output_path_arg
         from rtmodel_util.processes import launch_env
 
         launch_env()  # first: a bad RANK must not decide who checks --out (its rank says it: failing.report)
         path = output_file(output_path_arg(out, "--out"), resume)
         opts = ProfileOptions(
-            out=str(path), model=run.model, model_args=parse_model_args(run.model_arg),
-            batch_per_rank=batch_per_rank, precision=run.precision, optimizer=run.optimizer, quick=quick,
-            nproc_per_node=run.nproc_per_node, ranks_per_node=run.ranks_per_node, resume=resume is not None,
-            timeout_s=run.timeout_s, iterations=run.iterations, warmup=run.warmup, reps=reps,
-            bucket_cap_mb=bucket_cap_mb, backend=run.backend, progress=not run.quiet,
+            out=str(path), batch_per_rank=batch_per_rank, quick=quick, resume=resume is not None,
+            iterations=run.iterations, warmup=run.warmup, reps=reps, bucket_cap_mb=bucket_cap_mb, **run.run_kwargs(),
         )  # fmt: skip
         run_profile(opts)
         from rtmodel_util.rank_exit import end_launched_rank

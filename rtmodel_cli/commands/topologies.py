@@ -24,9 +24,9 @@ def topologies(
     """List the gossip schedules: rounds, degree, consensus, and whether they fit the shape."""
     from runtime_model.advice.report import topology_rows, topology_rows_csv, topology_rows_json
     from runtime_model.core.scenario import ClusterShape
-    from runtime_model.presets.preset_loading import builtin_library
+    from runtime_model.presets.preset_choice import default_gpus_per_node
 
-    k = min(builtin_library().defaults.gpus_per_node, gpus) if gpus_per_node is None else gpus_per_node
+    k = default_gpus_per_node(gpus) if gpus_per_node is None else gpus_per_node
     shape = ClusterShape(gpus, k)
     rows = topology_rows(shape, with_rounds=show_rounds and gpus <= 64)
     if format == Format.json:

@@ -105,17 +105,13 @@ def register(app: typer.Typer) -> None:
         local_sgd = None if asked is None else local_sgd_options(**asked)
         if profile is None:
             raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
-        from rtmodel_harness.model_choice import parse_model_args
         from validation.options import ValidateOptions
         from validation.validate import run_validation
 
         path, is_default = results_file(results, profile)  # before the run: a run never ends in "cannot write"
         counts = {k: v for k, v in (("iterations", run.iterations), ("warmup", run.warmup)) if v is not None}
         opts = ValidateOptions(
-            topology=topology, recommended=recommended, nproc_per_node=run.nproc_per_node,
-            ranks_per_node=run.ranks_per_node, model=run.model, model_args=parse_model_args(run.model_arg),
-            precision=run.precision, optimizer=run.optimizer, local_sgd=local_sgd, backend=run.backend,
-            timeout_s=run.timeout_s, progress=not run.quiet, **counts,
+            topology=topology, recommended=recommended, local_sgd=local_sgd, **counts, **run.run_kwargs()
         )  # results_path None: this command shows the result first, then records it (show_and_record)
         result = run_validation(profile, opts)
         if result is not None:  # None: a rank other than 0 of a torchrun job

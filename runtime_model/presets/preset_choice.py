@@ -123,7 +123,7 @@ def resolve(request: PresetRequest, *, library: PresetLibrary | None = None) -> 
     network, intra = link_names(network, intra, gpu, lib)
     choice = PresetChoice(
         gpus=r.gpus,
-        gpus_per_node=min(lib.defaults.gpus_per_node, r.gpus) if gpus_per_node is None else gpus_per_node,
+        gpus_per_node=default_gpus_per_node(r.gpus, lib) if gpus_per_node is None else gpus_per_node,
         gpu=gpu,
         network=network,
         intra=intra,
@@ -161,6 +161,12 @@ def _given_links(r: PresetRequest) -> tuple:
 def _from_cluster(c, r: PresetRequest) -> tuple:
     """(gpu, gpus_per_node, intra, network, precision, nics_per_node): the given ones, else the cluster's."""
     return tuple(getattr(c, n) if getattr(r, n) is None else getattr(r, n) for n in CLUSTER_FIELDS)
+
+
+def default_gpus_per_node(gpus: int, library: PresetLibrary | None = None) -> int:
+    """GPUs per node when neither the user nor a named cluster says: the library's default, capped at n
+    (8 GPUs on 8-GPU nodes are one node, 2 GPUs are not a 4-GPU node)."""
+    return min((library or builtin_library()).defaults.gpus_per_node, gpus)
 
 
 def default_mfu(gpu: str, model: str, precision: str, library: PresetLibrary) -> float:
