@@ -86,9 +86,9 @@ def refuse_options_a_profile_replaces(given: dict, flag: str = "--profile") -> N
     if flags:
         which, them = (flags[0], "it") if len(flags) == 1 else (", ".join(flags), "them")
         links = " (--network and --intra may still name links it could not measure)" if flag == "--profile" else ""
+        what = "your training's trace measured compute and" if flag == "--trace" else "the profile measured compute (each rank's too) and"
         raise UserError(
-            f"{which} cannot be used with {flag}: the profile measured compute (each rank's too) and "
-            f"gradient buckets on your cluster; drop {them}{links}"
+            f"{which} cannot be used with {flag}: {what} gradient buckets on your cluster; drop {them}{links}"
         )
 
 

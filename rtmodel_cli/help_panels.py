@@ -30,6 +30,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Your measurements (in place of the presets)": (
         "--calibration",
+        "--trace",
         "--nccl-tests",
         "--compute-ms",
         "--optimizer-ms",

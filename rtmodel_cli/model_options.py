@@ -43,6 +43,7 @@ from rtmodel_cli.options import (
     RankCvOpt,
     ScenarioOpt,
     StragglerOpt,
+    TraceOpt,
 )
 
 INPUTS = "inputs"  # the command's parameter that receives the ModelInputs (and marks where they go)
@@ -82,6 +83,7 @@ class ModelInputs:
     profile: ProfileOpt = None
     calibration: CalibrationOpt = None
     nccl_tests: NcclTestsOpt = None
+    trace: TraceOpt = None
     scenario: ScenarioOpt = None
 
     def as_dict(self) -> dict:

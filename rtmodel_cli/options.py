@@ -93,6 +93,14 @@ CalibrationOpt = Annotated[
         "measured parameters, fitted once (its links as calibrate chose them)."
     ),
 ]
+TraceOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--trace",
+        help="Your DDP training's torch.profiler trace (.json or .json.gz; repeat it, one file per rank): its "
+        "compute, buckets and all-reduce replace the presets' (docs/trace.md; needs the [trace] extra).",
+    ),
+]
 NcclTestsOpt = Annotated[
     Path | None,
     typer.Option(

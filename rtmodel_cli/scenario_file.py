@@ -63,6 +63,7 @@ KEYS = {
     "profile": TEXT,  # a path, relative to the file's directory
     "calibration": TEXT,  # a path, relative to the file's directory: `rtmodel calibrate --out`, for profile
     "nccl_tests": TEXT,  # a path, relative to the file's directory: nccl-tests output (the network)
+    "trace": TEXTS,  # torch.profiler traces, one per rank, relative to the file's directory
 }
 # What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
 # (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
@@ -71,11 +72,11 @@ KEYS = {
 PLOT_IGNORES = ("gpus", "margin", "topology", "objective", "step_ms", "step_gpus", "batch_per_gpu") + tuple(
     k for k in KEYS if k.startswith("local_sgd")
 )
-MEASURED_KEYS = ("profile", "calibration")  # a cluster's measured parameters: advise's file only
+MEASURED_KEYS = ("profile", "calibration", "trace")  # a cluster's measured parameters: advise's file only
 PLOT_KEYS = tuple(k for k in KEYS if k not in PLOT_IGNORES and k not in MEASURED_KEYS)
 # The inputs no plot has a flag for: a plot takes them from its scenario file only.
 PLOT_FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")
-PATH_KEYS = ("presets", "profile", "calibration", "nccl_tests")
+PATH_KEYS = ("presets", "profile", "calibration", "nccl_tests", "trace")
 CHOICE_KEYS = {"message_dtype": "MessageDtype", "nccl_algo": "NcclAlgo"}  # key -> its enum in options
 FLAG = "--scenario"
 

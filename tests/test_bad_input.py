@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
 from tests.nccl_tests_text import nccl_tests_output
+from tests.trace_fixtures import DAY_NS, kineto_trace, truncated_real_trace
 
 ROOT = Path(__file__).parent.parent
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -94,6 +95,14 @@ FIXTURES = {
     "results.png": "",
     # an nccl-tests all_reduce_perf output whose 8 ranks ran on one host: it measured no network
     "one-host.txt": nccl_tests_output({(1 << 20) << i: 50.0 + ((1 << 20) << i) / 9e4 for i in range(8)}, 8, 1),
+    # torch.profiler traces with one thing wrong each (tests/trace_fixtures.py); the truncated one is binary
+    "trace-cpu-only.json": kineto_trace(gpu=None),
+    "trace-no-steps.json": kineto_trace(step_spans=False),
+    "trace-two-processes.json": kineto_trace(pids=(1, 2)),
+    "trace-mi300.json": kineto_trace(gpu="AMD Instinct MI300X"),
+    "trace-rank0.json": kineto_trace(world=2),
+    "trace-rank1-next-day.json": kineto_trace(rank=1, world=2, base_ns=1_700_000_000 * 10**9 + DAY_NS),
+    "trace-not-json.txt": "a trace\n",
     "unknown-key.toml": "gpu_count = 64\n",
     "wrong-type.toml": 'gpus = "64"\n',
     "zero-params.toml": "params = 0\ncompute_ms = 100\n",
@@ -276,6 +285,21 @@ CASES = [
     # special files: never read (they block) or renamed over (a device would be replaced)
     case("pipe.toml: is not a regular file", "advise", "--scenario", "pipe.toml"),
     case("pipe.json", "advise", "--profile", "pipe.json"),
+    # advise --trace: traces the model cannot use, each named in one line
+    case("no such file", "advise", "--trace", "missing.json"),
+    case(".json or .json.gz", "advise", "--trace", "trace-not-json.txt"),
+    case("not a regular file", "advise", "--trace", "pipe.json"),
+    case("not a readable torch.profiler trace", "advise", "--trace", "trace-truncated.json.gz"),
+    case("not a readable torch.profiler trace", "advise", "--trace", "corrupt.json"),
+    case("CPU-only", "advise", "--trace", "trace-cpu-only.json"),
+    case("no ProfilerStep", "advise", "--trace", "trace-no-steps.json"),
+    case("several processes", "advise", "--trace", "trace-two-processes.json"),
+    case("no GPU preset describes", "advise", "--trace", "trace-mi300.json"),
+    case("different runs", "advise", "--trace", "trace-rank0.json", "--trace", "trace-rank1-next-day.json"),
+    case("both rank 0", "advise", "--trace", "trace-rank0.json", "--trace", "trace-rank0.json"),
+    case("--gpu cannot be used with --trace", "advise", "--trace", "trace-rank0.json", "--gpu", "A100"),
+    case("give one", "advise", "--trace", "trace-rank0.json", "--profile", "profile.json"),
+    case("without .json", "advise", "--trace", "presets-dir"),
     # advise --nccl-tests: a file that is not an nccl-tests output, or measured no network
     case("--nccl-tests", "advise", "--nccl-tests", "missing.txt"),
     case("no nccl-tests column header", "advise", "--nccl-tests", "notes.txt"),
@@ -560,10 +584,15 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
     }
 
 
+BINARY_FIXTURES = {"trace-truncated.json.gz": truncated_real_trace()}
+
+
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     for name, text in FIXTURES.items():
         (tmp_path / name).write_text(text)
+    for name, data in BINARY_FIXTURES.items():
+        (tmp_path / name).write_bytes(data)
     for name in FIFOS:
         os.mkfifo(tmp_path / name)
     for folder in ("presets-fifo", "presets-dir", "presets-loop"):  # a preset file that is not a file

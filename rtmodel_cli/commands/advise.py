@@ -96,9 +96,14 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
 
     objective = _objective(opts["objective"])
     local_sgd = local_sgd_configs(opts, by_default=True)  # advise shows H=30 unless told
-    sc, prov, notes, inputs = scenario_for(
-        scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"], opts["calibration"]
-    )
+    if opts["trace"]:  # your training's traces in place of presets and profiles (trace_inputs)
+        from rtmodel_cli.trace_inputs import traced_scenario
+
+        sc, prov, notes, inputs = traced_scenario(opts, scenario_request(opts))
+    else:
+        sc, prov, notes, inputs = scenario_for(
+            scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"], opts["calibration"]
+        )
     if opts["margin"] is not None:
         Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
     margin = margin_of(sc, inputs, prov, opts["margin"])

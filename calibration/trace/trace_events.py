@@ -1,0 +1,244 @@
+"""One rank's torch.profiler (Kineto) trace, read with Holistic Trace Analysis into the few columns the
+model needs: the steps, the GPU's work with the thread that launched it, and each collective's kind and
+bytes.
+
+Why HTA (the `[trace]` extra): Meta's maintained reader of exactly these files. It decodes the JSON (and
+.gz), joins each GPU kernel to the runtime call that launched it (`index_correlation`) and reads the
+communication arguments NCCL's kernels carry (`Collective name`, `In msg nelems`, `dtype`); walking the
+JSON by hand would redo that. It stays out of the model: only this module imports it, lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from calibration.trace.trace_errors import TraceError
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+# bytes of one element by the dtype names PyTorch writes into the trace (c10 ScalarType names)
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "char": 1, "byte": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}  # fmt: skip
+ALL_REDUCE = "allreduce"
+ANNOTATED_ALL_REDUCE = "nccl:all_reduce"  # older traces: the collective's size sits on this annotation
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """Every GPU event of the profiled steps, as parallel arrays (microseconds, the trace's own clock)."""
+
+    step: np.ndarray  # the ProfilerStep number that launched it (-1: outside every step)
+    start_us: np.ndarray
+    end_us: np.ndarray
+    correlation: np.ndarray  # launch order: CUDA correlation ids grow as the host launches
+    launch_us: np.ndarray  # when the host launched it (NaN where the trace does not say)
+    on_main_thread: np.ndarray  # launched by the thread that runs the steps (else autograd's backward)
+    collective: np.ndarray  # "" for compute; else NCCL's collective name ("allreduce", "broadcast", ...)
+    nbytes: np.ndarray  # a collective's message bytes (NaN where the trace does not say)
+    stream: np.ndarray
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """One rank's trace: where it came from, the run it belongs to, its steps and its GPU work."""
+
+    path: str
+    rank: int
+    world_size: int
+    gpu_name: str
+    gpu_memory_bytes: int
+    gpus_on_host: int  # the GPUs the trace's header lists (deviceProperties)
+    nccl_version: str
+    clock_offset_us: float  # what puts this file's times on the wall clock (Kineto's baseTimeNanoseconds)
+    steps: tuple[int, ...]
+    step_start_us: np.ndarray  # the host's ProfilerStep spans
+    step_dur_us: np.ndarray
+    gpu: GpuWork
+    optimizer_us: tuple[tuple[float, float], ...]  # host spans of `Optimizer.step#...` annotations
+    host_all_reduce: HostCalls  # DDP's all-reduce calls on autograd's thread, as the host recorded them
+
+
+@dataclass(frozen=True)
+class HostCalls:
+    """Collective calls as the host recorded them (`record_param_comms`): where one rank sends nothing
+    (a world of one) they still say DDP's buckets and their bytes."""
+
+    step: np.ndarray
+    at_us: np.ndarray
+    nbytes: np.ndarray
+
+
+def read_rank_trace(path: Path) -> RankTrace:
+    """Read one trace file; TraceError (one line) for anything the model cannot use (trace_errors)."""
+    from calibration.trace.trace_errors import check_document, check_steps
+
+    meta, frame, names = _parse(path)
+    rank, world, gpu_name, memory, nccl = check_document(path, meta)
+    on_host = len(meta.get("deviceProperties") or [])
+    frame["name_s"] = frame["name"].map(names.__getitem__)
+    frame["cat_s"] = frame["cat"].map(names.__getitem__)
+    steps = frame[frame["name_s"].str.match(STEP_NAME)].sort_values("ts")
+    check_steps(path, steps, frame)
+    gpu = _gpu_work(frame, int(steps["tid"].iloc[0]))
+    numbers = tuple(int(STEP_NAME.match(n).group(1)) for n in steps["name_s"])
+    optimizer = frame[
+        (frame["cat_s"] == "user_annotation") & frame["name_s"].str.startswith("Optimizer.step")
+    ]
+    main_tid = int(steps["tid"].iloc[0])
+    return RankTrace(
+        str(path),
+        rank,
+        world,
+        gpu_name,
+        memory,
+        on_host,
+        nccl,
+        float(meta.get("baseTimeNanoseconds") or 0) / 1e3,
+        numbers,
+        steps["ts"].to_numpy(dtype=float),
+        steps["dur"].to_numpy(dtype=float),
+        gpu,
+        tuple(
+            zip(
+                optimizer["ts"].astype(float), (optimizer["ts"] + optimizer["dur"]).astype(float), strict=True
+            )
+        ),
+        _host_all_reduce(frame, main_tid),
+    )
+
+
+def _host_all_reduce(frame, main_tid: int) -> HostCalls:
+    """`record_param_comms` all-reduces that autograd's thread issued (DDP's bucket hooks), with bytes."""
+    if "collective_name" not in frame:
+        calls = frame.iloc[0:0]
+    else:
+        calls = frame[
+            (frame["name_s"] == "record_param_comms")
+            & (frame["collective_name"].astype(str).str.lower() == ALL_REDUCE)
+            & (frame["tid"] != main_tid)
+        ]
+    return HostCalls(
+        calls["iteration"].to_numpy(dtype=int),
+        calls["ts"].to_numpy(dtype=float),
+        _message_bytes(calls),
+    )
+
+
+def _parse(path: Path):
+    """HTA's parse of one file, its chatter silenced; every way a file can fail becomes a TraceError."""
+    from calibration.trace.trace_errors import check_file
+
+    check_file(path)
+    try:
+        from hta.common.trace import parse_trace_file
+        from hta.configs.parser_config import ParserConfig
+    except ImportError:
+        raise TraceError(
+            "--trace needs Holistic Trace Analysis: pip install 'rtmodel-advisor[trace]'"
+        ) from None
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    config = ParserConfig.enable_communication_args(ParserConfig.get_default_cfg())
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # HTA's own deprecation notices from pandas: not the user's
+            meta, frame, symbols = parse_trace_file(str(path), config)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise TraceError(
+            f"--trace {path}: not a readable torch.profiler trace ({_first_line(exc)})"
+        ) from None
+    return meta, frame, symbols.get_sym_table()
+
+
+def _gpu_work(frame, main_tid: int) -> GpuWork:
+    """The GPU events with the thread that launched each and, for NCCL's kernels, the collective's kind
+    and bytes (the kernel's own arguments; older traces put them on the `nccl:all_reduce` annotation
+    that encloses the launch)."""
+    gpu = frame[frame["cat_s"].isin(GPU_CATEGORIES) & (frame["stream"] > 0)]
+    launch = gpu["index_correlation"].to_numpy()
+    has_launch = launch > 0
+    tids = np.full(len(gpu), -1)
+    tids[has_launch] = frame.loc[launch[has_launch], "tid"].to_numpy()
+    launched = np.full(len(gpu), np.nan)
+    launched[has_launch] = frame.loc[launch[has_launch], "ts"].to_numpy(dtype=float)
+    names = gpu["name_s"].str.lower()
+    is_nccl = names.str.contains("nccl").to_numpy()
+    collective = np.where(is_nccl, _collective_names(gpu, names), "")
+    nbytes = np.where(is_nccl, _message_bytes(gpu), np.nan)
+    missing = is_nccl & (collective == ALL_REDUCE) & np.isnan(nbytes)
+    if missing.any():
+        nbytes[missing] = _annotated_bytes(frame, launch[missing])
+    return GpuWork(
+        gpu["iteration"].to_numpy(dtype=int),
+        gpu["ts"].to_numpy(dtype=float),
+        (gpu["ts"] + gpu["dur"]).to_numpy(dtype=float),
+        gpu["correlation"].to_numpy(dtype=np.int64),
+        launched,
+        tids == main_tid,
+        collective,
+        nbytes,
+        gpu["stream"].to_numpy(dtype=int),
+    )
+
+
+def _collective_names(gpu, names) -> np.ndarray:
+    """NCCL's `Collective name` argument, else the kernel's name (ncclKernel_AllReduce_RING_LL_...)."""
+    given = gpu["collective_name"].astype(str).str.lower() if "collective_name" in gpu else None
+    from_name = names.str.extract(r"nccl(?:dev)?kernel_([a-z]+)", expand=False).fillna("nccl")
+    if given is None:
+        return from_name.to_numpy()
+    return np.where(given.isin(["", "-1", "nan", "none"]), from_name, given).astype(str)
+
+
+def _message_bytes(gpu) -> np.ndarray:
+    """`In msg nelems` x the dtype's bytes; NaN where either is missing."""
+    if "in_msg_nelems" not in gpu or "msg_dtype" not in gpu:
+        return np.full(len(gpu), np.nan)
+    nelems = gpu["in_msg_nelems"].to_numpy(dtype=float)
+    size = gpu["msg_dtype"].astype(str).str.lower().map(DTYPE_BYTES).to_numpy(dtype=float)
+    out = nelems * size
+    out[~(nelems > 0)] = np.nan
+    return out
+
+
+def _annotated_bytes(frame, launch_rows: np.ndarray) -> np.ndarray:
+    """For each launch (a runtime call's row), the bytes of the `nccl:all_reduce` annotation on its thread
+    that encloses it: the product of its `Input Dims` times the element's bytes."""
+    notes = frame[frame["name_s"] == ANNOTATED_ALL_REDUCE]
+    out = np.full(len(launch_rows), np.nan)
+    if notes.empty or "input_dims" not in frame:
+        return out
+    for i, row in enumerate(launch_rows):
+        if row <= 0:
+            continue
+        ts, tid = frame.at[row, "ts"], frame.at[row, "tid"]
+        around = notes[(notes["tid"] == tid) & (notes["ts"] <= ts) & (notes["ts"] + notes["dur"] >= ts)]
+        if len(around):
+            out[i] = _dims_bytes(around["input_dims"].iloc[-1], around.get("input_type", None), around)
+    return out
+
+
+def _dims_bytes(dims, _types, around) -> float:
+    """Elements of the first input (its dims' product) times its element's bytes (fp32 when unsaid)."""
+    numbers = [int(x) for x in re.findall(r"\d+", str(dims).split("]")[0])]
+    if not numbers:
+        return math.nan
+    kind = str(around["input_type"].iloc[-1]) if "input_type" in around else "float"
+    element = next((b for name, b in DTYPE_BYTES.items() if name in kind.lower()), 4)
+    return float(np.prod(numbers)) * element
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__

@@ -1,0 +1,312 @@
+"""Traces of your own DDP training as the model's compute, buckets and All-Reduce: the scenario, the
+check of it against the traced iteration, and the ranks' measured spread.
+
+Why: the trace holds what presets guess (compute, the gradient buckets, when each is ready) measured on
+your GPUs with your model and recipe. The model rebuilt from it must first reproduce the iteration it
+came from (TraceCheck: the rebuilt DDP step against the measured one, and the all-reduce's exposed tail);
+other n then change only what n changes: the links beyond the trace's own group (presets, or
+--nccl-tests) and the wait for the slowest rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from calibration.trace.step_breakdown import TracedStep, traced_steps
+from calibration.trace.trace_errors import TraceError, check_same_run
+from calibration.trace.trace_events import RankTrace, read_rank_trace
+from calibration.variation_fit import fit_variation
+from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.scenario import (
+    Bucket,
+    BucketLayout,
+    ClusterShape,
+    Compute,
+    Network,
+    Scenario,
+    TabulatedCost,
+)
+from runtime_model.core.variation import Variation
+from runtime_model.prediction.collectives import global_allreduce_shape
+
+
+@dataclass(frozen=True)
+class RankSpread:
+    """Each traced rank's mean iteration and compute (forward + backward), in seconds."""
+
+    ranks: tuple[int, ...]
+    iteration_s: tuple[float, ...]
+    compute_s: tuple[float, ...]
+
+    @property
+    def compute_spread(self) -> float:
+        """(slowest - fastest) / mean of the ranks' compute."""
+        c = np.asarray(self.compute_s)
+        return float((c.max() - c.min()) / c.mean()) if c.size > 1 else 0.0
+
+    def line(self) -> str:
+        slow = int(np.argmax(self.compute_s))
+        return (
+            f"{len(self.ranks)} ranks traced: compute {min(self.compute_s) * 1e3:,.1f}-{max(self.compute_s) * 1e3:,.1f} ms "
+            f"(spread {self.compute_spread:.1%}, slowest rank {self.ranks[slow]}), iteration "
+            f"{min(self.iteration_s) * 1e3:,.1f}-{max(self.iteration_s) * 1e3:,.1f} ms"
+        )
+
+
+@dataclass(frozen=True)
+class TraceCheck:
+    """The rebuilt model at the trace's own shape against what the trace measured."""
+
+    measured_s: float
+    predicted_s: float
+    tail_measured_s: float
+    tail_predicted_s: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1.0
+
+    @property
+    def tail_error_of_iteration(self) -> float:
+        """The exposed all-reduce's miss, as a share of the iteration (a tail of 0 has no relative error)."""
+        return (self.tail_predicted_s - self.tail_measured_s) / self.measured_s
+
+    def line(self) -> str:
+        return (
+            f"the model rebuilt from the trace gives {self.predicted_s * 1e3:,.1f} ms per iteration at its own "
+            f"shape, measured {self.measured_s * 1e3:,.1f} ms ({self.error:+.1%}); all-reduce exposed past "
+            f"backward {self.tail_predicted_s * 1e3:,.2f} ms, measured {self.tail_measured_s * 1e3:,.2f} ms"
+        )
+
+
+@dataclass(frozen=True)
+class TracedScenario:
+    """The scenario at the target shape, where each input came from, and the trace's checks."""
+
+    scenario: Scenario
+    traced_shape: ClusterShape
+    provenance: dict[str, str]
+    notes: tuple[str, ...]
+    check: TraceCheck
+    spread: RankSpread
+    gpu_preset: str | None
+
+
+def read_traces(paths: list[Path]) -> list[RankTrace]:
+    """One rank's trace, or one per rank of one run (checked: trace_errors.check_same_run); a directory
+    stands for the traces in it (torch.profiler's tensorboard_trace_handler writes one per rank there)."""
+    traces = [read_rank_trace(p) for p in _trace_files([Path(p) for p in paths])]
+    if len(traces) > 1:
+        check_same_run(traces)
+    return traces
+
+
+def _trace_files(paths: list[Path]) -> list[Path]:
+    files = []
+    for p in paths:
+        if not p.is_dir():
+            files.append(p)
+            continue
+        inside = sorted(f for f in p.iterdir() if f.name.endswith((".json", ".json.gz")) and f.is_file())
+        if not inside:
+            raise TraceError(f"--trace {p}: a directory without .json or .json.gz traces")
+        files.extend(inside)
+    return files
+
+
+def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int | None, network: Network,
+                         gpu_preset: str | None) -> TracedScenario:  # fmt: skip
+    """The model's scenario for `gpus` from the traces, on `network` (presets or nccl-tests) beyond the
+    trace's own all-reduce, which keeps its measured times at the trace's group shape."""
+    steps = {t.rank: traced_steps(t) for t in traces}
+    first = traces[0]
+    traced_shape = _traced_shape(first)
+    buckets, _ = _buckets(first, steps[first.rank])
+    times = _bucket_times(traces, steps, len(buckets))
+    compute = _compute(steps, traced_shape.gpus_per_node)
+    if len(traces) < first.world_size:
+        compute = _without_wait(compute, traced_shape)
+    net = _with_traced_cost(network, traced_shape, buckets, times)
+    at_trace = Scenario(traced_shape, net, compute, BucketLayout(buckets, buckets), "traced")
+    check = _check(at_trace, steps)
+    k = gpus_per_node or min(traced_shape.gpus_per_node, gpus)
+    scenario = replace(at_trace, shape=ClusterShape(gpus, k), description=f"traced {Path(first.path).name}")
+    spread = RankSpread(
+        tuple(steps),
+        tuple(float(np.mean([s.iteration_s for s in v])) for v in steps.values()),
+        tuple(float(np.mean([s.compute_s for s in v])) for v in steps.values()),
+    )
+    return TracedScenario(
+        scenario, traced_shape, _provenance(traces, steps, compute, buckets, check, net), _notes(traces, spread),
+        check, spread, gpu_preset,
+    )  # fmt: skip
+
+
+def _traced_shape(trace: RankTrace) -> ClusterShape:
+    """The trace's world on hosts of the GPUs its header lists (ranks fill hosts)."""
+    k = math.gcd(trace.world_size, max(1, trace.gpus_on_host)) if trace.world_size > 1 else 1
+    return ClusterShape(max(1, trace.world_size), k)
+
+
+def _buckets(trace: RankTrace, steps: tuple[TracedStep, ...]) -> tuple[tuple[Bucket, ...], np.ndarray]:
+    """DDP's buckets as the steps saw them (the count most steps saw; per bucket the median bytes and
+    readiness) and each one's median all-reduce time."""
+    counts = [len(s.buckets) for s in steps]
+    count = max(set(counts), key=counts.count)
+    if count == 0:
+        raise TraceError(
+            f"--trace {trace.path}: no DDP gradient all-reduce on autograd's thread with its size "
+            "(is this DistributedDataParallel training? profile with record_shapes=True)"
+        )
+    seen = [s.buckets for s in steps if len(s.buckets) == count]
+    nbytes = np.median([[b.nbytes for b in row] for row in seen], axis=0)
+    if not np.all(np.isfinite(nbytes)):
+        raise TraceError(
+            f"--trace {trace.path}: its all-reduces do not record their sizes (PyTorch 2.0 or later writes "
+            "them; profile with record_shapes=True)"
+        )
+    ready = np.median([[b.ready_fraction for b in row] for row in seen], axis=0)
+    ready = np.maximum.accumulate(ready)  # DDP launches buckets in order: each ready no earlier
+    times = np.median([[b.duration_s for b in row] for row in seen], axis=0)
+    return tuple(Bucket(int(round(b)), float(r)) for b, r in zip(nbytes, ready, strict=True)), times
+
+
+def _bucket_times(
+    traces: list[RankTrace], steps: dict[int, tuple[TracedStep, ...]], count: int
+) -> np.ndarray:
+    """Each bucket's all-reduce time: the least over the traced ranks of its median. A rank that reaches
+    a bucket early waits in the kernel for the last one to arrive; the last one's time is the transfer,
+    and the wait is the ranks' spread, which the model adds itself (the slowest of n)."""
+    per_rank = []
+    for t in traces:
+        rows = [s.buckets for s in steps[t.rank] if len(s.buckets) == count]
+        if rows:
+            per_rank.append(np.median([[b.duration_s for b in row] for row in rows], axis=0))
+    return np.min(per_rank, axis=0)
+
+
+def _compute(steps: dict[int, tuple[TracedStep, ...]], ranks_per_node: int) -> Compute:
+    """Forward, backward and optimizer as measured; with several ranks traced, their persistent speeds and
+    the i.i.d. rest as a profile's are fitted (calibration.variation_fit); else the spread over iterations."""
+    all_steps = [s for v in steps.values() for s in v]
+    rows = [np.array([s.compute_s for s in v]) for v in steps.values()]
+    if len(rows) > 1:
+        fit = fit_variation(rows, ranks_per_node)
+        variation, iid = fit.variation, fit.iid_samples_s
+    else:
+        variation, iid = Variation(), rows[0]
+    c = np.array([s.compute_s for s in all_steps])
+    sd = float(iid.std(ddof=1)) if iid.size > 1 else 0.0
+    return Compute(
+        float(np.mean([s.forward_s for s in all_steps])),
+        float(np.mean([s.backward_s for s in all_steps])),
+        float(np.mean([s.optimizer_s for s in all_steps])),
+        NormalCompute(float(c.mean()), sd),
+        source="measured: torch.profiler trace",
+        variation=variation,
+    )  # fmt: skip
+
+
+def _without_wait(compute: Compute, shape: ClusterShape) -> Compute:
+    """A rank traced alone in a synchronous world ran at the pace of the slowest of its n: its mean compute
+    is the model's E[max of n] there, so the i.i.d. mean is that less the expected excess of the max (the
+    model adds it back at any n). Where every rank was traced, each rank's own speed is measured instead."""
+    from runtime_model.prediction.iteration import compute_wait_of_all
+
+    if not compute.variation.is_iid or compute.distribution.sd_s == 0:
+        return compute
+    excess = compute_wait_of_all(compute, shape)[0] - compute.compute_s
+    if excess <= 0 or excess >= compute.forward_s:
+        return compute
+    dist = compute.distribution
+    return replace(
+        compute,
+        forward_s=compute.forward_s - excess,
+        distribution=NormalCompute(dist.mean_s - excess, dist.sd_s),
+        source=compute.source
+        + f" (less {excess * 1e3:.2f} ms: the slowest of {shape.gpus}'s expected excess)",
+    )
+
+
+def _with_traced_cost(network: Network, shape: ClusterShape, buckets, times) -> Network:
+    """`network` plus the trace's own all-reduce times at its group shape, bucket size by size."""
+    if shape.gpus < 2:
+        return network
+    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, network.nics_per_node)
+    by_size: dict[int, list[float]] = {}
+    for b, t in zip(buckets, times, strict=True):
+        by_size.setdefault(b.nbytes, []).append(float(t))
+    sizes = tuple(sorted(by_size))
+    medians = tuple(float(np.median(by_size[s])) for s in sizes)
+    per_byte = _slope(sizes, medians)
+    cost = TabulatedCost(
+        min(medians),
+        per_byte,
+        "measured: the trace's all-reduce kernels",
+        0.0,
+        0.0,
+        tuple(map(float, sizes)),
+        medians,
+    )
+    return replace(network, group_costs={**network.group_costs, group.key: cost})
+
+
+def _slope(sizes, times) -> float:
+    """Seconds per byte of the traced sizes' line (least squares; the largest size's mean rate with one)."""
+    if len(sizes) < 2:
+        return times[0] / sizes[0]
+    slope = float(np.polyfit(np.asarray(sizes, float), np.asarray(times, float), 1)[0])
+    return slope if slope > 0 else times[-1] / sizes[-1]
+
+
+def _check(at_trace: Scenario, steps: dict[int, tuple[TracedStep, ...]]) -> TraceCheck:
+    from runtime_model.prediction.iteration import allreduce_prediction
+
+    predicted = allreduce_prediction(at_trace)
+    all_steps = [s for v in steps.values() for s in v]
+    # every rank of a synchronous step waits for the slowest: the iteration is the slowest rank's
+    measured = max(float(np.mean([s.iteration_s for s in v])) for v in steps.values())
+    return TraceCheck(
+        measured,
+        predicted.mean_s,
+        float(np.mean([s.tail_s for s in all_steps])),
+        predicted.exposed_comm_s,
+    )
+
+
+def _provenance(traces, steps, compute: Compute, buckets, check: TraceCheck, net: Network) -> dict[str, str]:
+    first = traces[0]
+    count = sum(len(v) for v in steps.values())
+    files = first.path if len(traces) == 1 else f"{len(traces)} files ({first.path}, ...)"
+    gpu = (
+        f"{first.gpu_name}, rank {first.rank} of {first.world_size}"
+        if len(traces) == 1
+        else f"{first.gpu_name}, {len(traces)} of {first.world_size} ranks"
+    )
+    return {
+        "compute": (
+            f"measured: torch.profiler trace {files} ({gpu}; {count} steps): forward {compute.forward_s * 1e3:,.1f} ms "
+            f"(with the loop's gaps), backward {compute.backward_s * 1e3:,.1f} ms, optimizer {compute.optimizer_s * 1e3:,.1f} ms, "
+            f"sd {compute.distribution.sd_s * 1e3:,.2f} ms over iterations"
+        ),
+        "buckets": f"measured: {len(buckets)} DDP buckets, {sum(b.nbytes for b in buckets) / 1e6:,.1f} MB per iteration",
+        "trace check": check.line(),
+        "network": f"{net.name}; the trace's own all-reduce times at its shape",
+    }  # fmt: skip
+
+
+def _notes(traces, spread: RankSpread) -> tuple[str, ...]:
+    notes = []
+    if len(traces) > 1:
+        notes.append(spread.line())
+    first = traces[0]
+    if len(traces) < first.world_size:
+        notes.append(
+            f"{len(traces)} of {first.world_size} ranks traced: the other ranks are taken to be like "
+            f"{'it' if len(traces) == 1 else 'them'} (give every rank's trace to measure their spread)"
+        )
+    return tuple(notes)

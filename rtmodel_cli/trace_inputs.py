@@ -1,0 +1,72 @@
+"""`--trace`: your own DDP training's torch.profiler traces as advise's compute, buckets and All-Reduce.
+
+Why a module of its own: advice_inputs assembles presets and profiles; a trace brings the same measured
+parts a profile does (so the same preset options are refused beside it), but its links beyond its own
+group are the presets' (or --nccl-tests'), so the preset network's source class states the margin.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rtmodel_cli.advice_inputs import refuse_options_a_profile_replaces, with_compute_ms
+
+
+def traced_scenario(opts: dict, request: dict):
+    """(scenario, provenance, notes, inputs) from the traces `opts["trace"]` names, on the preset links
+    --network/--intra name (else the traced GPU's usual node and the library's default network),
+    --nccl-tests replacing the inter-node one. `request`: advice_inputs.scenario_request(opts)."""
+    from calibration.trace.gpu_names import gpu_preset_of
+    from calibration.trace.trace_errors import TraceError
+    from calibration.trace.trace_scenario import read_traces, scenario_from_traces
+    from rtmodel_cli.advice_inputs import with_nccl_tests
+    from runtime_model.core.errors import UserError
+    from runtime_model.presets import to_model as presets
+
+    paths, preset_dirs, nccl_tests = opts["trace"], opts["presets"], opts["nccl_tests"]
+    if opts["profile"] is not None or opts["calibration"] is not None:
+        raise UserError("--trace and --profile/--calibration both measure your training: give one")
+    given = {k: v for k, v in request.items() if k != "compute_ms"}
+    refuse_options_a_profile_replaces(given, "--trace")
+    library = presets.load_library(preset_dirs or ())
+    traces = read_traces(paths)
+    first = traces[0]
+    gpu = gpu_preset_of(first.gpu_name, first.gpu_memory_bytes, library.gpus)
+    if gpu is None and request.get("intra") is None:
+        raise TraceError(
+            f"--trace {first.path}: ran on '{first.gpu_name}', which no GPU preset describes "
+            f"({', '.join(sorted(library.gpus))}): give --intra LINK for its node's links"
+        )
+    network, intra = presets.link_names(request.get("network"), request.get("intra"), gpu, library)
+    net = presets.network_preset(network, intra, library, **_network_kw(request))
+    traced = scenario_from_traces(traces, request["gpus"], request.get("gpus_per_node"), net, gpu)
+    scenario, provenance, notes = traced.scenario, dict(traced.provenance), list(traced.notes)
+    inputs = {"trace": [str(p) for p in paths], "traced_shape": _shape(traced.traced_shape), "trace_gpu": gpu}
+    inputs["trace_check"] = {
+        "measured_ms": traced.check.measured_s * 1e3,
+        "predicted_ms": traced.check.predicted_s * 1e3,
+    }
+    if len(traces) > 1:
+        inputs["rank_spread"] = {
+            "ranks": list(traced.spread.ranks),
+            "compute_ms": [c * 1e3 for c in traced.spread.compute_s],
+            "iteration_ms": [t * 1e3 for t in traced.spread.iteration_s],
+            "compute_spread": traced.spread.compute_spread,
+        }
+    if nccl_tests is not None:
+        scenario, provenance["network"] = with_nccl_tests(scenario, nccl_tests)
+        inputs["nccl_tests"] = str(nccl_tests)
+    if request.get("compute_ms") is not None:
+        scenario, line = with_compute_ms(scenario, request["compute_ms"])
+        provenance["compute"] = scenario.compute.source
+        notes.append(line)
+        print(line, file=sys.stderr)
+    return scenario, provenance, notes, inputs
+
+
+def _network_kw(request: dict) -> dict:
+    return {k: request[k] for k in ("nics_per_node", "nccl_algo") if request.get(k) is not None}
+
+
+def _shape(shape) -> dict:
+    return {"gpus": shape.gpus, "gpus_per_node": shape.gpus_per_node}
