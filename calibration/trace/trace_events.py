@@ -231,7 +231,8 @@ def _annotated_bytes(frame, launch_rows: np.ndarray) -> np.ndarray:
 
 def _dims_bytes(dims, _types, around) -> float:
     """Elements of the first input (its dims' product) times its element's bytes (fp32 when unsaid)."""
-    numbers = [int(x) for x in re.findall(r"\d+", str(dims).split("]")[0])]
+    text = str(dims)
+    numbers = [int(x) for x in re.findall(r"\d+", text.split("]")[0])] if text.startswith("[") else []
     if not numbers:
         return math.nan
     kind = str(around["input_type"].iloc[-1]) if "input_type" in around else "float"

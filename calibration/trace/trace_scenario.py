@@ -19,6 +19,7 @@ import numpy as np
 from calibration.trace.step_breakdown import TracedStep, traced_steps
 from calibration.trace.trace_errors import TraceError, check_same_run
 from calibration.trace.trace_events import RankTrace, read_rank_trace
+from calibration.trace.trace_links import traced_network
 from calibration.variation_fit import fit_variation
 from runtime_model.core.distributions import NormalCompute
 from runtime_model.core.scenario import (
@@ -28,10 +29,8 @@ from runtime_model.core.scenario import (
     Compute,
     Network,
     Scenario,
-    TabulatedCost,
 )
 from runtime_model.core.variation import Variation
-from runtime_model.prediction.collectives import global_allreduce_shape
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,8 @@ class TraceCheck:
     predicted_s: float
     tail_measured_s: float
     tail_predicted_s: float
+    allreduce_measured_s: float  # the buckets' all-reduce kernels per iteration, as traced (the least rank's)
+    allreduce_links_s: float  # the same all-reduces from the links alone (presets or --nccl-tests)
 
     @property
     def error(self) -> float:
@@ -76,10 +77,17 @@ class TraceCheck:
         return (self.tail_predicted_s - self.tail_measured_s) / self.measured_s
 
     def line(self) -> str:
-        return (
+        head = (
             f"the model rebuilt from the trace gives {self.predicted_s * 1e3:,.1f} ms per iteration at its own "
             f"shape, measured {self.measured_s * 1e3:,.1f} ms ({self.error:+.1%}); all-reduce exposed past "
             f"backward {self.tail_predicted_s * 1e3:,.2f} ms, measured {self.tail_measured_s * 1e3:,.2f} ms"
+        )
+        if self.allreduce_measured_s <= 0:
+            return head
+        ratio = self.allreduce_links_s / self.allreduce_measured_s - 1.0
+        return (
+            f"{head}; its buckets' all-reduces took {self.allreduce_measured_s * 1e3:,.2f} ms per iteration, the links "
+            f"alone give {self.allreduce_links_s * 1e3:,.2f} ms ({ratio:+.0%})"
         )
 
 
@@ -130,9 +138,9 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
     compute = _compute(steps, traced_shape.gpus_per_node)
     if len(traces) < first.world_size:
         compute = _without_wait(compute, traced_shape)
-    net = _with_traced_cost(network, traced_shape, buckets, times)
+    net, link_line = traced_network(network, traced_shape, buckets, times)
     at_trace = Scenario(traced_shape, net, compute, BucketLayout(buckets, buckets), "traced")
-    check = _check(at_trace, steps)
+    check = _check(at_trace, steps, network, float(times.sum()))
     k = gpus_per_node or min(traced_shape.gpus_per_node, gpus)
     scenario = replace(at_trace, shape=ClusterShape(gpus, k), description=f"traced {Path(first.path).name}")
     spread = RankSpread(
@@ -141,7 +149,8 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
         tuple(float(np.mean([s.compute_s for s in v])) for v in steps.values()),
     )
     return TracedScenario(
-        scenario, traced_shape, _provenance(traces, steps, compute, buckets, check, net), _notes(traces, spread),
+        scenario, traced_shape, _provenance(traces, steps, compute, buckets, check, net) | {"links": link_line},
+        _notes(traces, spread),
         check, spread, gpu_preset,
     )  # fmt: skip
 
@@ -232,41 +241,17 @@ def _without_wait(compute: Compute, shape: ClusterShape) -> Compute:
     )
 
 
-def _with_traced_cost(network: Network, shape: ClusterShape, buckets, times) -> Network:
-    """`network` plus the trace's own all-reduce times at its group shape, bucket size by size."""
-    if shape.gpus < 2:
-        return network
-    group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, network.nics_per_node)
-    by_size: dict[int, list[float]] = {}
-    for b, t in zip(buckets, times, strict=True):
-        by_size.setdefault(b.nbytes, []).append(float(t))
-    sizes = tuple(sorted(by_size))
-    medians = tuple(float(np.median(by_size[s])) for s in sizes)
-    per_byte = _slope(sizes, medians)
-    cost = TabulatedCost(
-        min(medians),
-        per_byte,
-        "measured: the trace's all-reduce kernels",
-        0.0,
-        0.0,
-        tuple(map(float, sizes)),
-        medians,
-    )
-    return replace(network, group_costs={**network.group_costs, group.key: cost})
-
-
-def _slope(sizes, times) -> float:
-    """Seconds per byte of the traced sizes' line (least squares; the largest size's mean rate with one)."""
-    if len(sizes) < 2:
-        return times[0] / sizes[0]
-    slope = float(np.polyfit(np.asarray(sizes, float), np.asarray(times, float), 1)[0])
-    return slope if slope > 0 else times[-1] / sizes[-1]
-
-
-def _check(at_trace: Scenario, steps: dict[int, tuple[TracedStep, ...]]) -> TraceCheck:
+def _check(
+    at_trace: Scenario, steps: dict[int, tuple[TracedStep, ...]], links: Network, traced_ar_s: float
+) -> TraceCheck:
+    """The rebuilt model at the trace's shape against the trace; and the links' own all-reduce there (the
+    network the model assumes for other n) against the traced kernels."""
     from runtime_model.prediction.iteration import allreduce_prediction
 
     predicted = allreduce_prediction(at_trace)
+    links_only = (
+        allreduce_prediction(replace(at_trace, network=links)).comm_s if at_trace.shape.gpus > 1 else 0.0
+    )
     all_steps = [s for v in steps.values() for s in v]
     # every rank of a synchronous step waits for the slowest: the iteration is the slowest rank's
     measured = max(float(np.mean([s.iteration_s for s in v])) for v in steps.values())
@@ -275,6 +260,8 @@ def _check(at_trace: Scenario, steps: dict[int, tuple[TracedStep, ...]]) -> Trac
         predicted.mean_s,
         float(np.mean([s.tail_s for s in all_steps])),
         predicted.exposed_comm_s,
+        traced_ar_s if at_trace.shape.gpus > 1 else 0.0,
+        links_only,
     )
 
 
