@@ -57,6 +57,7 @@ class ProfileOptions:
     bucket_cap_mb: float | None = None  # None = DDP/Decent-DP default 25 MiB (DDP first bucket 1 MiB)
     backend: str = "auto"  # auto: nccl with CUDA, else gloo
     progress: bool = True
+    trace_out: str | None = None  # a directory: each rank's torch.profiler trace of DDP training (trace_out.py)
 
     def resolved(self) -> ProfileOptions:
         """A copy with quick/full defaults filled in; raises ProfilingError on impossible values."""

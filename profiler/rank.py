@@ -184,6 +184,10 @@ class _Run:
                 per_rank = self.gather(mine)  # every rank is alive before the wrapped iterations start
                 cap = self.workload_doc.bucket_cap_mb
                 ddp = self.gather(measure_ddp_work(self._fresh_workload, self.layout, self.recipe, cap, self.say))
+                if o.trace_out is not None:
+                    from profiler.trace_out import record_ddp_trace
+
+                    record_ddp_trace(self._fresh_workload, self.recipe, cap, o.trace_out, self.rank, self.say)
                 wrapped = self.gather(
                     measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, o.timeout_s, self.say)
                 )

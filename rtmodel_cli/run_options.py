@@ -164,6 +164,15 @@ ProfileOutOpt = Annotated[
         "--out", help="Profile JSON to write (checkpointed after each section); its directory must exist."
     ),
 ]
+TraceOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--trace-out",
+        metavar="DIR",
+        help="Also trace a few DDP iterations with torch.profiler into DIR, one file per rank, as your own "
+        "loop would be traced (`rtmodel advise --trace DIR` reads them; docs/trace.md).",
+    ),
+]
 QuickOpt = Annotated[  # profile's and emulate measure's: one meaning, a coarser run of seconds
     bool,
     typer.Option(

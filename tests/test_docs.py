@@ -32,6 +32,7 @@ runner = CliRunner()
 # steps of the docs would have made (a profile is measured by `rtmodel profile`, which is not run here).
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"  # stands in for profile.json
 VALIDATIONS = ROOT / "notebooks" / "data" / "example_validations.jsonl"  # for `validate --report`
+TRACE = ROOT / "tests" / "data" / "traces" / "hta-a100x2-rank0.json.gz"  # a real trace, for `--trace traces`
 # an all_reduce_perf output across 2 nodes x 8 (written in nccl-tests' layout: tests/nccl_tests_text.py)
 NCCL_TESTS_RUN = nccl_tests_output({(1 << 20) << i: 60.0 + ((1 << 20) << i) / 45e3 for i in range(13)})
 
@@ -119,6 +120,8 @@ def test_every_documented_command_runs(key, words, tmp_path, monkeypatch):
     shutil.copy(PROFILE, tmp_path / "profile.json")
     (tmp_path / "all_reduce.txt").write_text(NCCL_TESTS_RUN)  # what `--nccl-tests all_reduce.txt` reads
     shutil.copy(VALIDATIONS, tmp_path / "rtmodel-validations.jsonl")  # validate's default, in the project
+    (tmp_path / "traces").mkdir()  # what torch.profiler's tensorboard_trace_handler wrote (docs/trace.md)
+    shutil.copy(TRACE, tmp_path / "traces" / "rank0.json.gz")
     monkeypatch.chdir(tmp_path)
     if "--calibration" in words:  # the file `rtmodel calibrate profile.json --out FILE`, shown before it, wrote
         made = runner.invoke(app, ["calibrate", "profile.json", "--out", words[words.index("--calibration") + 1]])

@@ -43,7 +43,7 @@ def _profile(path, nproc, bucket_cap_mb=1.0, **kw):
 @pytest.fixture(scope="module")
 def two_rank(tmp_path_factory):
     path = tmp_path_factory.mktemp("p2") / "profile.json"
-    doc = _profile(path, 2)
+    doc = _profile(path, 2, trace_out=str(path.parent / "traces"))
     return path, doc
 
 
@@ -319,6 +319,25 @@ def test_four_ranks_as_two_pretend_nodes_form_inter_node_patterns(tmp_path):
 
 
 @pytest.mark.slow
+def test_trace_out_writes_each_ranks_ddp_trace(two_rank):
+    """--trace-out: one torch.profiler trace per rank, its three active DDP iterations as ProfilerSteps,
+    with the run's rank and world and DDP's all-reduce calls (what `advise --trace` reads on a GPU host;
+    a CPU host's trace is refused there as CPU-only)."""
+    import gzip
+
+    from profiler.trace_out import ACTIVE
+
+    path, _ = two_rank
+    files = sorted((path.parent / "traces").glob("rank*.pt.trace.json.gz"))
+    assert [f.name.split(".")[0] for f in files] == ["rank0", "rank1"]
+    for rank, f in enumerate(files):
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        assert (doc["distributedInfo"]["rank"], doc["distributedInfo"]["world_size"]) == (rank, 2)
+        names = [e.get("name", "") for e in doc["traceEvents"]]
+        assert sum(n.startswith("ProfilerStep#") for n in names) == ACTIVE
+        assert "c10d::allreduce_" in names  # DDP's bucket all-reduces (gloo here; NCCL's kernels on GPUs)
+
+
 def test_resume_keeps_finished_sections_and_measures_the_rest(two_rank, tmp_path):
     _, full = two_rank
     partial = {**full, "complete": False, "sections_done": ["shape", "compute"]}

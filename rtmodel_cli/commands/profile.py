@@ -20,6 +20,7 @@ from rtmodel_cli.run_options import (
     RepsOpt,
     ResumeOpt,
     RunFlags,
+    TraceOutOpt,
     takes_run_flags,
 )
 
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
         resume: ResumeOpt = None,
         reps: RepsOpt = None,
         bucket_cap_mb: BucketMibOpt = None,
+        trace_out: TraceOutOpt = None,
         *,
         run: RunFlags,
     ) -> None:
@@ -51,7 +53,8 @@ def register(app: typer.Typer) -> None:
         path = output_file(output_path_arg(out, "--out"), resume)
         opts = ProfileOptions(
             out=str(path), batch_per_rank=batch_per_rank, quick=quick, resume=resume is not None,
-            iterations=run.iterations, warmup=run.warmup, reps=reps, bucket_cap_mb=bucket_cap_mb, **run.run_kwargs(),
+            iterations=run.iterations, warmup=run.warmup, reps=reps, bucket_cap_mb=bucket_cap_mb,
+            trace_out=None if trace_out is None else str(trace_out), **run.run_kwargs(),
         )  # fmt: skip
         run_profile(opts)
         from rtmodel_util.rank_exit import end_launched_rank
