@@ -31,6 +31,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Your measurements (in place of the presets)": (
         "--calibration",
         "--trace",
+        "--traced-batch",
         "--nccl-tests",
         "--compute-ms",
         "--optimizer-ms",

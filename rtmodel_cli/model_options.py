@@ -43,6 +43,7 @@ from rtmodel_cli.options import (
     RankCvOpt,
     ScenarioOpt,
     StragglerOpt,
+    TracedBatchOpt,
     TraceOpt,
 )
 
@@ -84,6 +85,7 @@ class ModelInputs:
     calibration: CalibrationOpt = None
     nccl_tests: NcclTestsOpt = None
     trace: TraceOpt = None
+    traced_batch: TracedBatchOpt = None
     scenario: ScenarioOpt = None
 
     def as_dict(self) -> dict:

@@ -101,6 +101,14 @@ TraceOpt = Annotated[
         "compute, buckets and all-reduce replace the presets' (docs/trace.md; needs the [trace] extra).",
     ),
 ]
+TracedBatchOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--traced-batch",
+        help="The per-GPU batch your --trace ran: with --batch-per-gpu, the traced compute is scaled from its "
+        "own kernels to that batch.",
+    ),
+]
 NcclTestsOpt = Annotated[
     Path | None,
     typer.Option(

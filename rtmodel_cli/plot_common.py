@@ -136,9 +136,7 @@ def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
         from rtmodel_cli.advice_inputs import scenario_request
         from rtmodel_cli.trace_inputs import traced_scenario
 
-        if batch_per_gpu is not None:
-            raise UserError("--batch-per-gpu cannot be used with --trace: the trace measured its batch")
-        opts = {**o.as_dict(), "gpus": gpus}
+        opts = {**o.as_dict(), "gpus": gpus, "batch_per_gpu": batch_per_gpu}
         sc, prov, _notes, inputs = traced_scenario(opts, scenario_request(opts))
         return sc, margin_of(sc, inputs, prov), f"trace {Path(o.trace[0]).name}"
     if o.profile is None and o.calibration is None:

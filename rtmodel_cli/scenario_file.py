@@ -64,6 +64,7 @@ KEYS = {
     "calibration": TEXT,  # a path, relative to the file's directory: `rtmodel calibrate --out`, for profile
     "nccl_tests": TEXT,  # a path, relative to the file's directory: nccl-tests output (the network)
     "trace": TEXTS,  # torch.profiler traces, one per rank, relative to the file's directory
+    "traced_batch": FLOAT,  # the per-GPU batch the traces ran (to scale them to --batch-per-gpu)
 }
 # What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
 # (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
@@ -72,7 +73,7 @@ KEYS = {
 PLOT_IGNORES = ("gpus", "margin", "topology", "objective", "step_ms", "step_gpus", "batch_per_gpu") + tuple(
     k for k in KEYS if k.startswith("local_sgd")
 )
-MEASURED_KEYS = ("profile", "calibration", "trace")  # a cluster's measured parameters: advise's file only
+MEASURED_KEYS = ("profile", "calibration", "trace", "traced_batch")  # a cluster's measured parameters: advise's file only
 PLOT_KEYS = tuple(k for k in KEYS if k not in PLOT_IGNORES and k not in MEASURED_KEYS)
 # The inputs no plot has a flag for: a plot takes them from its scenario file only.
 PLOT_FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")

@@ -26,8 +26,9 @@ def traced_scenario(opts: dict, request: dict):
     paths, preset_dirs, nccl_tests = opts["trace"], opts["presets"], opts["nccl_tests"]
     if opts["profile"] is not None or opts["calibration"] is not None:
         raise UserError("--trace and --profile/--calibration both measure your training: give one")
-    given = {k: v for k, v in request.items() if k != "compute_ms"}
+    given = {k: v for k, v in request.items() if k not in ("compute_ms", "batch_per_gpu")}
     refuse_options_a_profile_replaces(given, "--trace")
+    batches = _batches(opts.get("traced_batch"), request)  # checked before any file is read
     library = presets.load_library(preset_dirs or ())
     traces = read_traces(paths)
     first = traces[0]
@@ -56,12 +57,46 @@ def traced_scenario(opts: dict, request: dict):
     if nccl_tests is not None:
         scenario, provenance["network"] = with_nccl_tests(scenario, nccl_tests)
         inputs["nccl_tests"] = str(nccl_tests)
+    if batches is not None:
+        from calibration.trace.batch_scaling import scaled_to_batch
+
+        scenario, line = scaled_to_batch(scenario, traced.busy_s, *batches)
+        provenance["compute"] += f"; {line}"
     if request.get("compute_ms") is not None:
         scenario, line = with_compute_ms(scenario, request["compute_ms"])
         provenance["compute"] = scenario.compute.source
         notes.append(line)
         print(line, file=sys.stderr)
     return scenario, provenance, notes, inputs
+
+
+def _batches(traced_batch: float | None, request: dict) -> tuple[float, float] | None:
+    """(traced, wanted) per-GPU batches when the traced compute is to be scaled (batch_scaling): both
+    given, and not beside --compute-ms (which replaces the compute whole); None when neither is given."""
+    from runtime_model.core.constraints import Interval
+    from runtime_model.core.errors import InvalidCombination, UserError
+
+    wanted = request.get("batch_per_gpu")
+    if wanted is None and traced_batch is None:
+        return None
+    if wanted is None:
+        raise InvalidCombination(
+            "{traced_batch} says the batch per GPU your trace ran: give --batch-per-gpu, the one to predict",
+            traced_batch=traced_batch,
+        )
+    if traced_batch is None:
+        raise UserError(
+            "--batch-per-gpu with --trace scales the traced compute: say the batch per GPU your trace ran "
+            "(--traced-batch N)"
+        )
+    Interval(1.0, None, closed="left").check("traced_batch", traced_batch)
+    if request.get("compute_ms") is not None:
+        raise InvalidCombination(
+            "{compute_ms} replaces the traced compute and {batch_per_gpu} scales it: give one",
+            compute_ms=request["compute_ms"],
+            batch_per_gpu=wanted,
+        )
+    return traced_batch, wanted
 
 
 def _network_kw(request: dict) -> dict:

@@ -300,6 +300,10 @@ CASES = [
     case("--gpu cannot be used with --trace", "advise", "--trace", "trace-rank0.json", "--gpu", "A100"),
     case("give one", "advise", "--trace", "trace-rank0.json", "--profile", "profile.json"),
     case("without .json", "advise", "--trace", "presets-dir"),
+    case("--batch-per-gpu", "advise", "--trace", "trace-rank0.json", "--traced-batch", "64"),
+    case("--traced-batch N", "advise", "--trace", "trace-rank0.json", "--batch-per-gpu", "64"),
+    case("--traced-batch must be", "advise", "--trace", "trace-rank0.json", "--batch-per-gpu", "64", "--traced-batch", "0"),
+    case("give one", "advise", "--trace", "trace-rank0.json", "--batch-per-gpu", "64", "--traced-batch", "32", "--compute-ms", "50"),
     # advise --nccl-tests: a file that is not an nccl-tests output, or measured no network
     case("--nccl-tests", "advise", "--nccl-tests", "missing.txt"),
     case("no nccl-tests column header", "advise", "--nccl-tests", "notes.txt"),

@@ -30,12 +30,12 @@ COMMANDS = {
     ("plot", "variance"): (
         PLOT_OWN | {"straggler_max", "cv_max"},
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
-        {"profile", "calibration", "trace"},  # a plot's file may not name them; plot variance's command line may
+        {"profile", "calibration", "trace", "traced_batch"},  # a plot's file may not name them; plot variance's command line may
     ),
     ("plot", "crossover"): (
         PLOT_OWN - {"topology"},
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
-        {"profile", "calibration", "trace"},
+        {"profile", "calibration", "trace", "traced_batch"},
     ),
 }
 
@@ -67,7 +67,7 @@ def test_a_commands_model_inputs_are_the_scenario_keys_it_accepts(path):
 
 def test_plots_take_from_the_file_only_what_they_have_no_flag_for():
     assert set(PLOT_FROM_FILE_ONLY) == {"precision", "mfu", "compute_cv"}
-    assert set(PLOT_KEYS) == set(KEYS) - set(PLOT_IGNORES) - {"profile", "calibration", "trace"}
+    assert set(PLOT_KEYS) == set(KEYS) - set(PLOT_IGNORES) - {"profile", "calibration", "trace", "traced_batch"}
 
 
 def test_model_inputs_has_one_field_per_scenario_input():

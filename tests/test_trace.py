@@ -113,3 +113,22 @@ def test_a_directory_is_its_traces():
     from calibration.trace.trace_scenario import read_traces
 
     assert [t.rank for t in read_traces([DLRM])] == list(range(8))
+
+
+def test_another_batch_scales_the_traced_kernels_and_keeps_the_gaps():
+    """At twice the traced batch the compute grows by the kernels' own time in forward and backward; the
+    loop's gaps, the optimizer and the buckets stay as traced."""
+    from calibration.trace.batch_scaling import scaled_to_batch
+    from calibration.trace.trace_scenario import read_traces, scenario_from_traces
+    from runtime_model.presets.to_model import network_preset
+
+    traced = scenario_from_traces(read_traces([A100]), 16, 2, network_preset("ib-100", "nvlink3"), "A100")
+    fb, bb = traced.busy_s
+    assert 0 < fb < traced.scenario.compute.forward_s and 0 < bb < traced.scenario.compute.backward_s
+    same, _ = scaled_to_batch(traced.scenario, traced.busy_s, 256, 256)
+    assert same.compute.compute_s == pytest.approx(traced.scenario.compute.compute_s)
+    double, line = scaled_to_batch(traced.scenario, traced.busy_s, 256, 512)
+    assert double.compute.compute_s == pytest.approx(traced.scenario.compute.compute_s + fb + bb)
+    assert double.compute.optimizer_s == traced.scenario.compute.optimizer_s
+    assert double.buckets == traced.scenario.buckets
+    assert "512 per GPU" in line

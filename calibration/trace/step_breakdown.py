@@ -41,6 +41,8 @@ class TracedStep:
     tail_s: float  # the all-reduces' end past backward's: the exposure the model predicts
     buckets: tuple[TracedBucket, ...]
     other_collectives_s: float  # NCCL time of collectives that are not DDP's buckets (as measured)
+    forward_busy_s: float = 0.0  # the GPU's compute kernels' time inside forward's window (their union)
+    backward_busy_s: float = 0.0  # and inside backward's
 
     @property
     def compute_s(self) -> float:
@@ -99,6 +101,8 @@ def _step(trace: RankTrace, number: int, iteration_us: float, mask: np.ndarray) 
         tail_us * 1e-6,
         buckets,
         float((end[others] - start[others]).sum()) * 1e-6,
+        _covered(start.min(), b0, busy) * 1e-6,
+        _covered(b0, b1, busy) * 1e-6,
     )
 
 

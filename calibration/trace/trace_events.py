@@ -60,6 +60,7 @@ class RankTrace:
     gpu_name: str
     gpu_memory_bytes: int
     gpus_on_host: int  # the GPUs the trace's header lists (deviceProperties)
+    host_name: str  # the header's host_name ("" in traces before it was written)
     nccl_version: str
     clock_offset_us: float  # what puts this file's times on the wall clock (Kineto's baseTimeNanoseconds)
     steps: tuple[int, ...]
@@ -104,6 +105,7 @@ def read_rank_trace(path: Path) -> RankTrace:
         gpu_name,
         memory,
         on_host,
+        str(meta.get("host_name") or ""),
         nccl,
         float(meta.get("baseTimeNanoseconds") or 0) / 1e3,
         numbers,

@@ -102,6 +102,7 @@ class TracedScenario:
     check: TraceCheck
     spread: RankSpread
     gpu_preset: str | None
+    busy_s: tuple[float, float] = (0.0, 0.0)  # the GPU's compute kernels in forward's and backward's windows
 
 
 def read_traces(paths: list[Path]) -> list[RankTrace]:
@@ -132,7 +133,7 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
     trace's own all-reduce, which keeps its measured times at the trace's group shape."""
     steps = {t.rank: traced_steps(t) for t in traces}
     first = traces[0]
-    traced_shape = _traced_shape(first)
+    traced_shape, shape_note = _traced_shape(traces, gpus_per_node)
     buckets, _ = _buckets(first, steps[first.rank])
     times = _bucket_times(traces, steps, len(buckets))
     compute = _compute(steps, traced_shape.gpus_per_node)
@@ -150,15 +151,39 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
     )
     return TracedScenario(
         scenario, traced_shape, _provenance(traces, steps, compute, buckets, check, net) | {"links": link_line},
-        _notes(traces, spread),
-        check, spread, gpu_preset,
+        _notes(traces, spread, shape_note),
+        check, spread, gpu_preset, _busy(steps),
     )  # fmt: skip
 
 
-def _traced_shape(trace: RankTrace) -> ClusterShape:
-    """The trace's world on hosts of the GPUs its header lists (ranks fill hosts)."""
-    k = math.gcd(trace.world_size, max(1, trace.gpus_on_host)) if trace.world_size > 1 else 1
-    return ClusterShape(max(1, trace.world_size), k)
+def _busy(steps: dict[int, tuple[TracedStep, ...]]) -> tuple[float, float]:
+    every = [s for v in steps.values() for s in v]
+    return float(np.mean([s.forward_busy_s for s in every])), float(
+        np.mean([s.backward_busy_s for s in every])
+    )
+
+
+def _traced_shape(traces: list[RankTrace], given_k: int | None) -> tuple[ClusterShape, str]:
+    """The traced world on its hosts: ranks per host counted from the headers' host names where every
+    rank was traced; else the GPUs a header lists (ranks fill hosts); else (one GPU visible to each
+    process) --gpus-per-node, or one node's worth; the line says which when it is not counted."""
+    first = traces[0]
+    world = max(1, first.world_size)
+    hosts = [t.host_name for t in traces]
+    if world == 1:
+        return ClusterShape(1, 1), ""
+    if len(traces) == world and all(hosts):
+        per_host = {h: hosts.count(h) for h in hosts}
+        k = math.gcd(*per_host.values())
+        return ClusterShape(world, k), ""
+    if first.gpus_on_host > 1:
+        return ClusterShape(world, math.gcd(world, first.gpus_on_host)), ""
+    k = math.gcd(world, given_k or world)
+    why = f"--gpus-per-node {given_k}" if given_k else "one node"
+    return ClusterShape(world, k), (
+        f"the trace's header lists one GPU and no host per rank: its {world} ranks are taken as {world // k} "
+        f"node(s) of {k} ({why}; trace every rank to count them)"
+    )
 
 
 def _buckets(trace: RankTrace, steps: tuple[TracedStep, ...]) -> tuple[tuple[Bucket, ...], np.ndarray]:
@@ -286,10 +311,12 @@ def _provenance(traces, steps, compute: Compute, buckets, check: TraceCheck, net
     }  # fmt: skip
 
 
-def _notes(traces, spread: RankSpread) -> tuple[str, ...]:
+def _notes(traces, spread: RankSpread, shape_note: str) -> tuple[str, ...]:
     notes = []
     if len(traces) > 1:
         notes.append(spread.line())
+    if shape_note:
+        notes.append(shape_note)
     first = traces[0]
     if len(traces) < first.world_size:
         notes.append(
