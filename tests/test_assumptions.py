@@ -122,3 +122,14 @@ def test_resnet50_under_amp_on_multi_gpu_nodes_flags_the_published_step_rate_los
     assert transformer.step_rate_loss is None
     one_per_node = _assumed(gpus=8, gpus_per_node=1, model="resnet50", global_batch=2048, precision="fp16")
     assert one_per_node.step_rate_loss is None
+
+
+def test_gpt2_from_presets_says_its_compute_is_eager():
+    """torch.compile ran GPT-2 small 1.85x faster on an A100 (nanoGPT): a preset answer for it says the
+    compute is eager's; your own compute, or another model, is not flagged."""
+    gpt2 = _assumed(gpus=16, model="gpt2-small")
+    assert (
+        gpt2.eager_only is not None and "torch.compile" in gpt2.eager_only and gpt2.eager_only in gpt2.notes()
+    )
+    assert _assumed(gpus=16, model="gpt2-small", compute_ms=100.0).eager_only is None
+    assert _assumed(gpus=16).eager_only is None

@@ -30,6 +30,16 @@ STEP_RATE_LOSS = (
     "alike, so the speedups lie nearer 1x"
 )
 
+# Eager PyTorch is what the presets' compute models (issue 49). Where a published run shows what
+# torch.compile changes, the answer says so: nanoGPT's README (karpathy/nanoGPT@5a725d9, README.md) took
+# GPT-2 small (124M) on one A100 "from ~250ms / iter to 135ms / iter" with torch.compile
+# (rtmodel_literature/data/one_gpu_training.csv). A compiled loop's own trace or step time replaces it.
+EAGER_ONLY_MODELS = ("gpt2-small",)
+EAGER_ONLY = (
+    "this compute is eager PyTorch's: torch.compile ran GPT-2 small 1.85x faster on one A100 (nanoGPT, 250 -> "
+    "135 ms per iteration); for a compiled loop give its trace (--trace) or its compute (--compute-ms)"
+)
+
 
 @dataclass(frozen=True)
 class Assumptions:
@@ -47,10 +57,15 @@ class Assumptions:
     nic_hint: str | None  # a cited node of this GPU with more NICs, when one NIC was only the default
     anchor_line: str | None = None  # your DDP step, the compute backed out of it, the presets' residual
     step_rate_loss: str | None = None  # a published loss the model does not charge (STEP_RATE_LOSS)
+    eager_only: str | None = None  # the presets' compute is eager's where compiling is published (EAGER_ONLY)
 
     def notes(self) -> list[str]:
         """What the table prints under the verdict (the batch's warning is in the head line)."""
-        return [n for n in (self.anchor_line, self.nic_hint, self.step_rate_loss) if n is not None]
+        return [
+            n
+            for n in (self.anchor_line, self.nic_hint, self.step_rate_loss, self.eager_only)
+            if n is not None
+        ]
 
     def to_dict(self) -> dict:
         return {**asdict(self), "warnings": self.warnings()}
@@ -150,6 +165,7 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
         and choice.precision in AMP_PRECISIONS
         and choice.gpus_per_node > 1
         else None,
+        eager_only=EAGER_ONLY if choice.model in EAGER_ONLY_MODELS and choice.compute_ms is None else None,
     )
 
 
