@@ -71,6 +71,23 @@ def test_with_all_reduce_kept_the_crossover_is_the_best_gossip_options():
     assert {c.topology for c in crossovers(adv)} == {"alternating-exp-ring"}
 
 
+def test_with_all_reduce_kept_a_hopeless_consensus_is_not_the_option_named():
+    """The fastest runnable gossip row is passed over when its consensus is hopeless at this n: the network's
+    doubt must not make a verdict name, as the option to try, one that cannot reach All-Reduce's loss."""
+    from runtime_model.advice.crossover import crossover_topology
+    from runtime_model.convergence.consensus_cost import HOPELESS
+
+    adv = advise(_overhead_scenario(1.3), topologies=["alternating-exp-ring", "ring"])
+    assert adv.recommendation.topology == "allreduce"
+    fastest = min((r for r in adv.rows if r.applicable), key=lambda r: r.prediction.mean_s)
+    other = next(r for r in adv.rows if r.applicable and r.topology != fastest.topology)
+    hopeless = replace(fastest, convergence=replace(fastest.convergence, kind=HOPELESS))
+    rows = [hopeless if r.topology == fastest.topology else r for r in adv.rows]
+    assert crossover_topology(replace(adv, rows=rows)) == other.topology
+    every = [replace(r, convergence=replace(r.convergence, kind=HOPELESS)) if r.convergence else r for r in rows]
+    assert crossover_topology(replace(adv, rows=every)) is None
+
+
 def test_a_pick_that_wins_over_the_whole_range_has_no_crossover_and_says_so():
     """Decent-DP's complete graph all-reduces what DDP does, hidden behind the whole next iteration: it
     is never slower (helper scenario, no gossip overhead)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from runtime_model.convergence.consensus_cost import HOPELESS
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.scenario import Compute, Network, Scenario
 from runtime_model.prediction.iteration import allreduce_prediction
@@ -59,11 +60,20 @@ class Crossover:
 
 
 def crossover_topology(advice) -> str | None:
-    """The option the crossover is for: the pick, or with All-Reduce kept the fastest runnable gossip."""
+    """The option the crossover is for: the pick, or with All-Reduce kept the fastest runnable gossip whose
+    consensus is not hopeless at this n (a verdict made too close by the network's doubt names it as the
+    option to try: one that cannot train to All-Reduce's loss must not be that option)."""
     pick = advice.recommendation.topology
     if pick != "allreduce":
         return pick
-    runnable = [r for r in advice.rows if r.applicable and r.runnable and r.prediction is not None]
+    runnable = [
+        r
+        for r in advice.rows
+        if r.applicable
+        and r.runnable
+        and r.prediction is not None
+        and (r.convergence is None or r.convergence.kind != HOPELESS)
+    ]
     return min(runnable, key=lambda r: r.prediction.mean_s).topology if runnable else None
 
 
