@@ -84,7 +84,9 @@ def test_with_all_reduce_kept_a_hopeless_consensus_is_not_the_option_named():
     hopeless = replace(fastest, convergence=replace(fastest.convergence, kind=HOPELESS))
     rows = [hopeless if r.topology == fastest.topology else r for r in adv.rows]
     assert crossover_topology(replace(adv, rows=rows)) == other.topology
-    every = [replace(r, convergence=replace(r.convergence, kind=HOPELESS)) if r.convergence else r for r in rows]
+    every = [
+        replace(r, convergence=replace(r.convergence, kind=HOPELESS)) if r.convergence else r for r in rows
+    ]
     assert crossover_topology(replace(adv, rows=every)) is None
 
 
