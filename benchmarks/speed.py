@@ -45,7 +45,12 @@ def sweep_s(repeats: int = 3) -> tuple[float, int]:
     from runtime_model.presets import to_model as presets
 
     ns = [2**i for i in range(17)]
-    scenarios = [presets.scenario_from_choice(presets.resolve(presets.PresetRequest(n, gpus_per_node=min(8, n)))) for n in ns]
+    scenarios = [
+        presets.scenario_from_choice(
+            presets.resolve(presets.PresetRequest(n, gpus_per_node=min(8, n), global_batch=float(1 << 24)))
+        )
+        for n in ns
+    ]  # the batch: one token per GPU at 65,536 (GLOBAL_BATCH's reason)
 
     def run():
         for sc in scenarios:

@@ -23,13 +23,15 @@ def kineto_trace(
     steps: int = 2,
     pids: tuple[int, ...] = (1,),
     step_spans: bool = True,
+    linked: bool = True,
 ) -> str:
     """A trace of `steps` ProfilerSteps per process in `pids`, each launching one kernel (none when `gpu`
-    is None: a CPU-only recording); without `step_spans` the same work with no ProfilerStep around it."""
+    is None: a CPU-only recording); without `step_spans` the same work with no ProfilerStep around it;
+    without `linked` no CUDA correlation ids join a kernel to its launch."""
     events = []
     for pid in pids:
         for i in range(steps):
-            t0, corr = 1000.0 * i, 100 * pid + i
+            t0, corr = 1000.0 * i, (100 * pid + i) if linked else None
             if step_spans:
                 events.append(_x("user_annotation", f"ProfilerStep#{i + 1}", pid, pid, t0, 900.0))
             events.append(_x("cpu_op", "aten::mm", pid, pid, t0 + 10, 50.0))
@@ -48,6 +50,7 @@ def kineto_trace(
 
 
 def _x(cat, name, pid, tid, ts, dur, **args) -> dict:
+    args = {k: v for k, v in args.items() if v is not None}
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 

@@ -68,7 +68,13 @@ def check_steps(path: Path, steps, frame) -> None:
             f"--trace {path}: holds several processes' steps (ProfilerStep spans from {steps['pid'].nunique()} "
             "processes or repeated numbers): give one file per rank"
         )
-    launched = frame[(frame["stream"] > 0) & (frame["iteration"] >= 0)]
+    on_gpu = frame["stream"] > 0
+    launched = frame[on_gpu & (frame["iteration"] >= 0)]
+    if launched.empty and on_gpu.any():
+        raise TraceError(
+            f"--trace {path}: its GPU work is not linked to the steps that launched it (no CUDA correlation "
+            "ids): record it with torch.profiler, whose CUDA activity links each kernel to its launch"
+        )
     if launched.empty:
         raise TraceError(
             f"--trace {path}: no GPU work inside its ProfilerStep spans (CPU-only): profile with "
