@@ -20,6 +20,7 @@ import numpy as np
 from calibration.fitting import AffineFit, fit_regimes
 from calibration.inversion import MeasuredLine, invert_line
 from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRow, NcclTestsRun
+from calibration.tabulated import tabulated_cost
 from runtime_model.core.scenario import GroupShape, Link, Network, TabulatedCost
 from runtime_model.prediction.collectives import (
     allreduce_algorithm,
@@ -137,23 +138,11 @@ def _allreduce_link(fit: AffineFit, group: GroupShape, network: Network) -> tupl
 
 
 def _cost(fit: AffineFit, rows: list[NcclTestsRow]) -> TabulatedCost:
-    """The run's own shape from the rows fitted (those from 1 MiB), size by size (the median where a
-    size repeats), the line beyond."""
-    by_size: dict[int, list[float]] = {}
-    for r in rows:
-        by_size.setdefault(r.nbytes, []).append(r.time_s)
-    sizes = tuple(sorted(by_size))
-    times = tuple(float(np.median(by_size[s])) for s in sizes)
-    fixed = min(fit.fixed_s, times[0])  # the latency part: never above a measured time (collectives.py)
-    return TabulatedCost(
-        fixed,
-        fit.per_byte_s,
-        "nccl-tests",
-        fit.fixed_sd_s,
-        fit.per_byte_rel_sd,
-        tuple(map(float, sizes)),
-        times,
-    )
+    """The run's own shape from the rows fitted (those from 1 MiB), size by size, the line beyond."""
+    return tabulated_cost(
+        [r.nbytes for r in rows], [r.time_s for r in rows], fit.fixed_s, fit.per_byte_s, "nccl-tests",
+        fit.fixed_sd_s, fit.per_byte_rel_sd,
+    )  # fmt: skip
 
 
 def _busbw_worst(run: NcclTestsRun, group: GroupShape, net: Network) -> float:

@@ -17,7 +17,8 @@ import numpy as np
 
 from calibration.fitting import fit_affine
 from calibration.inversion import MeasuredLine, invert_line
-from runtime_model.core.scenario import Bucket, ClusterShape, Link, Network, TabulatedCost
+from calibration.tabulated import tabulated_cost
+from runtime_model.core.scenario import Bucket, ClusterShape, Link, Network
 from runtime_model.prediction.collectives import global_allreduce_shape
 
 SOURCE = "measured: the trace's all-reduce kernels"
@@ -31,16 +32,19 @@ def traced_network(
     if shape.gpus < 2:
         return network, "a world of one sends nothing: the links are the presets'"
     group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, network.nics_per_node)
-    sizes, medians = _by_size(buckets, times_s)
-    cost = TabulatedCost(min(medians), _slope(sizes, medians), SOURCE, 0.0, 0.0, sizes, medians)
+    nbytes = [b.nbytes for b in buckets]
+    sizes = sorted(set(nbytes))
+    fit = fit_affine(np.asarray(nbytes, float), np.asarray(times_s, float)) if len(sizes) > 1 else None
+    resolved = fit is not None and fit.per_byte_s > 0 and "per_byte_s" not in fit.unresolved
+    per_byte = fit.per_byte_s if resolved else max(times_s) / max(nbytes)  # beyond the sizes: their rate
+    cost = tabulated_cost(nbytes, times_s, min(times_s), per_byte, SOURCE)
     net = replace(network, group_costs={**network.group_costs, group.key: cost})
-    if len(sizes) < 2:
+    if fit is None:
         return (
             net,
             f"one bucket size: the trace's own group ({group.key}) keeps its time, other groups the presets' links",
         )
-    fit = fit_affine(np.asarray(sizes), np.asarray(medians))
-    if fit.per_byte_s <= 0 or "per_byte_s" in fit.unresolved:
+    if not resolved:
         return (
             net,
             "the trace's all-reduce times do not grow with the bucket size: other groups keep the presets' links",
@@ -51,12 +55,12 @@ def traced_network(
     est = invert_line(line, "ring", network.intra)
     cls = line.link_class
     preset = getattr(network, cls)
-    resolved = "fixed_s" not in fit.unresolved and est.latency_s > 0
+    latency_resolved = "fixed_s" not in fit.unresolved and est.latency_s > 0
     link = Link(
-        est.latency_s if resolved else preset.latency_s,
+        est.latency_s if latency_resolved else preset.latency_s,
         est.bandwidth_Bps,
         source=f"{SOURCE} ({group.key}, {len(sizes)} bucket sizes, NCCL's ring inverted)",
-        latency_sd_s=est.latency_sd_s if resolved else preset.latency_sd_s,
+        latency_sd_s=est.latency_sd_s if latency_resolved else preset.latency_sd_s,
         bandwidth_rel_sd=min(est.bandwidth_rel_sd, 1.0),
     )
     where = "inside a node" if cls == "intra" else "between nodes"
@@ -66,20 +70,3 @@ def traced_network(
         f"{fit.worst_rel_residual:.0%}); kernels that overlap compute run slower than alone"
     )
     return replace(net, **{cls: link}), line_text
-
-
-def _by_size(buckets, times_s) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    by_size: dict[int, list[float]] = {}
-    for b, t in zip(buckets, times_s, strict=True):
-        by_size.setdefault(b.nbytes, []).append(float(t))
-    sizes = tuple(sorted(by_size))
-    return tuple(map(float, sizes)), tuple(float(np.median(by_size[s])) for s in sizes)
-
-
-def _slope(sizes, times) -> float:
-    """Seconds per byte beyond the largest traced size: the least-squares line's, else its mean rate."""
-    if len(sizes) > 1:
-        slope = float(np.polyfit(np.asarray(sizes), np.asarray(times), 1)[0])
-        if slope > 0:
-            return slope
-    return times[-1] / sizes[-1]
