@@ -134,7 +134,7 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
     steps = {t.rank: traced_steps(t) for t in traces}
     first = traces[0]
     traced_shape, shape_note = _traced_shape(traces, gpus_per_node)
-    buckets, _ = _buckets(first, steps[first.rank])
+    buckets = _buckets(first, steps[first.rank])
     times = _bucket_times(traces, steps, len(buckets))
     compute = _compute(steps, traced_shape.gpus_per_node)
     if len(traces) < first.world_size:
@@ -186,9 +186,9 @@ def _traced_shape(traces: list[RankTrace], given_k: int | None) -> tuple[Cluster
     )
 
 
-def _buckets(trace: RankTrace, steps: tuple[TracedStep, ...]) -> tuple[tuple[Bucket, ...], np.ndarray]:
-    """DDP's buckets as the steps saw them (the count most steps saw; per bucket the median bytes and
-    readiness) and each one's median all-reduce time."""
+def _buckets(trace: RankTrace, steps: tuple[TracedStep, ...]) -> tuple[Bucket, ...]:
+    """DDP's buckets as the steps saw them: the count most steps saw; per bucket the median bytes and
+    readiness (their all-reduce times: _bucket_times, over every traced rank)."""
     counts = [len(s.buckets) for s in steps]
     count = max(set(counts), key=counts.count)
     if count == 0:
@@ -205,8 +205,7 @@ def _buckets(trace: RankTrace, steps: tuple[TracedStep, ...]) -> tuple[tuple[Buc
         )
     ready = np.median([[b.ready_fraction for b in row] for row in seen], axis=0)
     ready = np.maximum.accumulate(ready)  # DDP launches buckets in order: each ready no earlier
-    times = np.median([[b.duration_s for b in row] for row in seen], axis=0)
-    return tuple(Bucket(int(round(b)), float(r)) for b, r in zip(nbytes, ready, strict=True)), times
+    return tuple(Bucket(int(round(b)), float(r)) for b, r in zip(nbytes, ready, strict=True))
 
 
 def _bucket_times(
