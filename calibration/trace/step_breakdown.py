@@ -117,8 +117,7 @@ def _unsent_buckets(trace: RankTrace, number: int, mask: np.ndarray, b0: float, 
     for t, size in sorted(zip(at, nbytes, strict=True)):
         before = compute & (g.launch_us < t)
         ready = g.end_us[before].max() if before.any() else b0
-        fraction = float(np.clip((ready - b0) / (b1 - b0), MIN_READY_FRACTION, 1.0)) if b1 > b0 else 1.0
-        out.append(TracedBucket(float(size), fraction, 0.0, 0.0))
+        out.append(TracedBucket(float(size), _into_backward(ready, b0, b1), 0.0, 0.0))
     return tuple(out)
 
 
@@ -139,10 +138,15 @@ def _bucket(i: int, t: _Timeline, nbytes: float) -> TracedBucket:
     """Ready when the compute launched before its all-reduce has run (its stream waits for that)."""
     before = t.compute & (t.corr < t.corr[i])
     ready = t.end[before].max() if before.any() else t.start[i]
-    fraction = float(np.clip((ready - t.b0) / (t.b1 - t.b0), MIN_READY_FRACTION, 1.0)) if t.b1 > t.b0 else 1.0
+    fraction = _into_backward(ready, t.b0, t.b1)
     duration = t.end[i] - t.start[i]
     hidden = _covered(t.start[i], t.end[i], t.busy)
     return TracedBucket(float(nbytes), fraction, duration * 1e-6, max(0.0, duration - hidden) * 1e-6)
+
+
+def _into_backward(ready: float, b0: float, b1: float) -> float:
+    """How far into backward [b0, b1] a bucket was ready, as the model's fraction in (0, 1]."""
+    return float(np.clip((ready - b0) / (b1 - b0), MIN_READY_FRACTION, 1.0)) if b1 > b0 else 1.0
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
