@@ -97,8 +97,9 @@ TraceOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--trace",
-        help="Your DDP training's torch.profiler trace (.json or .json.gz; repeat it, one file per rank): its "
-        "compute, buckets and all-reduce replace the presets' (docs/trace.md; needs the [trace] extra).",
+        help="Your DDP training's torch.profiler trace (.json or .json.gz, or a directory of them; repeat it, one "
+        "file per rank): its compute, buckets and all-reduce replace the presets' (docs/trace.md; needs the "
+        "[trace] extra).",
     ),
 ]
 TracedBatchOpt = Annotated[
