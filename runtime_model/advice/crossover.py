@@ -8,10 +8,10 @@ forward + backward + optimizer scaled together, or the compute's spread across r
 
 Search: the speedup over All-Reduce on a geometric grid of 7 points (bandwidth, compute: 1/64x to 64x
 the current value in factors of 4; cv: 0 to 1), the sign change of log(speedup) nearest the current
-value, then two refinements of 8 points inside the bracket and a linear interpolation there. Each grid
-is one batch of recurrences (recurrence.run_pending), so the three quantities cost at most three
-batches. The tie holds to well under 1 % (tests/test_crossover.py): the last bracket is a factor of
-4^(1/81), 1.7 %, wide.
+value, then regula falsi with the Illinois rule inside that bracket (_Illinois: one evaluation per
+quantity per round, until the bracket is 0.1 % wide or the two tie within 0.01 %). Each grid and each
+round is one batch of recurrences (recurrence.run_pending). The tie holds to well under 1 %
+(tests/test_crossover.py).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from runtime_model.prediction.reduced_system import topology_model
 
 SPAN = 64.0  # bandwidth and compute: searched from current / SPAN to current x SPAN
 GRID_POINTS = 7  # 1/64 .. 64 in factors of 4 (most picks win over the whole range: this grid is the cost)
-REFINE_POINTS = 8
-REFINEMENTS = 2
+MAX_REFINEMENTS = 8  # rounds of _Illinois at most (4 or 5 on the recorded baselines)
+BRACKET_TOLERANCE = 1e-3  # on the search's scale: 0.1 % of a bandwidth or compute, 0.001 of a cv
+TIE_TOLERANCE = 1e-4  # |log speedup|: the option and All-Reduce within 0.01 % of each other
 MAX_CV = 1.0
 BANDWIDTH, COMPUTE, CV = "inter_bandwidth_gbit_s", "compute_ms", "compute_cv"
 
@@ -113,22 +114,75 @@ def _solve(searches: list[_Search], model, topology: str, now_log: float) -> lis
     values = _speedup_logs([s.at(v) for s, g in zip(searches, grids, strict=True) for v in g], model)
     logs = np.split(values, np.cumsum([g.size for g in grids])[:-1])
     brackets = [_nearest_bracket(s, g, lg) for s, g, lg in zip(searches, grids, logs, strict=True)]
-    for _ in range(REFINEMENTS):
-        inner = [
-            (s, s.grid(b[0], b[1], REFINE_POINTS + 2)[1:-1])
-            for s, b in zip(searches, brackets, strict=True)
-            if b
-        ]
-        if not inner:
+    states = [_Illinois.start(s, b) if b else None for s, b in zip(searches, brackets, strict=True)]
+    for _ in range(MAX_REFINEMENTS):
+        live = [st for st in states if st is not None and not st.done]
+        if not live:
             break
-        values = _speedup_logs([s.at(v) for s, g in inner for v in g], model)
-        parts = iter(np.split(values, np.cumsum([g.size for _, g in inner])[:-1]))
-        brackets = [
-            _narrowed(b, s, next(parts)) if b else None for s, b in zip(searches, brackets, strict=True)
-        ]
+        values = _speedup_logs([st.search.at(st.next_value()) for st in live], model)
+        for st, value in zip(live, values, strict=True):
+            st.update(float(value))
     return [
-        _crossover(s, topology, b, now_log, lg) for s, b, lg in zip(searches, brackets, logs, strict=True)
+        _crossover(s, topology, st.bracket() if st else None, now_log, lg)
+        for s, st, lg in zip(searches, states, logs, strict=True)
     ]
+
+
+@dataclass
+class _Illinois:
+    """Regula falsi with the Illinois rule on the search's own scale (log for bandwidth and compute):
+    each round evaluates the line's zero through the bracket's ends and keeps the part where the sign
+    changes; an end kept twice in a row has its value halved, so both ends close in (superlinearly,
+    order ~1.44) instead of one end staying put. One evaluation per search per round, where a fixed
+    8-point refinement cost eight."""
+
+    search: _Search
+    lo: float  # positions (log of the value on a log scale)
+    hi: float
+    f_lo: float
+    f_hi: float
+    kept: int = 0  # the end kept last round: -1 lo, +1 hi, 0 none yet
+    guess: float = math.nan
+    done: bool = False
+
+    @staticmethod
+    def start(s: _Search, bracket) -> _Illinois:
+        lo, hi, log_lo, log_hi = bracket
+        return _Illinois(s, _pos(s, lo), _pos(s, hi), log_lo, log_hi)
+
+    def next_value(self) -> float:
+        self.guess = self.lo - self.f_lo * (self.hi - self.lo) / (self.f_hi - self.f_lo)
+        return _value_at(self.search, self.guess)
+
+    def update(self, f: float) -> None:
+        if f == 0.0:
+            self.lo = self.hi = self.guess
+            self.f_lo = self.f_hi = 0.0
+            self.done = True
+            return
+        if (f > 0) == (self.f_hi > 0):  # the zero lies between lo and the guess: hi moves, lo is kept
+            self.hi, self.f_hi = self.guess, f
+            if self.kept == -1:
+                self.f_lo /= 2.0
+            self.kept = -1
+        else:
+            self.lo, self.f_lo = self.guess, f
+            if self.kept == 1:
+                self.f_hi /= 2.0
+            self.kept = 1
+        self.done = abs(self.hi - self.lo) <= BRACKET_TOLERANCE or abs(f) <= TIE_TOLERANCE
+
+    def bracket(self) -> tuple[float, float, float, float]:
+        """(lo, hi, log at lo, log at hi) in the search's values, for _crossover's interpolation."""
+        return _value_at(self.search, self.lo), _value_at(self.search, self.hi), self.f_lo, self.f_hi
+
+
+def _pos(s: _Search, value: float) -> float:
+    return math.log(value) if s.log_scale else value
+
+
+def _value_at(s: _Search, position: float) -> float:
+    return math.exp(position) if s.log_scale else position
 
 
 def _speedup_logs(scenarios: list[Scenario], model) -> np.ndarray:
@@ -149,15 +203,6 @@ def _nearest_bracket(s: _Search, grid: np.ndarray, logs: np.ndarray):
     return (float(grid[i]), float(grid[i + 1]), float(logs[i]), float(logs[i + 1]))
 
 
-def _narrowed(bracket, s: _Search, logs: np.ndarray):
-    """The sub-bracket of `bracket` where the sign changes, given the logs at its 8 inner points."""
-    lo, hi, log_lo, log_hi = bracket
-    grid = np.concatenate([[lo], s.grid(lo, hi, REFINE_POINTS + 2)[1:-1], [hi]])
-    all_logs = np.concatenate([[log_lo], logs, [log_hi]])
-    i = int(np.flatnonzero(np.sign(all_logs[:-1]) != np.sign(all_logs[1:]))[0])
-    return (float(grid[i]), float(grid[i + 1]), float(all_logs[i]), float(all_logs[i + 1]))
-
-
 def _position(s: _Search, values: np.ndarray) -> np.ndarray:
     return np.log(values) if s.log_scale else values
 
@@ -170,7 +215,8 @@ def _crossover(s: _Search, topology: str, bracket, current_log: float, grid_logs
             s.quantity, topology, s.current, None, "everywhere" if everywhere else "nowhere", s.low, s.high
         )
     lo, hi, log_lo, log_hi = bracket
-    t = log_lo / (log_lo - log_hi)  # the zero of the line through the bracket's ends, in the search's scale
+    # the zero of the line through the bracket's ends, in the search's scale (ends equal: a tie found)
+    t = log_lo / (log_lo - log_hi) if log_lo != log_hi else 0.0
     if s.log_scale:
         at = float(math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo))))
     else:
