@@ -116,12 +116,11 @@ def _extremes(
     """One draw per job and column of max over `others` ranks of base_J + s_J B with J uniform over the
     simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
     if isinstance(comp.distribution, NormalCompute):
-        rows = [
-            (j.compute.wait_distribution, base[i, col], s[i], others[i])
-            for i, j in enumerate(jobs)
-            for col in (0, 1)
-        ]
-        return np.array(_normal_extremes(rows, u)).reshape(len(jobs), 2)
+        dists = [j.compute.wait_distribution for j in jobs for _ in (0, 1)]
+        flat = base.reshape(2 * len(jobs), -1)  # rows (job 0 col 0, job 0 col 1, job 1 col 0, ...)
+        spread = np.repeat(s, 2, axis=0)
+        found = _normal_extremes_of(dists, flat, spread, [o for o in others for _ in (0, 1)], u)
+        return np.array(found).reshape(len(jobs), 2)
     return np.stack([_bisect(comp, base[i].T, s[i], others[i], u) for i in range(len(jobs))])
 
 
@@ -142,56 +141,68 @@ def _bisect(comp: Compute, base: np.ndarray, s: np.ndarray, others: int, u: floa
 
 
 def _normal_extremes(rows: list[tuple[NormalCompute, np.ndarray, np.ndarray, int]], u: float) -> list[float]:
-    """The extreme for a Normal i.i.d. part, each row (dist, base, s, others) alone: Halley's method on
-    h(v) = log mean_j S((v - base_j) / s_j) - log(1 - u^(1/others)) (S the survival), nearly linear in v in
-    the far tail where Newton on the CDF crawls. Bracket: the roots with every rank at the lowest and at
-    the top base; start: the exponential tilt of the top rank's tail over the others (S(x + d) ~
-    S(x) e^(-x d)); cubic convergence, so after a last step of HALLEY_TOL sd what is left is ~1e-8 sd.
-    The vector work of the rows still iterating is done together (row by row, the same operations)."""
-    out: list[float] = []
-    live = []  # (row index, state) of rows that need iterating
-    for i, (dist, base, s, others) in enumerate(rows):
-        mu, sd = dist.mean_s, dist.sd_s
-        tail = -math.expm1(math.log(max(u, 1e-300)) / others)  # 1 - u^(1/others) without cancellation
-        z = -normal_inv_cdf(min(tail, 0.5))
-        at = base + s * (mu + sd * z)
-        lo, hi = float(at.min()), float(at.max())
-        out.append(hi)
-        if sd == 0 or lo == hi:
-            continue  # one base: the root itself (complete's ranks all wait for the same exchange)
-        scale = 1.0 / (s * sd)  # x_j = (v - base_j) scale_j - mu / sd
-        live.append([i, base * scale + mu / sd, scale, at, z, lo, hi, math.log(tail), sd])
-    if not live:
+    """_normal_extremes_of for rows given one by one (dist, base, s, others)."""
+    return _normal_extremes_of(
+        [d for d, _, _, _ in rows],
+        np.stack([b for _, b, _, _ in rows]),
+        np.stack([s for _, _, s, _ in rows]),
+        [o for _, _, _, o in rows],
+        u,
+    )
+
+
+def _normal_extremes_of(
+    dists: list[NormalCompute], base: np.ndarray, s: np.ndarray, others: list[int], u: float
+) -> list[float]:
+    """The extreme for a Normal i.i.d. part, each row (dists[i], base[i], s[i], others[i]) alone: Halley's
+    method on h(v) = log mean_j S((v - base_j) / s_j) - log(1 - u^(1/others)) (S the survival), nearly
+    linear in v in the far tail where Newton on the CDF crawls. Bracket: the roots with every rank at the
+    lowest and at the top base; start: the exponential tilt of the top rank's tail over the others
+    (S(x + d) ~ S(x) e^(-x d)); cubic convergence, so after a last step of HALLEY_TOL sd what is left is
+    ~1e-8 sd. The rows' vector work is done together, as (rows, ranks) arrays, and each row's scalar
+    steps alone: every row gets the same operations it would get by itself (a batch is each job's run)."""
+    mu = np.array([d.mean_s for d in dists])
+    sd = np.array([d.sd_s for d in dists])
+    tails = [-math.expm1(math.log(max(u, 1e-300)) / o) for o in others]  # 1 - u^(1/others), no cancellation
+    z = np.array([-normal_inv_cdf(min(t, 0.5)) for t in tails])
+    at = base + s * (mu + sd * z)[:, None]
+    lows, highs = at.min(axis=1), at.max(axis=1)
+    out = highs.tolist()
+    idx = np.flatnonzero((sd != 0) & (lows != highs))  # else one base: the root itself
+    if idx.size == 0:
         return out
-    tilt = np.exp(
-        (np.stack([r[3] for r in live]) - np.array([r[6] for r in live])[:, None])
-        * (np.array([r[4] for r in live])[:, None] * np.stack([r[2] for r in live]))
-    ).mean(axis=1)
-    for r, g in zip(live, tilt, strict=True):
-        r.append(min(max(r[6] + math.log(float(g)) / (r[4] * float(r[2].min())), r[5]), r[6]))
+    scale = 1.0 / (s[idx] * sd[idx, None])  # x_j = (v - base_j) scale_j - mu / sd
+    shift = base[idx] * scale + (mu[idx] / sd[idx])[:, None]
+    tilt = np.exp((at[idx] - highs[idx, None]) * (z[idx, None] * scale)).mean(axis=1)
+    least = scale.min(axis=1)
+    live = []  # (row index, position in idx, _halley_step's state) of rows that need iterating
+    for k, i in enumerate(idx.tolist()):
+        lo, hi, zi = float(lows[i]), float(highs[i]), float(z[i])
+        start = min(max(hi + math.log(float(tilt[k])) / (zi * float(least[k])), lo), hi)
+        live.append((i, k, [lo, hi, math.log(tails[i]), float(sd[i]), start]))
     for _ in range(HALLEY_STEPS):
-        shift, scale = np.stack([r[1] for r in live]), np.stack([r[2] for r in live])
-        x = np.array([r[9] for r in live])[:, None] * scale - shift
+        rows = np.array([k for _, k, _ in live])
+        x = np.array([r[4] for _, _, r in live])[:, None] * scale[rows] - shift[rows]
         surv = 0.5 * erfc(x * (1.0 / math.sqrt(2.0))).mean(axis=1)
-        phi = np.exp(-0.5 * x * x) * scale  # the density per rank, times sqrt(2 pi)
-        dens, slope = phi.mean(axis=1), -(x * phi * scale).mean(axis=1)
+        phi = np.exp(-0.5 * x * x) * scale[rows]  # the density per rank, times sqrt(2 pi)
+        dens, slope = phi.mean(axis=1), -(x * phi * scale[rows]).mean(axis=1)
         still = []
-        for r, sv, de, sl in zip(live, surv.tolist(), dens.tolist(), slope.tolist(), strict=True):
-            if _halley_step(r, sv, de, sl):
-                still.append(r)
+        for row, sv, de, sl in zip(live, surv.tolist(), dens.tolist(), slope.tolist(), strict=True):
+            if _halley_step(row[2], sv, de, sl):
+                still.append(row)
             else:
-                out[r[0]] = r[9]
+                out[row[0]] = row[2][4]
         if not still:
             break
         live = still
-    for r in live:
-        out[r[0]] = r[9]
+    for i, _, r in live:
+        out[i] = r[4]
     return out
 
 
 def _halley_step(r: list, surv: float, dens: float, slope: float) -> bool:
-    """One Halley step of row state r (its v is r[9]); False once it has converged or cannot go on."""
-    _, _, _, _, _, lo, hi, target, sd, v = r
+    """One Halley step of row state r = [lo, hi, target, sd, v]; False once it has converged or cannot go on."""
+    lo, hi, target, sd, v = r
     if surv <= 0.0 or dens <= 0.0:
         return False
     dens, slope = dens / math.sqrt(2.0 * math.pi), slope / math.sqrt(2.0 * math.pi)
@@ -200,5 +211,5 @@ def _halley_step(r: list, surv: float, dens: float, slope: float) -> bool:
     h1, h2 = -dens / surv, -(slope * surv + dens * dens) / (surv * surv)
     nxt = v - 2.0 * h * h1 / (2.0 * h1 * h1 - h * h2)
     step = (nxt if lo < nxt < hi else 0.5 * (lo + hi)) - v
-    r[5], r[6], r[9] = lo, hi, v + step
+    r[0], r[1], r[4] = lo, hi, v + step
     return abs(step) > HALLEY_TOL * sd
