@@ -10,6 +10,7 @@ the table says how far that carries. `python -m rtmodel_literature.published_com
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from importlib.resources import files
 
 import pandas as pd
@@ -42,10 +43,63 @@ def compute_checks() -> pd.DataFrame:
         predicted_ms = (c.compute_s + c.optimizer_s) * 1e3
         out.append({
             "model": r["model"], "gpu": r["gpu"], "precision": r["precision"], "batch": batch,
+            "source": source_owner(r),
             "compiled": r["compiled"] == "true", "published_ms": published_ms, "predicted_ms": predicted_ms,
             "error": predicted_ms / published_ms - 1.0,
         })  # fmt: skip
     return pd.DataFrame(out)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two sources' figures for one model, GPU and precision, per unit: how far apart the sources are.
+
+    ratio: the slower per-unit time over the faster (>= 1). No single prediction is nearer both than
+    least_mean (it sits on the faster one: (1 - 1/ratio) / 2) or least_max ((ratio - 1) / (ratio + 1),
+    the point between them): a floor for any model's error on the pair, whatever it is. batch_explains:
+    the slower figure ran the smaller batch (a small batch amortises less), so the batch alone could
+    account for the gap; otherwise the implementations or harnesses differ."""
+
+    model: str
+    gpu: str
+    precision: str
+    slower: str
+    faster: str
+    ratio: float
+    batch_explains: bool
+
+    @property
+    def least_mean(self) -> float:
+        return (1.0 - 1.0 / self.ratio) / 2.0
+
+    @property
+    def least_max(self) -> float:
+        return (self.ratio - 1.0) / (self.ratio + 1.0)
+
+
+def source_owner(row: dict) -> str:
+    """The publisher of a row: the repository owner in its `source` (NVIDIA, lambdal, karpathy)."""
+    return row["source"].split("/", 1)[0]
+
+
+def source_disagreement() -> list[Disagreement]:
+    """Every (model, GPU, precision) that two publishers measured eagerly, compared per unit."""
+    eager = [r for r in rows() if r["compiled"] != "true"]
+    out = []
+    for i, a in enumerate(eager):
+        for b in eager[i + 1 :]:
+            same = all(a[k] == b[k] for k in ("model", "gpu", "precision"))
+            if not same or source_owner(a) == source_owner(b):
+                continue
+            slow, fast = sorted((a, b), key=lambda r: float(r["per_s"]))
+            out.append(
+                Disagreement(
+                    a["model"], a["gpu"], a["precision"], source_owner(slow), source_owner(fast),
+                    float(fast["per_s"]) / float(slow["per_s"]),
+                    float(slow["batch_per_gpu"]) < float(fast["batch_per_gpu"]),
+                )
+            )  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -53,6 +107,13 @@ def main() -> None:
     print(df.to_string(index=False, float_format=lambda x: f"{x:,.3g}"))
     eager = df[~df["compiled"]]["error"].abs()
     print(f"eager rows: {len(eager)}, mean |error| {eager.mean():.1%}, max {eager.max():.1%}")
+    print("two publishers, one model, GPU and precision (per unit; any prediction misses them by at least):")
+    for d in source_disagreement():
+        why = "the smaller batch could explain it" if d.batch_explains else "not the batch"
+        print(
+            f"  {d.model} {d.gpu} {d.precision}: {d.slower} {d.ratio:.2f}x slower than {d.faster} "
+            f"({why}); least mean {d.least_mean:.1%}, least max {d.least_max:.1%}"
+        )
 
 
 if __name__ == "__main__":
