@@ -4,6 +4,7 @@ answers, `plot speedup --gpus 8:65536` <= 1.3x the time of `--gpus 8:16`).
 
     python -m benchmarks.speed        # prints a table and writes benchmarks/results/speed.json
     python -m benchmarks.speed --cpu  # only issue 51's CPU ratios (advise against its import floor)
+    python -m benchmarks.speed --cost # only issue 47's CPU ratios (advise at n against n = 64, the sweep's)
 
 Timings are medians of several runs on this machine, and the scale goals are ratios measured in one run
 (interleaved, so a noisy machine slows both sides alike); they are for docs/scale.md, not for tests.
@@ -167,6 +168,35 @@ def import_floor(repeats: int = 11) -> dict:
     return out
 
 
+# Issue 47's cost goals, in CPU time: advise at any n <= 1.5x n = 64 (the sizes where its work changes
+# kind: full schedules up to 4,096, BlueFog's long periods at powers of 4, reduced systems above), and
+# `plot speedup --gpus 8:65536` <= 1.3x `--gpus 8:16`.
+COST_GPUS = (256, 1024, 2048, 4096, 8192, 65_536, 1 << 20)
+
+
+def cost_ratios(repeats: int = 7) -> dict:
+    """Each side measured alternately in one round; per-round ratios, their median and quartiles (as
+    import_floor: a shared VM slows a whole round at once)."""
+    advise = [sys.executable, "-m", "rtmodel_cli", "advise", "--format", "json", *GLOBAL_BATCH, "--gpus"]
+    plot = [sys.executable, "-m", "rtmodel_cli", "plot", "speedup", *GLOBAL_BATCH, "--gpus"]
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = {str(n): [*advise, str(n)] for n in (64, *COST_GPUS)}
+        sides.update({g: [*plot, g, "--out", f"{tmp}/s.png"] for g in ("8:16", "8:65536")})
+        for argv in sides.values():  # once untimed: bytecode caches written
+            _cpu_s(argv)
+        cpu: dict[str, list[float]] = {k: [] for k in sides}
+        for _ in range(repeats):
+            for k, argv in sides.items():
+                cpu[k].append(_cpu_s(argv))
+    out: dict = {"advise_64_cpu_s": statistics.median(cpu["64"]), "rounds": repeats}
+    pairs = {f"advise_{n}_vs_64": (str(n), "64") for n in COST_GPUS}
+    pairs["plot_8_65536_vs_8_16"] = ("8:65536", "8:16")
+    for name, (top, bottom) in pairs.items():
+        q1, med, q3 = statistics.quantiles(_round_ratios(cpu[top], cpu[bottom]), n=4)
+        out[name], out[f"{name}_quartiles"] = med, [q1, q3]
+    return out
+
+
 def _round_ratios(top: list[float], bottom: list[float]) -> list[float]:
     return [a / b for a, b in zip(top, bottom, strict=True)]
 
@@ -188,17 +218,20 @@ def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--cpu"]:  # only issue 51's CPU ratios, merged into the committed results
+    only = {"--cpu": ("cpu", import_floor), "--cost": ("cost", cost_ratios)}
+    if len(sys.argv) == 2 and sys.argv[1] in only:  # one part, merged into the committed results
+        key, measure = only[sys.argv[1]]
         res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        res["cpu"] = import_floor()
+        res[key] = measure()
         RESULTS.write_text(json.dumps(res, indent=2) + "\n")
-        print(json.dumps(res["cpu"], indent=2))
+        print(json.dumps(res[key], indent=2))
         return
     res = {"advise_cli_s": advise_cli_s()}
     res["sweep_s"], res["sweep_points"] = sweep_s()
     res["consensus_65536_s"] = consensus_s()
     res["scale"] = scale()
     res["cpu"] = import_floor()
+    res["cost"] = cost_ratios()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(res, indent=2) + "\n")
     print(f"rtmodel advise --gpus 64 (whole process): {res['advise_cli_s']:.3f} s (goal 0.3 s)")
