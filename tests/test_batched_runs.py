@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runtime_model.advice.advisor import advise, advise_many
-from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.scenario import ClusterShape, Compute
 from runtime_model.core.variation import Variation
 from runtime_model.prediction.complete_system import CompleteJob, _normal_extremes, simulate_complete
@@ -142,6 +142,22 @@ def test_completes_reduced_system_in_a_batch_is_each_jobs_own_run(variation):
         alone = simulate_complete([job], SIM_SEED)[0]
         assert (g.mean_s, g.free_s, g.se_s) == (alone.mean_s, alone.free_s, alone.se_s)
         np.testing.assert_array_equal(g.samples_s, alone.samples_s)
+
+
+@pytest.mark.parametrize(
+    "distribution",
+    [NormalCompute(0.03, 0.002), EmpiricalCompute((0.028, 0.029, 0.030, 0.031, 0.035))],
+    ids=["normal", "empirical"],
+)
+def test_completes_comm_column_alone_is_the_two_column_runs_bit_for_bit(distribution):
+    """A search reads means alone (pending.run_means): complete then runs without its free column."""
+    jobs = _complete_jobs(256, [Compute(0.01, 0.02, 0.004, distribution)] * 2)
+    for both, alone in zip(
+        simulate_complete(jobs, SIM_SEED), simulate_complete(jobs, SIM_SEED, with_free=False), strict=True
+    ):
+        assert (alone.mean_s, alone.se_s) == (both.mean_s, both.se_s)
+        np.testing.assert_array_equal(alone.samples_s, both.samples_s)
+        assert math.isnan(alone.free_s) and not math.isnan(both.free_s)
 
 
 def _survival_root(base, s, dist, others, u):

@@ -48,13 +48,16 @@ class CompleteJob:
         return ("complete", self.comm.size, self.gpus_per_node, stream_key(self.compute), self.measured)
 
     @staticmethod
-    def run_batch(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
-        return simulate_complete(jobs, seed)
+    def run_batch(jobs: Sequence[CompleteJob], seed: int, with_free: bool = True) -> list[Growth]:
+        return simulate_complete(jobs, seed, with_free)
 
 
-def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
-    """Every job's recurrence (module doc), side by side: state (jobs, [comm, free], n')."""
+def simulate_complete(jobs: Sequence[CompleteJob], seed: int, with_free: bool = True) -> list[Growth]:
+    """Every job's recurrence (module doc), side by side: state (jobs, [comm, free], n'). Without
+    `with_free` only the comm column runs (a search reads means alone: pending.run_means): the columns
+    never mix, so its numbers are the two-column run's bit for bit, and free_s is NaN."""
     count, n, k = len(jobs), jobs[0].comm.size, jobs[0].gpus_per_node
+    cols = 2 if with_free else 1
     comp = jobs[0].compute
     s = np.stack([j.compute.variation.factors(n) for j in jobs])
     opt = np.array([j.compute.optimizer_s for j in jobs])[:, None, None]
@@ -64,17 +67,17 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
     share = np.array([j.step_share for j in jobs])[:, None]
     extreme_rng = np.random.default_rng(seed + 1)
     warmup, measured = jobs[0].warmup, jobs[0].measured
-    cost = np.zeros((count, 2, n))
+    cost = np.zeros((count, cols, n))
     cost[:, 0] = np.stack([j.comm for j in jobs])
     others = [j.n_full - n for j in jobs]
-    x, top = np.zeros((count, 2, n)), np.zeros((count, 2))
+    x, top = np.zeros((count, cols, n)), np.zeros((count, cols))
     hist, start = np.empty((measured + 1, count, n)), None
     for t in range(warmup + measured):
         c = next(draws)[:, None, :]
         step = 0.0
         if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
             d = next(spread)
-            c, step = c + d, np.stack([share * d, np.zeros((count, n))], axis=1)
+            c, step = c + d, np.stack([share * d, np.zeros((count, n))][:cols], axis=1)
         xc = x + c
         new = np.maximum(xc, top[:, :, None] + cost + step)
         seen = xc.max(axis=2)
@@ -87,10 +90,14 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int) -> list[Growth]:
         x = new
     out = []
     for i in range(count):
-        growth = (np.stack(list(x[i]), axis=1) - np.stack(list(start[i]), axis=1)).mean(axis=0) / measured
+        # as (ranks, 2) whatever cols: numpy sums a column of two in another order than a lone one
+        pad = [x[i][0]] * (2 - cols), [start[i][0]] * (2 - cols)
+        growth = (np.stack([*x[i], *pad[0]], axis=1) - np.stack([*start[i], *pad[1]], axis=1)).mean(axis=0)
+        growth = growth / measured
         h = hist[:, i]
         samples = (h[1:] - h[:-1]).reshape(-1)
-        out.append(Growth(float(growth[0]), float(growth[1]), samples, batch_se(h.mean(axis=1), 1)))
+        free = float(growth[1]) if with_free else math.nan
+        out.append(Growth(float(growth[0]), free, samples, batch_se(h.mean(axis=1), 1)))
     return out
 
 
@@ -116,11 +123,12 @@ def _extremes(
     """One draw per job and column of max over `others` ranks of base_J + s_J B with J uniform over the
     simulated ranks and B the i.i.d. part: solve mean_j F((v - base_j) / s_j) = u^(1/others)."""
     if isinstance(comp.distribution, NormalCompute):
-        dists = [j.compute.wait_distribution for j in jobs for _ in (0, 1)]
-        flat = base.reshape(2 * len(jobs), -1)  # rows (job 0 col 0, job 0 col 1, job 1 col 0, ...)
-        spread = np.repeat(s, 2, axis=0)
-        found = _normal_extremes_of(dists, flat, spread, [o for o in others for _ in (0, 1)], u)
-        return np.array(found).reshape(len(jobs), 2)
+        cols = base.shape[1]
+        dists = [j.compute.wait_distribution for j in jobs for _ in range(cols)]
+        flat = base.reshape(cols * len(jobs), -1)  # rows (job 0 col 0, job 0 col 1, job 1 col 0, ...)
+        spread = np.repeat(s, cols, axis=0)
+        found = _normal_extremes_of(dists, flat, spread, [o for o in others for _ in range(cols)], u)
+        return np.array(found).reshape(len(jobs), cols)
     return np.stack([_bisect(comp, base[i].T, s[i], others[i], u) for i in range(len(jobs))])
 
 

@@ -18,7 +18,7 @@ from runtime_model.prediction.recurrence import Job
 @dataclass(frozen=True)
 class Pending:
     """A prediction waiting for its run: `finish(result)` makes it from the result of `job` (a Job, or
-    any object with batch_key() and run_batch(jobs, seed), e.g. complete's reduced system)."""
+    any object with batch_key() and run_batch(jobs, seed, with_free), e.g. complete's reduced system)."""
 
     job: object
     seed: int
@@ -34,16 +34,18 @@ def run_pending(pending: Sequence[Pending]) -> list:
 
 def run_means(pending: Sequence[Pending]) -> list[float]:
     """Only each prediction's mean iteration time (Pending.mean_of where it has one): what a search
-    over many scenarios compares, without each one's quantiles and factor breakdown."""
-    results = run_jobs_of(pending)
+    over many scenarios compares, without each one's quantiles and factor breakdown (nor the free column
+    the breakdown reads: complete's reduced system then solves half the extremes)."""
+    results = run_jobs_of(pending, with_free=False)
     return [
         p.mean_of(r) if p.mean_of is not None else p.finish(r).mean_s
         for p, r in zip(pending, results, strict=True)
     ]
 
 
-def run_jobs_of(pending: Sequence[Pending]) -> list:
-    """Each pending prediction's job result, the jobs of one batch key and seed run together."""
+def run_jobs_of(pending: Sequence[Pending], with_free: bool = True) -> list:
+    """Each pending prediction's job result, the jobs of one batch key and seed run together (without
+    `with_free`, results whose free_s may be NaN: for means alone)."""
     batches: list[tuple[tuple, list[int]]] = []
     for i, p in enumerate(pending):
         key = (p.job.batch_key(), p.seed)
@@ -58,7 +60,7 @@ def run_jobs_of(pending: Sequence[Pending]) -> list:
         same = _first_equal([pending[i].job for i in members])
         runs = [m for m, s in zip(members, same, strict=True) if s is None]
         jobs = [pending[i].job for i in runs]
-        results.update(zip(runs, type(jobs[0]).run_batch(jobs, seed), strict=True))
+        results.update(zip(runs, type(jobs[0]).run_batch(jobs, seed, with_free), strict=True))
         results.update((m, results[members[s]]) for m, s in zip(members, same, strict=True) if s is not None)
     return [results[i] for i in range(len(pending))]
 

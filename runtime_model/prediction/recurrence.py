@@ -116,7 +116,9 @@ class Job:
         return ("recurrence", self.schedule.n, self.gpus_per_node, shared_stream_key(self.compute))
 
     @staticmethod
-    def run_batch(jobs: Sequence[Job], seed: int) -> list[Growth]:
+    def run_batch(jobs: Sequence[Job], seed: int, with_free: bool = True) -> list[Growth]:
+        """with_free is complete_system's (its free column costs an extreme per iteration); here the
+        free column rides in the same numpy calls as the comm column, so both always run."""
         return run_jobs(jobs, seed)
 
 
