@@ -17,8 +17,8 @@ from runtime_model.core.scenario import ClusterShape, Compute
 from runtime_model.core.variation import Variation
 from runtime_model.prediction.complete_system import CompleteJob, _normal_extremes, simulate_complete
 from runtime_model.prediction.iteration import SIM_SEED, last_bucket_optimizer_s, plan_job
-from runtime_model.prediction.pending import Pending, run_pending
-from runtime_model.prediction.recurrence import batch_se, run_jobs
+from runtime_model.prediction.pending import Pending, run_means, run_pending
+from runtime_model.prediction.recurrence import FlatPeers, batch_se, run_jobs
 from runtime_model.prediction.round_comm import round_comm
 from runtime_model.presets import to_model as presets
 from runtime_model.topology.registry import TopologyNotApplicable, build_schedule, topology_names
@@ -109,6 +109,26 @@ def test_a_batch_gives_each_schedule_the_plain_loops_numbers_bit_for_bit(n, k, k
     for job, growth in zip(jobs, batch, strict=True):
         _same(growth, _plain_run(job))
         _same(run_jobs([job], SIM_SEED)[0], _plain_run(job))
+
+
+@pytest.mark.parametrize(
+    "n, k, kw", [(64, 4, {}), (48, 8, {"straggler": (1.5, 2)}), (32, 4, {"node_cv": 0.05})]
+)
+def test_a_run_without_the_free_column_keeps_the_comm_column_bit_for_bit(n, k, kw):
+    """What a search over scenarios reads (pending.run_means): every kind of schedule, pairs, groups and
+    static graphs, batched as the two-column run is."""
+    jobs = _jobs(_scenario(n, k, **{"cv": 0.05, **kw}))
+    assert {FlatPeers.kind_of(j.schedule) for j in jobs} == {"pairs", "groups", "static"}
+    for both, alone in zip(run_jobs(jobs, SIM_SEED), run_jobs(jobs, SIM_SEED, columns=1), strict=True):
+        assert (alone.mean_s, alone.se_s) == (both.mean_s, both.se_s)
+        np.testing.assert_array_equal(alone.samples_s, both.samples_s)
+        assert math.isnan(alone.free_s) and not math.isnan(both.free_s)
+
+
+def test_a_searchs_means_are_the_full_predictions_means():
+    sc = _scenario(64, 4)
+    pending = [Pending(j, SIM_SEED, lambda g: g, lambda g: g.mean_s) for j in _jobs(sc)]
+    assert run_means(pending) == [g.mean_s for g in run_pending(pending)]
 
 
 def test_runs_with_different_normal_computes_share_the_draws_but_keep_their_own_numbers():

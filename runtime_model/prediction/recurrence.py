@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,7 +29,8 @@ CACHE_ENTRIES = 1 << 21  # array entries the kept steps may hold (16 MiB); beyon
 
 
 class FlatPeers:
-    """max over each rank's group (or static neighbourhood) on the flat layout [column 0, column 1] (2n).
+    """max over each rank's group (or static neighbourhood) on the flat layout [column 0, column 1] (2n),
+    or [column 0] alone (n) with `columns` 1 (a run that reads means alone: run_jobs).
 
     kind "pairs" (every round pairs and singletons): out = max(x, x.take(partner)), one gather that
     several schedules' rounds can share (run_jobs concatenates them); "static": the max over the
@@ -38,18 +39,23 @@ class FlatPeers:
     """
 
     def __init__(
-        self, schedule: Schedule, offset: int = 0, kind: str | None = None, made: dict | None = None
+        self,
+        schedule: Schedule,
+        offset: int = 0,
+        kind: str | None = None,
+        made: dict | None = None,
+        columns: int = 2,
     ):
         """`offset`: where the flat state starts in a side-by-side state (the arrays index that one).
         A round object met again (a reduced system plays its small rounds in the full order, a batch's
         jobs share a schedule) is laid out once: `made` holds the layouts at offset 0 by round and kind."""
         n = schedule.n
-        self.n = n
+        self.n, self.columns = n, columns
         graph = schedule.static_graph
         self.rounds: list[tuple[np.ndarray, ...]] = []
         self.kind = kind or self.kind_of(schedule)
         if graph is not None:
-            flat = np.arange(2 * n)
+            flat = np.arange(columns * n)
             col, rank = np.divmod(flat, n)
             offsets = sorted({off % n for off in graph.peer_offsets} - {0})  # a max needs each peer once
             near = [col * n + (rank + off) % n + offset for off in (0, *offsets)]
@@ -59,7 +65,7 @@ class FlatPeers:
         shifted: dict[int, tuple[np.ndarray, ...]] = {}
         for r in schedule.rounds:
             if id(r) not in shifted:
-                key = (id(r), self.kind)
+                key = (id(r), self.kind, columns)
                 if key not in made:
                     made[key] = (r, self._arrays(r, n))  # the round kept: its id stays its own
                 gather, *rest = made[key][1]
@@ -69,14 +75,19 @@ class FlatPeers:
     def _arrays(self, r, n: int) -> tuple[np.ndarray, ...]:
         """The round's gather (into a state at offset 0) and, for groups, its segments and read-back."""
         order, starts = r.sorted_groups
+        cols = range(self.columns)
         if self.kind == "pairs":
             partner = np.arange(n)
             two = starts[np.diff(starts, append=n) == 2]
             partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
-            return (np.concatenate([partner, partner + n]),)
+            return (np.concatenate([partner + c * n for c in cols]),)
         g = starts.size  # labels are 0..g-1 in sorted order (Round.validate: no empty group)
-        src = np.concatenate([order, order + n])
-        return src, np.concatenate([starts, starts + n]), np.concatenate([r.labels, r.labels + g])
+        src = np.concatenate([order + c * n for c in cols])
+        return (
+            src,
+            np.concatenate([starts + c * n for c in cols]),
+            np.concatenate([r.labels + c * g for c in cols]),
+        )
 
     @staticmethod
     def kind_of(schedule: Schedule) -> str:
@@ -117,9 +128,7 @@ class Job:
 
     @staticmethod
     def run_batch(jobs: Sequence[Job], seed: int, with_free: bool = True) -> list[Growth]:
-        """with_free is complete_system's (its free column costs an extreme per iteration); here the
-        free column rides in the same numpy calls as the comm column, so both always run."""
-        return run_jobs(jobs, seed)
+        return run_jobs(jobs, seed, 2 if with_free else 1)
 
 
 @dataclass(frozen=True)
@@ -154,12 +163,14 @@ def _computes(jobs: Sequence[Job]) -> list[int]:
     return out
 
 
-def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
+def run_jobs(jobs: Sequence[Job], seed: int, columns: int = 2) -> list[Growth]:
     """Run every job (all of one batch_key) on one stream of draws; each result is its own run's.
 
-    The state is every job's flat [comm | free] vector side by side. Per iteration the pair schedules
-    share one gather and the group schedules one segmented max (_Steps); the measured windows are
-    recorded together when that costs at most twice the memory of recording each one alone."""
+    The state is every job's flat [comm | free] vector side by side ([comm] alone with `columns` 1,
+    where only means are read: the columns never mix, so the comm column is the same bit for bit and
+    free_s is NaN). Per iteration the pair schedules share one gather and the group schedules one
+    segmented max (_Steps); the measured windows are recorded together when that costs at most twice
+    the memory of recording each one alone."""
     n = jobs[0].schedule.n
     if any(j.schedule.n != n for j in jobs):
         raise ValueError("jobs of one batch share n (they share the draws)")
@@ -172,7 +183,7 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
     order = sorted(range(len(jobs)), key=lambda i: ("pairs", "groups", "static").index(kinds[i]))
     # each kind side by side: its steps merge (the computes are added in one call whatever their order)
     jobs, kinds, which = [jobs[i] for i in order], [kinds[i] for i in order], [which[i] for i in order]
-    steps = _Steps(jobs, kinds, n)
+    steps = _Steps(jobs, kinds, n, columns)
     count = len(jobs)
     ends = [j.warmup + j.measured for j in jobs]
     first, stop = min(j.warmup for j in jobs), max(ends)
@@ -190,7 +201,7 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
         window = range(job.warmup, job.warmup + job.measured) if not joint else (job.warmup, ends[i] - 1)
         for at in sorted(set(window)):
             events.setdefault(at, []).append(i)
-    x, new = np.zeros((count, 2 * n)), np.empty((count, 2 * n))
+    x, new = np.zeros((count, columns * n)), np.empty((count, columns * n))
     distinct = [
         next(j.compute for j, u in zip(jobs, which, strict=True) if u == v) for v in range(max(which) + 1)
     ]
@@ -206,12 +217,12 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
         if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
             d = next(spread)
             c = c + d
-            p.reshape(count, 2, n)[:, 0] += share * d[of_job]
+            p.reshape(count, columns, n)[:, 0] += share * d[of_job]
         # each job's own compute on both of its columns: one addition for the batch, whatever its computes
         np.add(
-            x.reshape(count, 2, n),
+            x.reshape(count, columns, n),
             (c[0] if one_compute else c[of_job][:, None, :]),
-            out=new.reshape(count, 2, n),
+            out=new.reshape(count, columns, n),
         )
         np.maximum(new.reshape(-1), p, out=new.reshape(-1))
         if joint and t >= first:
@@ -230,6 +241,8 @@ def run_jobs(jobs: Sequence[Job], seed: int) -> list[Growth]:
                 last[i] = new[i].copy()
         x, new = new, x
     out = [_growth(job, last[i], start[i], hist[i], n) for i, job in enumerate(jobs)]
+    if columns == 1:
+        out = [replace(g, free_s=math.nan) for g in out]
     return [out[order.index(i)] for i in range(count)]
 
 
@@ -239,15 +252,17 @@ class _Steps:
     for the rounds in play, so the concatenation of each combination is cached while it is small; else
     every job steps alone, with its rounds' steps made once)."""
 
-    def __init__(self, jobs: Sequence[Job], kinds: Sequence[str], n: int):
-        self.n, self.count, width = n, len(jobs), 2 * n
+    def __init__(self, jobs: Sequence[Job], kinds: Sequence[str], n: int, columns: int = 2):
+        self.n, self.count, width = n, len(jobs), columns * n
+        self.width = width
         made: dict = {}  # each round's layout, shared by the jobs that play it (FlatPeers)
         self.peers = [
-            FlatPeers(j.schedule, i * width, kind, made)
+            FlatPeers(j.schedule, i * width, kind, made, columns)
             for i, (j, kind) in enumerate(zip(jobs, kinds, strict=True))
         ]
+        free = [np.zeros(n)] * (columns - 1)  # the free column pays no communication
         self.cost = [
-            [np.concatenate([np.broadcast_to(c, (n,)), np.zeros(n)]) for c in j.comm_per_round] for j in jobs
+            [np.concatenate([np.broadcast_to(c, (n,)), *free]) for c in j.comm_per_round] for j in jobs
         ]
         periods = [len(p.rounds) for p in self.peers] + [len(c) for c in self.cost]
         self.lcm = math.lcm(*periods)
@@ -291,7 +306,7 @@ class _Steps:
 
     def _merged(self, t: int) -> list:
         """The steps of iteration t with each kind's jobs (side by side in the state) merged into one."""
-        width = 2 * self.n
+        width = self.width
         own = [o[t % len(o)] for o in self.own]
         plan: list = []
         for kind, members in self.kinds.items():
@@ -318,8 +333,10 @@ class _Steps:
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:
     """The summary of one run, with the per-schedule loop's own expressions (so equal to the last bit)."""
     period = len(job.comm_per_round)
-    x = np.stack([last[:n], last[n:]], axis=1)
-    x0 = np.stack([start[:n], start[n:]], axis=1)
+    # as (ranks, 2) with one column too (its comm column again): numpy sums a column of two in another
+    # order than a lone one, and the comm column's mean must not depend on whether free ran
+    x = np.stack([last[:n], last[n:] if last.size > n else last[:n]], axis=1)
+    x0 = np.stack([start[:n], start[n:] if start.size > n else start[:n]], axis=1)
     growth = (x - x0).mean(axis=0) / job.measured
     marks = hist[::period].mean(axis=1)  # row by row, as the loop's x[:, 0].mean() at each period's start
     samples = (hist[1:] - hist[:-1]).reshape(-1)
