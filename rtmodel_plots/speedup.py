@@ -53,7 +53,9 @@ def speedup_vs_gpus(
     for i, model in enumerate(models):
         for j, col in enumerate(columns):
             ax = axes[i][j]
-            df = sweep(gpus_list, model=model, topologies=topologies, **{key: col}, **preset_kw)
+            # the factor columns only for a caller who asked for the frames (the figure draws speedups)
+            df = sweep(gpus_list, model=model, topologies=topologies, factors=data is not None, **{key: col},
+                       **preset_kw)
             if data is not None:
                 data[(model, col)] = df
             speedups.extend(df["speedup"].dropna())

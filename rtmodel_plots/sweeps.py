@@ -94,10 +94,10 @@ def sweep(
     *,
     model: str = "transformer-base",
     network: str | None = None,
-    cluster: str | None = None,
     topologies: Sequence[str] | None = None,
     transform: Callable[[Scenario], Scenario] | None = None,
     local_sgd: Sequence[LocalSgd] | None = None,
+    factors: bool = True,
     **preset_kw,
 ) -> pd.DataFrame:
     """Advise at every n; one row per (gpus, topology), times in ms, NaN where a topology does not fit.
@@ -106,25 +106,34 @@ def sweep(
     reason, allreduce_ms, topology_ms, speedup, overlap_ms, links_ms, variance_ms, uneven_ms, saved_ms (= the
     factors' sum = allreduce_ms - topology_ms; NaN for local SGD, which has no factors), runnable (Decent-DP
     runs it: what advise picks from) and library (what runs it: Decent-DP, SGP, BlueFog, local SGD).
-    `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`.
+    `transform` edits each scenario before advising (what-ifs); `preset_kw` goes to `preset_scenario`
+    (cluster, gpu, gpus_per_node, batch_per_gpu, ...).
+    Without `factors` the factor columns are NaN and the times come from the means alone
+    (topology_predictions.predict_means, the same numbers): what a figure of speedups draws, at about
+    half the recurrences' work.
     """
     from runtime_model.advice.families import local_sgd_rows
-    from runtime_model.prediction.topology_predictions import predict_many
+    from runtime_model.prediction.topology_predictions import predict_many, predict_means
 
     ns = [int(n) for n in gpus_list]
-    scenarios = [preset_scenario(n, model=model, network=network, cluster=cluster, **preset_kw) for n in ns]
+    scenarios = [preset_scenario(n, model=model, network=network, **preset_kw) for n in ns]  # cluster in it
     if transform is not None:
         scenarios = [transform(sc) for sc in scenarios]
     rows = []
     # one pass over n: the recurrences that share draws run together; the times alone (no consensus, NIC
     # bytes or verdict: topology_predictions.py)
-    plans, preds, _ = predict_many(scenarios, list(topologies) if topologies else None, spreads=False)
+    names = list(topologies) if topologies else None
+    if factors:
+        plans, preds, _ = predict_many(scenarios, names, spreads=False)
+        timed = ((p.mean_s, p.factors) for p in preds)
+    else:
+        plans, means = predict_means(scenarios, names)
+        timed = ((mean, None) for mean in means)
     for n, (sc, ar, models) in zip(ns, plans, strict=True):
         ar_ms = ar.mean_s * 1e3
         for name, m in models.items():
             applicable = not isinstance(m, TopologyNotApplicable)
-            pred = next(preds) if applicable else None
-            f = pred.factors if applicable else None
+            mean_s, f = next(timed) if applicable else (math.nan, None)
             rows.append(
                 {
                     "gpus": n,
@@ -133,8 +142,8 @@ def sweep(
                     "applicable": applicable,
                     "reason": m.decent_dp_note if applicable else str(m),
                     "allreduce_ms": ar_ms,
-                    "topology_ms": pred.mean_s * 1e3 if applicable else math.nan,
-                    "speedup": ar.mean_s / pred.mean_s if applicable else math.nan,
+                    "topology_ms": mean_s * 1e3,
+                    "speedup": ar.mean_s / mean_s if applicable else math.nan,
                     "overlap_ms": f.overlap_s * 1e3 if f else math.nan,
                     "links_ms": f.links_s * 1e3 if f else math.nan,
                     "variance_ms": f.variance_s * 1e3 if f else math.nan,

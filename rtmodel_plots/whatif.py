@@ -45,8 +45,8 @@ def what_if(
         kw = dict(preset_kw)
         if v.bucket_cap_mb is not None:
             kw["bucket_cap_mb"] = v.bucket_cap_mb
-        df = sweep(gpus_list, model=model, network=network,
-                   topologies=[topology] if topology else None, transform=v.apply, **kw)
+        df = sweep(gpus_list, model=model, network=network, topologies=[topology] if topology else None,
+                   transform=v.apply, factors=data is not None, **kw)
         if data is not None:
             data[v.label] = df
         pick = best_per_gpus(df).set_index("gpus").reindex(gpus_list)

@@ -156,6 +156,14 @@ def _line(ax, label):
 
 
 @pytest.mark.slow
+def test_a_sweep_without_factors_has_the_same_times_from_the_means_alone(small_sweep):
+    """What plot speedup draws (sweep factors=False: the means alone, about half the work)."""
+    lean = plots.sweep([16, 24, 32], model="transformer-base", network="tcp-25g", factors=False)
+    for column in ("allreduce_ms", "topology_ms", "speedup", "applicable", "runnable"):
+        pd.testing.assert_series_equal(lean[column], small_sweep[column])  # bit for bit, NaN where NaN
+    assert lean[["overlap_ms", "links_ms", "variance_ms", "uneven_ms", "saved_ms"]].isna().all().all()
+
+
 def test_speedup_vs_gpus_draws_the_sweep(tmp_path):
     data = {}
     fig = plots.speedup_vs_gpus([16, 24, 32], ["tcp-25g", "ib-400"], "transformer-base", data=data)

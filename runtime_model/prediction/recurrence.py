@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -241,8 +241,6 @@ def run_jobs(jobs: Sequence[Job], seed: int, columns: int = 2) -> list[Growth]:
                 last[i] = new[i].copy()
         x, new = new, x
     out = [_growth(job, last[i], start[i], hist[i], n) for i, job in enumerate(jobs)]
-    if columns == 1:
-        out = [replace(g, free_s=math.nan) for g in out]
     return [out[order.index(i)] for i in range(count)]
 
 
@@ -340,4 +338,5 @@ def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: 
     growth = (x - x0).mean(axis=0) / job.measured
     marks = hist[::period].mean(axis=1)  # row by row, as the loop's x[:, 0].mean() at each period's start
     samples = (hist[1:] - hist[:-1]).reshape(-1)
-    return Growth(float(growth[0]), float(growth[1]), samples, batch_se(marks, period))
+    free = float(growth[1]) if last.size > n else math.nan  # no free column run: not a number
+    return Growth(float(growth[0]), free, samples, batch_se(marks, period))
