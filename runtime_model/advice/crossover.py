@@ -111,8 +111,7 @@ class _Search:
 
 def _solve(searches: list[_Search], model, topology: str, now_log: float) -> list[Crossover]:
     grids = [s.grid(s.low, s.high, GRID_POINTS) for s in searches]
-    values = _speedup_logs([s.at(v) for s, g in zip(searches, grids, strict=True) for v in g], model)
-    logs = np.split(values, np.cumsum([g.size for g in grids])[:-1])
+    logs = _grid_logs(searches, grids, model, now_log)
     brackets = [_nearest_bracket(s, g, lg) for s, g, lg in zip(searches, grids, logs, strict=True)]
     states = [_Illinois.start(s, b) if b else None for s, b in zip(searches, brackets, strict=True)]
     for _ in range(MAX_REFINEMENTS):
@@ -126,6 +125,20 @@ def _solve(searches: list[_Search], model, topology: str, now_log: float) -> lis
         _crossover(s, topology, st.bracket() if st else None, now_log, lg)
         for s, st, lg in zip(searches, states, logs, strict=True)
     ]
+
+
+def _grid_logs(searches: list[_Search], grids: list[np.ndarray], model, now_log: float) -> list[np.ndarray]:
+    """The log speedup at every grid point, the runs in one batch; the point at the current value (the
+    middle of a log grid) is the advice's own now_log, not run again."""
+    here = [np.isclose(g, s.current, rtol=1e-9, atol=0.0) for s, g in zip(searches, grids, strict=True)]
+    todo = [
+        s.at(v)
+        for s, g, h in zip(searches, grids, here, strict=True)
+        for v, at in zip(g, h, strict=True)
+        if not at
+    ]
+    values = iter(_speedup_logs(todo, model))
+    return [np.array([now_log if at else float(next(values)) for at in h]) for h in here]
 
 
 @dataclass
