@@ -383,3 +383,13 @@ def test_a_static_graph_schedule_is_never_runnable_even_built_by_hand():
     graph = StaticGraph(4, (1, 2), 1 / 3)
     s = Schedule("hand-made", (Round(np.arange(4, dtype=np.int64), np.ones(4)),), static_graph=graph)
     assert not s.decent_dp_runnable and s.decent_dp_note
+
+
+def test_schedules_that_play_the_same_rounds_share_them_read_only():
+    """one-peer-exp, base-2, SGP and OSGP at n = 2^p: one round object each, its placements made once."""
+    shape = ClusterShape(gpus=64, gpus_per_node=4)
+    one, base2, sgp = (build_schedule(name, shape) for name in ("one-peer-exp", "base-2", "sgp-exp"))
+    assert all(a is b is c for a, b, c in zip(one.rounds, base2.rounds, sgp.rounds, strict=True))
+    assert not one.rounds[0].labels.flags.writeable and not one.rounds[0].weights.flags.writeable
+    ring = build_schedule("ring", ClusterShape(gpus=64, gpus_per_node=4))
+    assert all(r is not s for r in ring.rounds for s in one.rounds[1:])  # other rounds stay their own

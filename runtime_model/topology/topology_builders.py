@@ -21,6 +21,8 @@ n = 1) raises ZeroDivisionError there unless patched.
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -45,12 +47,26 @@ def _log2(x: int) -> int:
     return x.bit_length() - 1
 
 
+# Rounds built alike are one object while any schedule holds them: one-peer-exp, base-2 (at n = 2^p), SGP and
+# OSGP play the very same rounds, and a round's placements and cost shapes are kept per round object
+# (Round.group_placement): a sweep placed 647 rounds, 295 of them again.
+_BUILT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def _round_from_keys(key: np.ndarray, keep: np.ndarray) -> Round:
-    """Round from key[r] = smallest rank of r's group (groups numbered by that rank) and per-rank keep-weight."""
+    """Round from key[r] = smallest rank of r's group (groups numbered by that rank) and per-rank keep-weight;
+    a round equal to one already built and still held is that one (its arrays read-only: shared)."""
     ranks = np.arange(key.size)
     leader = key == ranks
     gid = np.cumsum(leader) - 1
-    return Round(gid[key].astype(np.int64), np.asarray(keep, dtype=float)[leader])
+    labels, weights = gid[key].astype(np.int64), np.asarray(keep, dtype=float)[leader]
+    digest = hashlib.blake2b(labels.tobytes(), digest_size=16)
+    digest.update(weights.tobytes())
+    found = _BUILT.get((labels.size, digest.digest()))
+    if found is None:
+        labels.flags.writeable = weights.flags.writeable = False
+        found = _BUILT[(labels.size, digest.digest())] = Round(labels, weights)
+    return found
 
 
 def _round_from_partners(partner: np.ndarray, keep: np.ndarray) -> Round:
