@@ -23,7 +23,7 @@ import numpy as np
 from runtime_model.core.distributions import NormalCompute, normal_inv_cdf
 from runtime_model.core.order_stats import base_cdf, erfc
 from runtime_model.core.scenario import Compute
-from runtime_model.prediction.recurrence import Growth, batch_se
+from runtime_model.prediction.recurrence import Growth, batch_se, column_growth
 from runtime_model.prediction.recurrence_draws import draw_block, step_draws, stream_key
 
 BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
@@ -90,14 +90,10 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int, with_free: bool = 
         x = new
     out = []
     for i in range(count):
-        # as (ranks, 2) whatever cols: numpy sums a column of two in another order than a lone one
-        pad = [x[i][0]] * (2 - cols), [start[i][0]] * (2 - cols)
-        growth = (np.stack([*x[i], *pad[0]], axis=1) - np.stack([*start[i], *pad[1]], axis=1)).mean(axis=0)
-        growth = growth / measured
+        comm, free = column_growth(x[i], start[i], measured)
         h = hist[:, i]
         samples = (h[1:] - h[:-1]).reshape(-1)
-        free = float(growth[1]) if with_free else math.nan
-        out.append(Growth(float(growth[0]), free, samples, batch_se(h.mean(axis=1), 1)))
+        out.append(Growth(comm, free, samples, batch_se(h.mean(axis=1), 1)))
     return out
 
 

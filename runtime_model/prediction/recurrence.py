@@ -331,12 +331,20 @@ class _Steps:
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:
     """The summary of one run, with the per-schedule loop's own expressions (so equal to the last bit)."""
     period = len(job.comm_per_round)
-    # as (ranks, 2) with one column too (its comm column again): numpy sums a column of two in another
-    # order than a lone one, and the comm column's mean must not depend on whether free ran
-    x = np.stack([last[:n], last[n:] if last.size > n else last[:n]], axis=1)
-    x0 = np.stack([start[:n], start[n:] if start.size > n else start[:n]], axis=1)
-    growth = (x - x0).mean(axis=0) / job.measured
+    comm, free = column_growth(last.reshape(-1, n), start.reshape(-1, n), job.measured)
     marks = hist[::period].mean(axis=1)  # row by row, as the loop's x[:, 0].mean() at each period's start
     samples = (hist[1:] - hist[:-1]).reshape(-1)
-    free = float(growth[1]) if last.size > n else math.nan  # no free column run: not a number
-    return Growth(float(growth[0]), free, samples, batch_se(marks, period))
+    return Growth(comm, free, samples, batch_se(marks, period))
+
+
+def column_growth(last: np.ndarray, start: np.ndarray, measured: int) -> tuple[float, float]:
+    """(comm, free) growth per iteration from the (columns, ranks) states at a window's ends; free is NaN
+    where only the comm column ran. Summed as a (ranks, 2) array whatever the columns: numpy sums a column
+    of two in another order than a lone one, and the comm column's mean must not depend on whether free
+    ran (the recurrence and complete's reduced system both summarise this way)."""
+    two = [*range(last.shape[0]), 0][:2]  # one column: the comm column again
+    growth = (np.stack([last[c] for c in two], axis=1) - np.stack([start[c] for c in two], axis=1)).mean(
+        axis=0
+    )
+    growth = growth / measured
+    return float(growth[0]), float(growth[1]) if last.shape[0] > 1 else math.nan
