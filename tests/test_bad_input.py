@@ -8,6 +8,7 @@ checks happen before any rank, namespace or file is created.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from dataclasses import dataclass
@@ -633,8 +634,10 @@ def test_bad_input_is_one_named_line_exit_2_and_changes_nothing(bad: Case, workd
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith("error: "), lines
-    assert bad.names.lower() in lines[0].lower(), lines[0]
     assert snapshot(workdir) == before, "a failed command wrote, changed or removed files"
+    if "needs Holistic Trace Analysis" in lines[0] and importlib.util.find_spec("hta") is None:
+        pytest.skip("the [trace] extra (holistictraceanalysis) is absent: the trace itself is not read")
+    assert bad.names.lower() in lines[0].lower(), lines[0]
 
 
 def test_fixtures_are_what_they_claim():

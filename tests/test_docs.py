@@ -116,6 +116,8 @@ def command_params():
 def test_every_documented_command_runs(key, words, tmp_path, monkeypatch):
     if key in SKIPPED:
         pytest.skip(SKIPPED[key])
+    if "--trace" in words:  # reading a trace needs the [trace] extra, as tests/test_trace.py does
+        pytest.importorskip("hta", reason="the [trace] extra (holistictraceanalysis)")
     assert words[0] == "rtmodel", f"{key!r}: not an `rtmodel` command; run it here or list it in SKIPPED"
     shutil.copy(PROFILE, tmp_path / "profile.json")
     (tmp_path / "all_reduce.txt").write_text(NCCL_TESTS_RUN)  # what `--nccl-tests all_reduce.txt` reads

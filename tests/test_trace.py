@@ -132,3 +132,36 @@ def test_another_batch_scales_the_traced_kernels_and_keeps_the_gaps():
     assert double.compute.optimizer_s == traced.scenario.compute.optimizer_s
     assert double.buckets == traced.scenario.buckets
     assert "512 per GPU" in line
+
+
+def test_steps_repeated_on_the_device_timeline_are_not_the_hosts(a100, tmp_path):
+    """Kineto may repeat each ProfilerStep#N as a `gpu_user_annotation` on the GPU's timeline, spanning
+    the step's kernels: the steps are still the host's, and the breakdown is the same."""
+    import gzip
+
+    from calibration.trace.step_breakdown import traced_steps
+    from calibration.trace.trace_events import read_rank_trace
+
+    doc = json.loads(gzip.decompress(A100.read_bytes()))
+    events = doc["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    for number, start, dur in zip(a100.steps, a100.step_start_us, a100.step_dur_us, strict=True):
+        inside = [k for k in kernels if start <= k["ts"] <= start + dur]
+        first, last = min(k["ts"] for k in inside), max(k["ts"] + k["dur"] for k in inside)
+        events.append(
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": f"ProfilerStep#{number}",
+                "pid": inside[0]["pid"],
+                "tid": inside[0]["tid"],
+                "ts": first,
+                "dur": last - first,
+            }
+        )
+    repeated = tmp_path / "repeated.json.gz"
+    repeated.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    again = read_rank_trace(repeated)
+    assert again.steps == a100.steps
+    assert list(again.step_start_us) == list(a100.step_start_us)
+    assert [s.iteration_s for s in traced_steps(again)] == [s.iteration_s for s in traced_steps(a100)]
