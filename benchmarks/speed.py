@@ -94,7 +94,9 @@ def scale(repeats: int = 5) -> dict:
         sweeps: dict[str, list[float]] = {"8:16": [], "8:65536": []}
         for _ in range(repeats):
             for g in sweeps:
-                sweeps[g].append(_process(["plot", "speedup", *GLOBAL_BATCH, "--gpus", g, "--out", f"{tmp}/s.png"]))
+                sweeps[g].append(
+                    _process(["plot", "speedup", *GLOBAL_BATCH, "--gpus", g, "--out", f"{tmp}/s.png"])
+                )
     t0 = time.perf_counter()
     _process([*advise, str(1 << 24)])
     big_s = time.perf_counter() - t0
@@ -145,8 +147,13 @@ def import_floor(repeats: int = 11) -> dict:
     floor = [sys.executable, "-c", "import numpy, typer"]
     sides = {"floor": floor, "floor_one_blas_thread": floor, "advise_64": [*rtmodel, "--gpus", "64"]}
     envs = {"floor_one_blas_thread": dict(_AS_INSTALLED, OPENBLAS_NUM_THREADS="1")}
-    sides.update({f"advise_profile_{k}": [*rtmodel, "--profile", str(p)] for k, p in QUICK_PROFILES.items()
-                  if p.exists()})
+    sides.update(
+        {
+            f"advise_profile_{k}": [*rtmodel, "--profile", str(p)]
+            for k, p in QUICK_PROFILES.items()
+            if p.exists()
+        }
+    )
     cpu: dict[str, list[float]] = {k: [] for k in sides}
     for k, argv in sides.items():  # once untimed: the bytecode caches written, as after any first run
         _cpu_s(argv, envs.get(k))
@@ -160,7 +167,9 @@ def import_floor(repeats: int = 11) -> dict:
     }
     for k in QUICK_PROFILES:
         if f"advise_profile_{k}" in cpu:
-            ratios[f"advise_profile_{k}_vs_advise_64"] = _round_ratios(cpu[f"advise_profile_{k}"], cpu["advise_64"])
+            ratios[f"advise_profile_{k}_vs_advise_64"] = _round_ratios(
+                cpu[f"advise_profile_{k}"], cpu["advise_64"]
+            )
     for name, values in ratios.items():
         q1, med, q3 = statistics.quantiles(values, n=4)
         out[name], out[f"{name}_quartiles"] = med, [q1, q3]
@@ -218,9 +227,23 @@ def consensus_s(n: int = 65_536, k: int = 8) -> dict[str, float]:
 
 
 def main() -> None:
-    only = {"--cpu": ("cpu", import_floor), "--cost": ("cost", cost_ratios)}
-    if len(sys.argv) == 2 and sys.argv[1] in only:  # one part, merged into the committed results
-        key, measure = only[sys.argv[1]]
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed",
+        description="The advisor's speed goals; writes benchmarks/results/speed.json (minutes of CPU).",
+    )
+    part = parser.add_mutually_exclusive_group()
+    part.add_argument(
+        "--cpu", action="store_true", help="only issue 51's CPU ratios (advise against its import floor)"
+    )
+    part.add_argument(
+        "--cost", action="store_true", help="only issue 47's CPU ratios (advise at n against 64, the sweep)"
+    )
+    args = parser.parse_args()
+    key = "cpu" if args.cpu else "cost" if args.cost else None
+    if key:  # one part, merged into the committed results
+        measure = {"cpu": import_floor, "cost": cost_ratios}[key]
         res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         res[key] = measure()
         RESULTS.write_text(json.dumps(res, indent=2) + "\n")
