@@ -167,7 +167,18 @@ def run_config(
         pick = pick or result["advisor"]["recommendation"]  # the --recommended run's: this machine's advice
         runs += _runs_of(result, cfg)
     # `advise --profile`: links it did not measure
-    return config_result(asdict(cfg), runs, pick) | {"advice_for_a_cluster": advice.get("recommendation")}
+    return config_result(asdict(cfg), runs, pick) | {
+        "advice_for_a_cluster": advice.get("recommendation"),
+        "in_flight_gain": in_flight_gains(json.loads(profile.read_text())),
+    }
+
+
+def in_flight_gains(profile_doc: dict) -> dict[str, float]:
+    """pattern -> how many times the one-at-a-time rate the profile's buckets moved all in flight."""
+    from rtmodel_util.profile_document import ProfileCommunication
+
+    comm = ProfileCommunication.from_json(profile_doc["communication"], "profile")
+    return {r.pattern: r.gain for r in comm.in_flight or ()}
 
 
 def config_result(config: dict, runs: list[Run], pick: str) -> dict:
@@ -245,9 +256,17 @@ def to_markdown(doc: dict) -> str:
         lines.append(
             f"- {c['config']['ranks']} ranks x {c['config']['batch_per_rank']}: advisor's pick "
             f"{c['pick']} (measured {c['pick_slower_than_fastest']:+.1%} slower than the fastest), measured fastest "
-            f"{c['measured_fastest']}"
+            f"{c['measured_fastest']}" + _in_flight_words(c.get("in_flight_gain"))
         )
     return "\n".join(lines) + "\n"
+
+
+def _in_flight_words(gains: dict[str, float] | None) -> str:
+    """What the profile measured of the buckets all in flight (the model charges them one at a time)."""
+    if not gains:
+        return ""
+    words = [f"{'DDP' if p == 'all' else 'Decent-DP'}'s on {p} {g:.2f}x" for p, g in gains.items()]
+    return f"; buckets in flight moved {', '.join(words)} the one-at-a-time rate (the model charges 1x)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from calibration.compute_fit import ComputeFit, fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
+from calibration.in_flight import in_flight_reports
 from calibration.inversion import MeasuredLine, invert_line, line_algorithm
 from calibration.links import CombinedLink, LinkEstimate, combine_estimates, split_flow_cap
 from calibration.nccl_auto import ring_regime_lines
@@ -71,6 +72,10 @@ def calibrate(
     if as_measured:
         notes.extend(kept_as_measured(profile.unmeasured_links))
     notes.extend(_algorithm_notes(profile, algo, provenance))
+
+    flight_fits, flight_notes = in_flight_reports(profile.in_flight)
+    fits.extend(flight_fits)
+    notes.extend(flight_notes)
 
     cf = fit_compute(profile, distribution)
     fits.append(cf.report)

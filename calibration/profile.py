@@ -106,6 +106,8 @@ class Profile:
     # link class -> why the profile measured no real link of it (ranks sharing a GPU, pretend nodes);
     # empty for profiles from before it was recorded
     unmeasured_links: dict[str, str] = field(default_factory=dict, compare=False)
+    # the training's buckets one at a time and all in flight (InFlightResult); empty before it was measured
+    in_flight: tuple = field(default=(), compare=False)
 
     @property
     def nccl_algo(self) -> str | None:

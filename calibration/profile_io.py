@@ -100,6 +100,7 @@ def _build_profile(typed: ProfileDocument, doc: dict, origin: str) -> Profile:
         document=doc,
         nccl_algo_env=shape.nccl_algo_env,
         unmeasured_links=dict(shape.unmeasured_links or {}),
+        in_flight=typed.communication.in_flight or (),
     )
 
 

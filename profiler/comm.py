@@ -10,6 +10,8 @@ sums never overflow. Rank 0 later turns per-rank times into samples: sample = ma
 all groups (the round is done when its slowest rank is), like nccl-tests' max over ranks; and per
 group, the max over that group's ranks (`group_samples_s`): what one rank of the group waits for while
 the other groups run, which is what a Decent-DP rank waits for (its own group, one iteration later).
+The training's own buckets are then timed on two patterns, one after another and all in flight
+(measure_in_flight): what a backend that works several collectives at once gains over the first timing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from rtmodel_harness.distributed import barrier, sync
-from rtmodel_util.profile_document import PatternResult, ProfilePattern
+from rtmodel_util.profile_document import InFlightResult, PatternResult, ProfilePattern
 from rtmodel_util.profile_patterns import Pattern, human_bytes
 
 
@@ -79,6 +81,50 @@ def measure_pattern(
         del buf
     barrier(device)
     return out
+
+
+def measure_in_flight(
+    pattern: Pattern, buckets_bytes: list[int], reps: int, device: torch.device
+) -> tuple[list[float], list[float]] | None:
+    """This rank's (one at a time, in flight) seconds per repetition for the pattern's groups all-reducing
+    `buckets_bytes` (InFlightResult), or None where the rank is in no group. Rep 0 of each is a warm-up."""
+    mine = make_groups(pattern, device)
+    bufs = [torch.zeros(max(b // 4, 1), dtype=torch.float32, device=device) for b in buckets_bytes]
+    serial: list[float] = []
+    together: list[float] = []
+    for rep in range(reps + 1):
+        for out, in_flight in ((serial, False), (together, True)):
+            barrier(device)
+            if mine is None:
+                continue
+            sync(device)
+            t0 = time.perf_counter()
+            if in_flight:
+                for work in [dist.all_reduce(b, group=mine, async_op=True) for b in bufs]:
+                    work.wait()
+            else:
+                for b in bufs:
+                    dist.all_reduce(b, group=mine)
+                    sync(device)
+            sync(device)
+            if rep:
+                out.append(time.perf_counter() - t0)
+    del bufs
+    barrier(device)
+    return (serial, together) if mine is not None else None
+
+
+def in_flight_entry(
+    pattern: Pattern, buckets_bytes: list[int], per_rank: list[tuple[list[float], list[float]] | None]
+) -> InFlightResult:
+    """The profile's entry from every rank's measure_in_flight: per repetition the max over the ranks."""
+    rows = [r for r in per_rank if r is not None]
+    return InFlightResult(
+        pattern=pattern.name,
+        buckets_bytes=tuple(buckets_bytes),
+        one_at_a_time_s=tuple(max(v) for v in zip(*(r[0] for r in rows), strict=True)),
+        in_flight_s=tuple(max(v) for v in zip(*(r[1] for r in rows), strict=True)),
+    )
 
 
 def pattern_entry(

@@ -163,6 +163,7 @@ class _Run:
                 self.checkpoint("shape")
                 comm = self.doc.communication
                 done = [p.pattern for p in comm.patterns] if comm else []
+                done += ["in-flight"] if comm and comm.in_flight else []
                 plan = [{"skip_compute": self.doc.compute is not None, "done": done}]
             self.dist.broadcast_object_list(plan, src=0)
             return plan[0]
@@ -211,9 +212,10 @@ class _Run:
         from profiler.comm import measure_pattern, pattern_entry
 
         if self.lead:
-            kept = self.doc.communication.patterns if self.doc.communication else ()
+            comm = self.doc.communication
             self.doc = replace(self.doc, communication=ProfileCommunication(
-                sizes_bytes=tuple(self.sizes), reps=self.opts.reps, warmup_reps=1, patterns=kept))
+                sizes_bytes=tuple(self.sizes), reps=self.opts.reps, warmup_reps=1,
+                patterns=comm.patterns if comm else (), in_flight=comm.in_flight if comm else None))
         measured: dict[tuple, str] = {}
         for pattern in self.patterns:
             if pattern.name in done:
@@ -236,12 +238,39 @@ class _Run:
                                         same_as=twin)
                     self.doc = replace(self.doc, communication=replace(comm, patterns=(*comm.patterns, entry)))
                     self.checkpoint()
+        self._in_flight("in-flight" in done)
         if self.lead:
             order = {p.name: i for i, p in enumerate(self.patterns)}
             comm = self.doc.communication
             patterns = tuple(sorted(comm.patterns, key=lambda p: order.get(p.pattern, 99)))
             self.doc = replace(self.doc, communication=replace(comm, patterns=patterns))
             self.checkpoint("communication")
+
+    def _in_flight(self, kept: bool) -> None:
+        """The buckets as training issues them, one at a time and all in flight (comm.measure_in_flight):
+        Decent-DP's on the first pattern of pairs, DDP's on every rank."""
+        from profiler.comm import in_flight_entry, measure_in_flight
+
+        if kept:
+            if self.say:
+                self.say("communication in flight: kept from the earlier run")
+            return
+        lay = self.workload_doc
+        pairs = next((p for p in self.patterns if p.group_size == 2), None)
+        plan = [(pairs, lay.gossip_buckets_bytes, "Decent-DP's")] if pairs else []
+        plan += [(p, lay.ddp_buckets_bytes, "DDP's") for p in self.patterns if p.name == "all"]
+        entries = []
+        for pattern, buckets, whose in plan:
+            with self.tracker.phase(f"communication/in-flight/{pattern.name}"):
+                per_rank = self.gather(measure_in_flight(pattern, list(buckets), self.opts.reps, self.device))
+                if self.lead:
+                    entries.append(in_flight_entry(pattern, list(buckets), per_rank))
+                    if self.say:
+                        self.say(f"communication in flight: {whose} {len(buckets)} bucket(s) on {pattern.name} "
+                                 f"moved {entries[-1].gain:.2f}x the one-at-a-time rate")
+        if self.lead and entries:
+            self.doc = replace(self.doc, communication=replace(self.doc.communication, in_flight=tuple(entries)))
+            self.checkpoint()
 
     def _report(self, entry) -> None:
         if self.say:

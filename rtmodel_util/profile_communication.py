@@ -1,6 +1,7 @@
 """The profile's communication section as frozen dataclasses, both ways (rtmodel_util.profile_document
 holds the document and its other sections): every pattern the profiler ran, per message size the
-all-reduce's time over all groups and each group's own.
+all-reduce's time over all groups and each group's own; and the training's own buckets timed one after
+another and all in flight (InFlightResult).
 """
 
 from __future__ import annotations
@@ -122,6 +123,51 @@ def _group_lists(
 
 
 @dataclass(frozen=True, kw_only=True)
+class InFlightResult(ck.Section):
+    """One pattern's buckets all-reduced two ways, every group at once: one after another, each waited
+    for (what the model charges: serial_allreduces_s) and all in flight (`async_op`, as DDP and
+    Decent-DP issue them); per repetition the max over every rank. Why: gloo works two collectives at
+    once, and where one transfer is bound by the host (a TCP stream through the CPU) rather than a
+    link, two in flight move more bytes per second; the ratio says by how much (docs/profiling.md)."""
+
+    LABEL: ClassVar[str] = "an in-flight result"
+    pattern: str
+    buckets_bytes: tuple[int, ...]
+    one_at_a_time_s: Times
+    in_flight_s: Times
+
+    @classmethod
+    def from_json(cls, doc: Any, origin: str, where: str) -> InFlightResult:
+        d = ck.as_object(doc, origin, where)
+        name = d.get("pattern")
+        if name not in PATTERN_NAMES:
+            raise fail(origin, f"{where}.pattern", f"is {name!r}; known: {', '.join(PATTERN_NAMES)}")
+        buckets = d.get("buckets_bytes")
+        if not isinstance(buckets, list) or not buckets:
+            raise fail(origin, f"{where}.buckets_bytes", "must be a non-empty list of bucket sizes")
+        values = dict(
+            pattern=name,
+            buckets_bytes=tuple(
+                ck.require_int(b, f"{where}.buckets_bytes[{i}]", origin, maximum=ck.MAX_BYTES)
+                for i, b in enumerate(buckets)
+            ),
+            one_at_a_time_s=ck.times(
+                d.get("one_at_a_time_s"), f"{where}.one_at_a_time_s", origin, positive=True
+            ),
+            in_flight_s=ck.times(d.get("in_flight_s"), f"{where}.in_flight_s", origin, positive=True),
+        )
+        ck.known_keys(d, cls, origin, where)
+        return cls(**values)
+
+    @property
+    def gain(self) -> float:
+        """How many times the one-at-a-time rate the buckets moved in flight (medians of both)."""
+        import statistics
+
+        return statistics.median(self.one_at_a_time_s) / statistics.median(self.in_flight_s)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProfileCommunication(ck.Section):
     """The message sizes, how often each was timed, and every pattern measured."""
 
@@ -130,6 +176,7 @@ class ProfileCommunication(ck.Section):
     reps: int | None = None
     warmup_reps: int | None = None
     patterns: tuple[ProfilePattern, ...]
+    in_flight: tuple[InFlightResult, ...] | None = None  # None: profiles from before it was measured
 
     @classmethod
     def from_json(cls, doc: Any, origin: str, shape: Any = None) -> ProfileCommunication:
@@ -157,6 +204,17 @@ class ProfileCommunication(ck.Section):
                 ProfilePattern.from_json(p, origin, f"communication.patterns[{j}]", shape)
                 for j, p in enumerate(patterns)
             ),
+            in_flight=_in_flight(d.get("in_flight"), origin),
         )
         ck.known_keys(d, cls, origin, "communication")
         return cls(**values)
+
+
+def _in_flight(entries: Any, origin: str) -> tuple[InFlightResult, ...] | None:
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        raise fail(origin, "communication.in_flight", "must be a list of in-flight results")
+    return tuple(
+        InFlightResult.from_json(e, origin, f"communication.in_flight[{i}]") for i, e in enumerate(entries)
+    )

@@ -21,7 +21,12 @@ from typing import Any, ClassVar
 
 from rtmodel_util import profile_checks as ck
 from rtmodel_util.profile_checks import ProfileError, Times, fail, frozen
-from rtmodel_util.profile_communication import PatternResult, ProfileCommunication, ProfilePattern
+from rtmodel_util.profile_communication import (
+    InFlightResult,
+    PatternResult,
+    ProfileCommunication,
+    ProfilePattern,
+)
 from rtmodel_util.profile_schema import (
     CHECKPOINT_SECTIONS,
     DDP_WRAPPED_KEYS,
@@ -34,7 +39,7 @@ from rtmodel_util.profile_schema import (
 from runtime_model.core.document_header import LEGACY, SCHEMA_KEY, HeaderError, check_header, document_header
 
 __all__ = [
-    "PatternResult", "ProfileCommunication", "ProfileCompute", "ProfileDocument", "ProfilePattern",
+    "InFlightResult", "PatternResult", "ProfileCommunication", "ProfileCompute", "ProfileDocument", "ProfilePattern",
     "ProfileShape", "ProfileWorkload", "frozen", "new_document",
 ]  # fmt: skip
 PerRank = tuple[Times, ...]  # rank -> measured iteration

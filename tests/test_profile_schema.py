@@ -12,7 +12,14 @@ import pytest
 
 from calibration.profile_io import ProfileError, load_profile, profile_from_document
 from calibration.synthetic import SyntheticTruth, synthetic_document
-from rtmodel_util.profile_document import ProfileDocument, ProfileShape, ProfileWorkload, frozen, new_document
+from rtmodel_util.profile_document import (
+    InFlightResult,
+    ProfileDocument,
+    ProfileShape,
+    ProfileWorkload,
+    frozen,
+    new_document,
+)
 
 DATA = Path(__file__).parent / "data"
 SMALL = SyntheticTruth(iterations=3, samples_per_size=3, sizes_bytes=(4096, 1 << 20))
@@ -37,11 +44,15 @@ def _everything() -> ProfileDocument:
         results=tuple(replace(r, group_samples_s=(r.samples_s, r.samples_s)) for r in first.results),
     )
     twin = replace(first, pattern="node", same_as=first.pattern)
+    flight = InFlightResult(
+        pattern=first.pattern, buckets_bytes=(4096, 8192), one_at_a_time_s=(0.2, 0.3), in_flight_s=(0.1, 0.2)
+    )
     comm = replace(
         doc.communication,
         reps=3,
         warmup_reps=1,
         patterns=(first, *(p for p in rest if p.pattern != "node"), twin),
+        in_flight=(flight,),
     )
     shape = replace(doc.shape, device_name="x86_64", unmeasured_links={"inter": "pretend nodes"})
     workload = replace(doc.workload, precision="fp16", optimizer="adam", ddp_first_bucket_mb=1.0)
@@ -69,6 +80,32 @@ def test_the_profilers_pattern_entry_reads_back():
     doc = synthetic_document(SMALL)
     doc = replace(doc, communication=replace(doc.communication, patterns=(entry,)))
     assert ProfileDocument.from_json(_as_written(doc), need_complete=True).communication.patterns == (entry,)
+
+
+def test_the_profilers_in_flight_entry_reads_back_and_calibration_reports_its_gain():
+    """Per repetition the slowest rank of each timing; the gain is the ratio of the medians, reported as
+    a fit with a note, and the model's parameters are those of the same profile without it."""
+    pytest.importorskip("torch")
+    from calibration.calibrate_profile import calibrate
+    from profiler.comm import in_flight_entry
+    from rtmodel_util.profile_patterns import patterns_for
+
+    pattern = next(p for p in patterns_for(4, 2) if p.name == "pair-inter")
+    entry = in_flight_entry(
+        pattern, [4096, 8192], [([0.4, 0.5], [0.2, 0.3]), None, ([0.6, 0.4], [0.1, 0.2]), None]
+    )
+    assert (entry.one_at_a_time_s, entry.in_flight_s) == ((0.6, 0.5), (0.2, 0.3))
+    assert entry.gain == pytest.approx(0.55 / 0.25)
+    doc = synthetic_document(SMALL)
+    with_it = replace(doc, communication=replace(doc.communication, in_flight=(entry,)))
+    assert ProfileDocument.from_json(_as_written(with_it), need_complete=True).communication.in_flight == (
+        entry,
+    )
+    cal, plain = (calibrate(profile_from_document(_as_written(d))) for d in (with_it, doc))
+    fit = cal.fit("in flight pair-inter")
+    assert fit.kind == "in-flight" and fit.params["gain"][0] == pytest.approx(entry.gain)
+    assert any("2.20x" in n and "charges one at a time" in n for n in cal.notes)
+    assert (cal.network, cal.compute) == (plain.network, plain.compute)
 
 
 def _keys(node, path=()):

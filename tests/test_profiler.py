@@ -290,6 +290,14 @@ def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
         assert r["algbw_Bps"] == pytest.approx(r["bytes"] / r["median_s"])
         assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"])  # p = 2: 2(p-1)/p = 1
     # no ordering of measured times here: load on 2 shared cores can invert a 4 KiB vs 1 MiB comparison
+    # the training's own buckets, one at a time and all in flight: Decent-DP's on the pairs, DDP's on all
+    wl = doc["workload"]
+    flights = {f["pattern"]: f for f in comm["in_flight"]}
+    assert flights["pair-intra"]["buckets_bytes"] == wl["gossip_buckets_bytes"]
+    assert flights["all"]["buckets_bytes"] == wl["ddp_buckets_bytes"]
+    for f in flights.values():
+        assert len(f["one_at_a_time_s"]) == len(f["in_flight_s"]) == 4
+        assert min(f["one_at_a_time_s"] + f["in_flight_s"]) > 0
 
 
 @pytest.mark.slow
@@ -351,6 +359,9 @@ def test_resume_keeps_finished_sections_and_measures_the_rest(two_rank, tmp_path
     assert doc["compute"] == full["compute"]  # kept, not re-measured
     assert doc["created_utc"] == full["created_utc"]
     assert {p["pattern"] for p in doc["communication"]["patterns"]} == {"pair-intra", "node", "all"}
+    assert [f["pattern"] for f in doc["communication"]["in_flight"]] == ["pair-intra", "all"]
+    kept = _profile(path, 2, resume=True)  # a finished profile resumed: in flight is kept too
+    assert kept["communication"]["in_flight"] == doc["communication"]["in_flight"]
 
 
 @pytest.mark.slow
