@@ -145,7 +145,7 @@ def run_config(
     )
     advice = json.loads(_rtmodel(["advise", "--profile", str(profile), "--format", "json"], timeout_s))
     runs: list[Run] = []
-    pick = None
+    pick, too_close = None, False
     for extra in (["--recommended"], *(["--topology", t] for t in cfg.topologies)):
         out = _rtmodel(
             [
@@ -164,10 +164,11 @@ def run_config(
             timeout_s,
         )
         result = json.loads(out)
-        pick = pick or result["advisor"]["recommendation"]  # the --recommended run's: this machine's advice
+        if pick is None:  # the --recommended run's: this machine's advice
+            pick, too_close = result["advisor"]["recommendation"], result["advisor"]["too_close_to_call"]
         runs += _runs_of(result, cfg)
     # `advise --profile`: links it did not measure
-    return config_result(asdict(cfg), runs, pick) | {
+    return config_result(asdict(cfg), runs, pick, too_close) | {
         "advice_for_a_cluster": advice.get("recommendation"),
         "in_flight_gain": in_flight_gains(json.loads(profile.read_text())),
     }
@@ -181,13 +182,16 @@ def in_flight_gains(profile_doc: dict) -> dict[str, float]:
     return {r.pattern: r.gain for r in comm.in_flight or ()}
 
 
-def config_result(config: dict, runs: list[Run], pick: str) -> dict:
-    """One configuration's entry in gpu-accuracy.json: its runs and how the advisor's pick scored."""
+def config_result(config: dict, runs: list[Run], pick: str, too_close: bool = False) -> dict:
+    """One configuration's entry in gpu-accuracy.json: its runs and how the advisor's pick scored (a
+    verdict too close to call keeps All-Reduce and validates its candidate: it is scored as All-Reduce
+    and counted apart)."""
     fastest, pick_slower = score_pick(runs, pick)
     return {
         "config": config,
         "runs": [asdict(r) | {"error": r.error} for r in runs],
         "pick": pick,
+        "too_close_to_call": too_close,
         "measured_fastest": fastest,
         "pick_slower_than_fastest": pick_slower,
         # right when the method the advisor picked measured within 10 % of the fastest: two topologies
@@ -225,6 +229,7 @@ def summarise(configs: list[dict]) -> dict:
         "mean_abs_error": sum(errors) / len(errors) if errors else None,
         "max_abs_error": max(errors, default=None),
         "picks_right": sum(c["pick_right"] for c in configs),
+        "too_close_to_call": sum(bool(c.get("too_close_to_call")) for c in configs),
         "configs": len(configs),
     }
 
@@ -250,12 +255,17 @@ def to_markdown(doc: dict) -> str:
         lines += [
             "",
             f"{s['runs']} runs: mean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%}; "
-            f"advisor's pick right in {s['picks_right']}/{s['configs']} configurations",
+            f"advisor's pick right in {s['picks_right']}/{s['configs']} configurations"
+            + (
+                f" ({s['too_close_to_call']} too close to call: All-Reduce kept)"
+                if s.get("too_close_to_call")
+                else ""
+            ),
         ]
     for c in doc["configs"]:
         lines.append(
             f"- {c['config']['ranks']} ranks x {c['config']['batch_per_rank']}: advisor's pick "
-            f"{c['pick']} (measured {c['pick_slower_than_fastest']:+.1%} slower than the fastest), measured fastest "
+            f"{c['pick']}{' (too close to call)' if c.get('too_close_to_call') else ''} (measured {c['pick_slower_than_fastest']:+.1%} slower than the fastest), measured fastest "
             f"{c['measured_fastest']}" + _in_flight_words(c.get("in_flight_gain"))
         )
     return "\n".join(lines) + "\n"

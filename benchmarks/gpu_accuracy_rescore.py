@@ -17,7 +17,7 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from benchmarks.gpu_accuracy import Config, Run, config_result, summarise, to_markdown
+from benchmarks.gpu_accuracy import RESULTS_DIR, Config, Run, config_result, summarise, to_markdown
 
 
 def rescore_config(entry: dict, runs_dir: Path) -> dict:
@@ -25,11 +25,11 @@ def rescore_config(entry: dict, runs_dir: Path) -> dict:
     from calibration.profile_io import load_profile
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topology.registry import build_schedule
-    from validation.plan import choose_topology, run_shape, validation_scenario
+    from validation.plan import choose_topology, run_shape, validation_inputs
 
     cfg = Config(**{**entry["config"], "topologies": tuple(entry["config"]["topologies"])})
     shape = run_shape(cfg.ranks, cfg.ranks)  # every configuration's ranks are on this one machine
-    scenario = validation_scenario(load_profile(runs_dir / f"profile-{cfg.name}.json"), shape)
+    scenario, margin = validation_inputs(load_profile(runs_dir / f"profile-{cfg.name}.json"), shape)
     predicted_s = {"allreduce": allreduce_prediction(scenario).mean_s}
     runs = []
     for measured in entry["runs"]:
@@ -37,8 +37,45 @@ def rescore_config(entry: dict, runs_dir: Path) -> dict:
         if run.method not in predicted_s:
             predicted_s[run.method] = gossip_prediction(scenario, build_schedule(run.method, shape)).mean_s
         runs.append(replace(run, predicted_ms=predicted_s[run.method] * 1e3))
-    _, _, advisor, _ = choose_topology(None, True, scenario)  # as `validate --recommended` chose its pick
-    return config_result(entry["config"], runs, advisor.recommendation)
+    _, _, advisor, _ = choose_topology(None, True, scenario, margin)  # as `validate --recommended` picks
+    return config_result(entry["config"], runs, advisor.recommendation, advisor.too_close_to_call)
+
+
+def speedup_errors(doc: dict) -> list[float]:
+    """predicted / measured - 1 of each validate run's speedup over All-Reduce (its own DDP run beside
+    it: the runs come in (All-Reduce, topology) pairs)."""
+    out = []
+    for c in doc["configs"]:
+        runs = c["runs"]
+        for ar, topo in zip(runs[0::2], runs[1::2], strict=True):
+            if ar["method"] != "allreduce":
+                raise ValueError(f"{c['config']}: runs are not (All-Reduce, topology) pairs")
+            predicted = ar["predicted_ms"] / topo["predicted_ms"]
+            measured = ar["measured_ms"] / topo["measured_ms"]
+            out.append(predicted / measured - 1.0)
+    return out
+
+
+def shared_gpu_evidence(root: Path = RESULTS_DIR) -> dict:
+    """The measured error of calibrated profiles whose ranks share a GPU (over gloo, through host
+    copies), validated on that host: every kept GPU accuracy run with its profiles (root/*/runs),
+    re-predicted with today's model. The figures preset_data/accuracy.toml keeps as that source's margin
+    (runtime_model/advice/confidence.py); a test recomputes them."""
+    times, speedups, dirs = [], [], []
+    for d in sorted(p for p in root.iterdir() if (p / "runs").is_dir()):
+        doc = rescore(json.loads((d / "gpu-accuracy.json").read_text()), d / "runs")
+        times += [abs(r["error"]) for c in doc["configs"] for r in c["runs"]]
+        speedups += [abs(e) for e in speedup_errors(doc)]
+        dirs.append(d.name)
+    return {
+        "mean_abs_error": sum(times) / len(times),
+        "max_abs_error": max(times),
+        "predictions": len(times),
+        "speedup_mean_abs_error": sum(speedups) / len(speedups),
+        "speedup_max_abs_error": max(speedups),
+        "speedups": len(speedups),
+        "results": dirs,
+    }
 
 
 def rescore(doc: dict, runs_dir: Path) -> dict:

@@ -7,7 +7,7 @@ notes are attached). Both now call scenario_from_profile and get the same scenar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.calibrate_profile import calibrate
@@ -30,6 +30,8 @@ class ProfiledScenario:
     provenance: dict[str, str]
     notes: tuple[str, ...]
     measured_shape: ClusterShape
+    # link classes the profile marks as no real link, kept as measured for a run on the profiled machine
+    kept_as_measured: tuple[str, ...] = ()
 
     def links_used(self) -> dict[str, tuple[bool, float]]:
         """For each link class the target shape uses: (measured on this cluster?, the fit's relative
@@ -52,8 +54,9 @@ class ProfiledScenario:
         from runtime_model.advice.confidence import Margin, describe_parts, profile_margin
 
         shape = (self.scenario.shape.gpus, self.measured_shape.gpus, self.links_used())
-        typical, _ = profile_margin(*shape)
-        worst, parts = profile_margin(*shape, worst=True)
+        shared_gpu = "intra" in self.kept_as_measured  # the ranks shared a GPU (profiler/shape.py)
+        typical, _ = profile_margin(*shape, shared_gpu=shared_gpu)
+        worst, parts = profile_margin(*shape, worst=True, shared_gpu=shared_gpu)
         why = f"±{worst:.1%} on the speedup (mean errors: ±{typical:.1%}): {describe_parts(parts)}"
         return Margin(typical, worst, why)
 
@@ -79,7 +82,9 @@ def scenario_from_profile(
         loaded, fallback_network=fallback_network, distribution=distribution, as_measured=as_measured
     )
     name = profile if not isinstance(profile, Profile) else profile.origin
-    return scenario_from_calibration(cal, gpus, gpus_per_node, f"profile {name}")
+    profiled = scenario_from_calibration(cal, gpus, gpus_per_node, f"profile {name}")
+    kept = tuple(sorted(loaded.unmeasured_links)) if as_measured else ()
+    return replace(profiled, kept_as_measured=kept)
 
 
 def scenario_from_calibration(

@@ -72,3 +72,28 @@ def test_a_fresh_run_is_re_predicted_exactly_as_validate_predicted_it(tmp_path):
         assert new_config["pick"] == old_config["pick"]
         for old, again in zip(old_config["runs"], new_config["runs"], strict=True):
             assert again["predicted_ms"] == pytest.approx(old["predicted_ms"], rel=1e-9)
+
+
+def test_the_shared_gpu_profiles_error_kept_as_data_is_the_kept_gpu_runs_re_predicted():
+    """preset_data/accuracy.toml's [profile-shared-gpu] is what every kept GPU accuracy run (ranks sharing
+    one GPU over gloo) gives re-predicted with today's model: change the model, re-run, update both."""
+    from runtime_model.advice.confidence import SHARED_GPU_PROFILE, measured_errors
+
+    kept, now = measured_errors()[SHARED_GPU_PROFILE], rescore.shared_gpu_evidence()
+    assert (kept.predictions, kept.speedups) == (now["predictions"], now["speedups"])
+    for key in ("mean_abs_error", "max_abs_error", "speedup_mean_abs_error", "speedup_max_abs_error"):
+        assert abs(getattr(kept, key) - now[key]) < 5e-4, key
+
+
+def test_speedup_errors_pair_each_topology_with_its_own_all_reduce_run():
+    runs = [
+        {"method": "allreduce", "predicted_ms": 120.0, "measured_ms": 150.0},
+        {"method": "ring", "predicted_ms": 100.0, "measured_ms": 100.0},
+        {"method": "allreduce", "predicted_ms": 120.0, "measured_ms": 120.0},
+        {"method": "complete", "predicted_ms": 60.0, "measured_ms": 60.0},
+    ]
+    assert rescore.speedup_errors({"configs": [{"config": {}, "runs": runs}]}) == pytest.approx(
+        [1.2 / 1.5 - 1, 0.0]
+    )
+    with pytest.raises(ValueError, match="pairs"):
+        rescore.speedup_errors({"configs": [{"config": {}, "runs": runs[1:3]}]})

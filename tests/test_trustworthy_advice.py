@@ -192,6 +192,30 @@ def test_a_one_node_profile_advising_64_gpus_states_more_than_the_calibrated_mar
     assert "inter-node link from a preset" in margin.why and "extrapolated from 4 to 64 GPUs" in margin.why
 
 
+def test_a_validation_of_ranks_sharing_a_gpu_states_what_such_profiles_missed_by_on_gpu_hosts():
+    """validate picks with the measured error of profiles like its own: ranks sharing one GPU (their
+    intra-node link a copy through the host, kept as measured) erred far more on GPU hosts than profiles
+    on the emulated cluster, and the verdict's interval says so; other profiles keep the emulated figure."""
+    from pathlib import Path
+
+    from calibration.profile_io import load_profile
+    from runtime_model.advice.confidence import SHARED_GPU_PROFILE
+    from validation.plan import choose_topology, run_shape, validation_inputs
+
+    root = Path(__file__).parents[1]
+    runs = root / "benchmarks/results/gpu-accuracy/h200-2026-11-28/runs"
+    scenario, margin = validation_inputs(load_profile(runs / "profile-4r-3200.json"), run_shape(4, 4))
+    shared = measured_errors()[SHARED_GPU_PROFILE]
+    assert margin.interval == pytest.approx(shared.speedup_max_abs_error)
+    assert margin.equivalence == pytest.approx(shared.speedup_mean_abs_error)
+    assert "ranks sharing a GPU" in margin.why
+    _, _, advisor, _ = choose_topology(None, True, scenario, margin)
+    assert f"within the {margin.equivalence:.1%} margin" in advisor.verdict
+    _, cpu = validation_inputs(load_profile(root / "tests/data/real_profile_2x1.json"), run_shape(2, 1))
+    own = measured_errors()[PROFILE].speedup_max_abs_error
+    assert f"calibrated profile at its measured shape ±{own:.1%}" in cpu.why and "sharing" not in cpu.why
+
+
 # --- validate's run-to-run spread ---------------------------------------------------------------------------
 
 

@@ -279,9 +279,10 @@ def check_topology_choice(topology: str | None, recommended: bool) -> None:
 
 
 def choose_topology(
-    topology: str | None, recommended: bool, scenario
+    topology: str | None, recommended: bool, scenario, margin=None
 ) -> tuple[str, object, AdvisorSummary | None, list[str]]:
-    """(rtmodel topology name, its schedule, advisor summary or None, notes)."""
+    """(rtmodel topology name, its schedule, advisor summary or None, notes); `margin` (a
+    confidence.Margin; None: the advisor's default) is what the advisor states its verdict with."""
     check_topology_choice(topology, recommended)
     shape = scenario.shape
     if topology is not None:
@@ -293,7 +294,7 @@ def choose_topology(
 
     from runtime_model.advice.advisor import advise
 
-    adv = advise(scenario)
+    adv = advise(scenario) if margin is None else advise(scenario, margin)
     rec = adv.recommendation
     summary = AdvisorSummary(
         recommendation=rec.topology,
@@ -327,7 +328,13 @@ def choose_topology(
 
 
 def validation_scenario(profile: Profile, shape: ClusterShape):
-    """The scenario a validation of `profile` at `shape` predicts with (and a re-score of its run).
+    """The scenario a validation of `profile` at `shape` predicts with (and a re-score of its run)."""
+    return validation_inputs(profile, shape)[0]
+
+
+def validation_inputs(profile: Profile, shape: ClusterShape):
+    """(the scenario, the advisor's confidence.Margin) a validation of `profile` at `shape` predicts and
+    picks with: the margin is the measured error of profiles like this one (ProfiledScenario.margin).
 
     as_measured: the run has the profile's shape on the profiled machine, so even a link the profile marks
     unmeasured (ranks sharing a GPU, pretend nodes) is the very link the run's ranks use."""
@@ -336,7 +343,7 @@ def validation_scenario(profile: Profile, shape: ClusterShape):
     profiled = scenario_from_profile(
         profile, shape.gpus, shape.gpus_per_node, _placeholder_network(), as_measured=True
     )
-    return replace(profiled.scenario, description=f"validation of {profile.origin}")
+    return replace(profiled.scenario, description=f"validation of {profile.origin}"), profiled.margin()
 
 
 def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> Plan:
@@ -352,8 +359,8 @@ def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> P
     origin = profile.origin
     check_shape(profile, shape, origin)
     workload, notes = resolve_workload(profile, opts.model, opts.model_args, opts.precision, opts.optimizer)
-    scenario = validation_scenario(profile, shape)
-    name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario)
+    scenario, margin = validation_inputs(profile, shape)
+    name, schedule, advisor, topo_notes = choose_topology(topology, recommended, scenario, margin)
     notes.extend(topo_notes)
     run_warmup = effective_warmup(warmup, schedule)
     if run_warmup > warmup:

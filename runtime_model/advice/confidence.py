@@ -4,7 +4,8 @@ Why measured, not chosen: "too close to call" must mean "inside the error we hav
 of input was checked against real runs". Preset speedups were checked against every published
 comparison the project keeps, per source class (InfiniBand, Ethernet, one node, a network from
 nccl-tests: rtmodel_literature/speedup_evidence.py); a calibrated profile against real runs on the emulated
-cluster (benchmarks/accuracy.py). The figures are kept as data (preset_data/accuracy.toml) and
+cluster (benchmarks/accuracy.py), one of ranks sharing a GPU against runs on GPU hosts
+(benchmarks/gpu_accuracy_rescore.py). The figures are kept as data (preset_data/accuracy.toml) and
 recomputed by the tests, so they cannot drift from the model.
 
 Why two figures: the worst error seen is the verdict's interval (every kept speedup lies inside its
@@ -31,6 +32,10 @@ from functools import cache
 from runtime_model.presets import preset_data
 
 PRESETS, PROFILE = "presets", "profile"
+# calibrated profiles whose ranks share a GPU (their intra-node link a copy through the host, kept as
+# measured for a run on that host): checked on GPU hosts, where they err far more than on the emulated
+# cluster (benchmarks/gpu_accuracy_rescore.py shared_gpu_evidence)
+SHARED_GPU_PROFILE = "profile-shared-gpu"
 # The source classes of an advice's inputs (source_class): each states its own margin.
 IB_PRESET, ETHERNET_PRESET, ONE_NODE_PRESET, NCCL_TESTS = (
     "ib-preset",
@@ -62,7 +67,7 @@ def _accuracy() -> dict:
 
 @cache
 def measured_errors() -> dict[str, MeasuredError]:
-    return {kind: MeasuredError(**_accuracy()[kind]) for kind in (PRESETS, PROFILE)}
+    return {kind: MeasuredError(**_accuracy()[kind]) for kind in (PRESETS, PROFILE, SHARED_GPU_PROFILE)}
 
 
 @dataclass(frozen=True)
@@ -157,21 +162,28 @@ def profile_margin(
     measured_gpus: int,
     links_used: dict[str, tuple[bool, float]],
     worst: bool = False,
+    shared_gpu: bool = False,
 ) -> tuple[float, list[MarginPart]]:
     """The margin of profile-based advice at `target_gpus` and its parts: with `worst` the interval's
     (each part's worst error seen), else the equivalence's (each part's mean).
 
     links_used: for each link class the target shape uses ("intra", "inter"), (measured?, the fit's
     relative 1-sigma on bandwidth). The parts:
-    - the calibrated profiles' measured speedup error (at the shape they were measured at);
+    - the calibrated profiles' measured speedup error (at the shape they were measured at): with
+      `shared_gpu` (ranks sharing a GPU, validated on that host) that of such profiles on GPU hosts;
     - a link the profile did not measure: the presets' measured speedup error (a preset stands in);
     - a measured link whose fit is wider than that: the fit's own interval;
     - a target larger than the measured shape: the largest speedup error the profiles showed at their
       own shapes (the benchmark has no extrapolated runs, so the worst seen is the honest figure)."""
-    prof, pre = measured_errors()[PROFILE], speedup_evidence()[PRESETS]
+    prof, pre = measured_errors()[SHARED_GPU_PROFILE if shared_gpu else PROFILE], speedup_evidence()[PRESETS]
     base = prof.speedup_max_abs_error if worst else prof.speedup_mean_abs_error
     stand_in = pre.max_abs_error if worst else pre.mean_abs_error
-    parts = [MarginPart("calibrated profile at its measured shape", base)]
+    what = (
+        "of ranks sharing a GPU (gloo through the host), on that host"
+        if shared_gpu
+        else "at its measured shape"
+    )
+    parts = [MarginPart(f"calibrated profile {what}", base)]
     for cls, (measured, rel_sd) in sorted(links_used.items()):
         if not measured:
             parts.append(MarginPart(f"{cls}-node link from a preset, not measured", stand_in))
