@@ -107,8 +107,9 @@ def measure_in_flight(
                     dist.all_reduce(b, group=mine)
                     sync(device)
             sync(device)
-            if rep:
-                out.append(time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            if rep:  # rep 0 of each is a warm-up
+                out.append(seconds)
     del bufs
     barrier(device)
     return (serial, together) if mine is not None else None

@@ -150,8 +150,18 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
         log.add("new_group", ranks=tuple(ranks), group=group.id)
         return group
 
+    class Work:  # what an async collective returns: waiting for it is logged
+        def __init__(self, group):
+            self.group = group
+
+        def wait(self):
+            log.add("wait", group=self.group)
+            return True
+
     def all_reduce(tensor, op=None, group=None, async_op=False):
-        log.add("all_reduce", group=group.id if group is not None else None, numel=tensor.numel())
+        gid = group.id if group is not None else None
+        log.add("all_reduce", group=gid, numel=tensor.numel(), async_op=async_op)
+        return Work(gid) if async_op else None
 
     def all_gather_object(out, obj, group=None):
         out[:] = [copy.deepcopy(obj) for _ in out]  # every rank "sent" what this one did
@@ -225,9 +235,13 @@ def check_barriers_name_device(log: Log) -> None:
     assert log.calls("barrier") and all(a["device_ids"] == [GPU] for a in log.calls("barrier"))
 
 
+STRETCH = ("all_reduce", "synchronize", "wait")  # what a timed stretch holds between its clock reads
+
+
 def check_timed_all_reduces(log: Log) -> None:
-    """Each group this rank is in gets one untimed all-reduce before any timed one; a timed one is
-    synchronize, clock, all_reduce, synchronize, clock."""
+    """Each group this rank is in gets one untimed all-reduce before any timed one. A timed stretch is
+    synchronize, clock, its all-reduces (each followed by synchronize, or launched in flight and each
+    waited for), synchronize, clock: one all-reduce (the patterns) or a bucket list (in flight)."""
     names, mine, warmed, timed = log.names(), set(), set(), 0
     for i, (name, a) in enumerate(log):
         if name == "new_group" and RANK in a["ranks"]:
@@ -235,8 +249,19 @@ def check_timed_all_reduces(log: Log) -> None:
         if name != "all_reduce":
             continue
         assert a["group"] in mine, "all_reduce on a group this rank is not in"
-        if names[i - 1] == "perf_counter":
-            assert names[i - 2:i + 3] == ["synchronize", "perf_counter", "all_reduce", "synchronize", "perf_counter"]
+        start, end = i, i
+        while names[start - 1] in STRETCH:
+            start -= 1
+        while end + 1 < len(names) and names[end + 1] in STRETCH:
+            end += 1
+        if names[start - 1] == "perf_counter":
+            assert names[start - 2] == "synchronize" and names[start] == "all_reduce", "clock read before a sync"
+            assert names[end] == "synchronize" and names[end + 1] == "perf_counter", "clock read before a sync"
+            if a["async_op"]:
+                waits = [j for j in range(i + 1, end) if names[j] == "wait" and log[j][1]["group"] == a["group"]]
+                assert waits, "an all_reduce in flight was not waited for before the clock"
+            else:
+                assert names[i + 1] == "synchronize", "one all_reduce at a time: each finished before the next"
             assert a["group"] in warmed, "a group's first collective (communicator set-up) was timed"
             timed += 1
         else:
@@ -245,6 +270,7 @@ def check_timed_all_reduces(log: Log) -> None:
             assert later[:1] == ["synchronize"], "the warm-up must finish before the clock is read"
             warmed.add(a["group"])
     assert timed and warmed == mine
+    assert any(a["async_op"] for a in log.calls("all_reduce")), "the buckets in flight were not timed"
 
 
 def check_events_complete_before_read(log: Log) -> None:
