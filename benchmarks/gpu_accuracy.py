@@ -275,7 +275,9 @@ def _in_flight_words(gains: dict[str, float] | None) -> str:
     """What the profile measured of the buckets all in flight (the model charges them one at a time)."""
     if not gains:
         return ""
-    words = [f"{'DDP' if p == 'all' else 'Decent-DP'}'s on {p} {g:.2f}x" for p, g in gains.items()]
+    from rtmodel_util.profile_communication import in_flight_owner
+
+    words = [f"{in_flight_owner(p)} on {p} {g:.2f}x" for p, g in gains.items()]
     return f"; buckets in flight moved {', '.join(words)} the one-at-a-time rate (the model charges 1x)"
 
 

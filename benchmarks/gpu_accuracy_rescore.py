@@ -2,7 +2,7 @@
 
 Why: `benchmarks.gpu_accuracy` keeps each configuration's profile beside its results (runs/), and a lent
 GPU's time is short and rare; the model changes between runs. Predicting the measured runs again from
-their own profiles, exactly as `rtmodel validate` predicts (validation.plan.validation_scenario), is how a
+their own profiles, exactly as `rtmodel validate` predicts (validation.plan.validation_inputs), is how a
 session without a GPU checks a model change against GPU measurements, as `benchmarks.accuracy --keep`
 does for the emulated cluster. The advisor's pick is re-made from the same scenario.
 

@@ -257,17 +257,18 @@ class _Run:
             return
         lay = self.workload_doc
         pairs = next((p for p in self.patterns if p.group_size == 2), None)
-        plan = [(pairs, lay.gossip_buckets_bytes, "Decent-DP's")] if pairs else []
-        plan += [(p, lay.ddp_buckets_bytes, "DDP's") for p in self.patterns if p.name == "all"]
+        plan = [(pairs, lay.gossip_buckets_bytes)] if pairs else []
+        plan += [(p, lay.ddp_buckets_bytes) for p in self.patterns if p.name == "all"]
         entries = []
-        for pattern, buckets, whose in plan:
+        for pattern, buckets in plan:
             with self.tracker.phase(f"communication/in-flight/{pattern.name}"):
                 per_rank = self.gather(measure_in_flight(pattern, list(buckets), self.opts.reps, self.device))
                 if self.lead:
-                    entries.append(in_flight_entry(pattern, list(buckets), per_rank))
+                    entry = in_flight_entry(pattern, list(buckets), per_rank)
+                    entries.append(entry)
                     if self.say:
-                        self.say(f"communication in flight: {whose} {len(buckets)} bucket(s) on {pattern.name} "
-                                 f"moved {entries[-1].gain:.2f}x the one-at-a-time rate")
+                        self.say(f"communication in flight: {entry.whose} {len(buckets)} bucket(s) on {pattern.name} "
+                                 f"moved {entry.gain:.2f}x the one-at-a-time rate")
         if self.lead and entries:
             self.doc = replace(self.doc, communication=replace(self.doc.communication, in_flight=tuple(entries)))
             self.checkpoint()

@@ -6,6 +6,7 @@ another and all in flight (InFlightResult).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -145,16 +146,22 @@ class InFlightResult(ck.Section):
         buckets = d.get("buckets_bytes")
         if not isinstance(buckets, list) or not buckets:
             raise fail(origin, f"{where}.buckets_bytes", "must be a non-empty list of bucket sizes")
+        serial = ck.times(d.get("one_at_a_time_s"), f"{where}.one_at_a_time_s", origin, positive=True)
+        together = ck.times(d.get("in_flight_s"), f"{where}.in_flight_s", origin, positive=True)
+        if len(serial) != len(together):
+            raise fail(
+                origin,
+                f"{where}.in_flight_s",
+                f"has {len(together)} repetitions, one_at_a_time_s {len(serial)}: each repetition times both",
+            )
         values = dict(
             pattern=name,
             buckets_bytes=tuple(
                 ck.require_int(b, f"{where}.buckets_bytes[{i}]", origin, maximum=ck.MAX_BYTES)
                 for i, b in enumerate(buckets)
             ),
-            one_at_a_time_s=ck.times(
-                d.get("one_at_a_time_s"), f"{where}.one_at_a_time_s", origin, positive=True
-            ),
-            in_flight_s=ck.times(d.get("in_flight_s"), f"{where}.in_flight_s", origin, positive=True),
+            one_at_a_time_s=serial,
+            in_flight_s=together,
         )
         ck.known_keys(d, cls, origin, where)
         return cls(**values)
@@ -162,9 +169,16 @@ class InFlightResult(ck.Section):
     @property
     def gain(self) -> float:
         """How many times the one-at-a-time rate the buckets moved in flight (medians of both)."""
-        import statistics
-
         return statistics.median(self.one_at_a_time_s) / statistics.median(self.in_flight_s)
+
+    @property
+    def whose(self) -> str:
+        return in_flight_owner(self.pattern)
+
+
+def in_flight_owner(pattern: str) -> str:
+    """Whose buckets the profiler times in flight on `pattern`: DDP's on all ranks, Decent-DP's on pairs."""
+    return "DDP's" if pattern == "all" else "Decent-DP's"
 
 
 @dataclass(frozen=True, kw_only=True)

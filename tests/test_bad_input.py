@@ -80,6 +80,12 @@ def _pattern(key, value):
 FIXTURES = {
     "profile.json": PROFILE.read_text(),
     "bad-group.json": _bad_group_samples(),
+    "uneven-in-flight.json": _impossible(
+        lambda d: d["communication"].__setitem__(
+            "in_flight",
+            [{"pattern": "all", "buckets_bytes": [4096], "one_at_a_time_s": [0.1], "in_flight_s": [0.1, 0.2]}],
+        )
+    ),
     "bad-in-flight.json": _impossible(
         lambda d: d["communication"].__setitem__(
             "in_flight",
@@ -431,6 +437,7 @@ CASES = [
     case("group_samples_s", "calibrate", "bad-group.json"),
     case("communication.in_flight[0].in_flight_s[0]", "calibrate", "bad-in-flight.json"),
     case("communication.in_flight[0].in_flight_s[0]", "advise", "--profile", "bad-in-flight.json"),
+    case("in_flight_s has 2 repetitions, one_at_a_time_s 1", "calibrate", "uneven-in-flight.json"),
     case("--out profile.json is also the input PROFILE", "calibrate", "profile.json", "--out", "profile.json"),
     case("profile.json is also the input PROFILE", "calibrate", "profile.json", "--out", "./profile.json"),
     case("--out /dev/null is a character device", "calibrate", "profile.json", "--out", "/dev/null"),

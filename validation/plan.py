@@ -327,14 +327,10 @@ def choose_topology(
     return best, schedule, summary, notes
 
 
-def validation_scenario(profile: Profile, shape: ClusterShape):
-    """The scenario a validation of `profile` at `shape` predicts with (and a re-score of its run)."""
-    return validation_inputs(profile, shape)[0]
-
-
 def validation_inputs(profile: Profile, shape: ClusterShape):
     """(the scenario, the advisor's confidence.Margin) a validation of `profile` at `shape` predicts and
-    picks with: the margin is the measured error of profiles like this one (ProfiledScenario.margin).
+    picks with (and a re-score of its run): the margin is the measured error of profiles like this one
+    (ProfiledScenario.margin).
 
     as_measured: the run has the profile's shape on the profiled machine, so even a link the profile marks
     unmeasured (ranks sharing a GPU, pretend nodes) is the very link the run's ranks use."""
