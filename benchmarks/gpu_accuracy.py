@@ -171,14 +171,18 @@ def run_config(
     return config_result(asdict(cfg), runs, pick, too_close) | {
         "advice_for_a_cluster": advice.get("recommendation"),
         "in_flight_gain": in_flight_gains(json.loads(profile.read_text())),
+        "two_groups_gain": in_flight_gains(json.loads(profile.read_text()), two_groups=True),
     }
 
 
-def in_flight_gains(profile_doc: dict) -> dict[str, float]:
-    """pattern -> how many times the one-at-a-time rate the profile's buckets moved all in flight."""
+def in_flight_gains(profile_doc: dict, two_groups: bool = False) -> dict[str, float]:
+    """pattern -> how many times the one-at-a-time rate the profile's buckets moved all in flight (or,
+    `two_groups`, how many times that they moved over two groups, where measured)."""
     from rtmodel_util.profile_document import ProfileCommunication
 
     comm = ProfileCommunication.from_json(profile_doc["communication"], "profile")
+    if two_groups:
+        return {r.pattern: r.group_gain for r in comm.in_flight or () if r.group_gain is not None}
     return {r.pattern: r.gain for r in comm.in_flight or ()}
 
 
@@ -266,7 +270,9 @@ def to_markdown(doc: dict) -> str:
         lines.append(
             f"- {c['config']['ranks']} ranks x {c['config']['batch_per_rank']}: advisor's pick "
             f"{c['pick']}{' (too close to call)' if c.get('too_close_to_call') else ''} (measured {c['pick_slower_than_fastest']:+.1%} slower than the fastest), measured fastest "
-            f"{c['measured_fastest']}" + _in_flight_words(c.get("in_flight_gain"))
+            f"{c['measured_fastest']}"
+            + _in_flight_words(c.get("in_flight_gain"))
+            + _two_groups_words(c.get("two_groups_gain"))
         )
     return "\n".join(lines) + "\n"
 
@@ -281,6 +287,14 @@ def _in_flight_words(gains: dict[str, float] | None) -> str:
     return f"; buckets in flight moved {', '.join(words)} the one-at-a-time rate (the model charges 1x)"
 
 
+def _two_groups_words(gains: dict[str, float] | None) -> str:
+    """What the profile measured of Decent-DP's buckets over two groups (the model takes it for rounds
+    on groups of their own: runtime_model/prediction/group_pipeline.py)."""
+    if not gains:
+        return ""
+    return "; over two groups " + ", ".join(f"{g:.2f}x that on {p}" for p, g in gains.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.gpu_accuracy", description=__doc__.splitlines()[0]
@@ -293,10 +307,16 @@ def main(argv: list[str] | None = None) -> int:
         "--tiny", action="store_true", help="a tiny model on the CPU: checks the pipeline in seconds"
     )
     ap.add_argument("--timeout-s", type=float, default=300.0, help="per command")
+    names = [c.name for c in DEFAULT_CONFIGS]
+    ap.add_argument(
+        "--configs", nargs="+", choices=names, help="only these (default: all; a short lease: one)"
+    )
     args = ap.parse_args(argv)
     if not args.out_dir.is_dir():
         ap.error(f"--out-dir {args.out_dir} is not a directory")
     configs = TINY_CONFIGS if args.tiny else DEFAULT_CONFIGS
+    if args.configs and not args.tiny:
+        configs = tuple(c for c in configs if c.name in args.configs)
     model_args = ["width_div=16"] if args.tiny else []
     args.precision = args.precision or ("bf16" if args.tiny else "fp16")
     doc: dict = {

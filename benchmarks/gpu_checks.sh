@@ -8,7 +8,8 @@
 # slow-suite; checks = gpu-tests, suite and slow-suite at the same time (the functional checks: none of
 # them times anything), then the timed benchmarks alone: accuracy (profile, advise and validate at three
 # configurations: whether the pick is right) and compute (two passes, the second reversed).
-# Time limits: CHECKS_S (200), ACCURACY_S (280), COMPUTE_S (90); ITERATIONS (12) per validate. Accuracy
+# Time limits: CHECKS_S (200), ACCURACY_S (280), COMPUTE_S (90); ITERATIONS (12) per validate;
+# ACCURACY_CONFIGS (e.g. "4r-3200") runs only those configurations (a lease's last minutes). Accuracy
 # comes first and gets what its three configurations took on three H200 leases (244-250 s at 12-15
 # iterations; 150 s finished one of them), and the profile's in-flight timing (a few s per profile): a
 # cut-off compute stage still leaves points measured.
@@ -80,7 +81,7 @@ torch.cuda.get_device_name(0)); import decent_dp, loguru; print(\"decent_dp ok\"
              stage rescore 20 python3 -m benchmarks.gpu_compute_rescore "$WORK/gpu-compute.json" \
                --md "$WORK/rescore.md" ;;
     accuracy) stage accuracy "${ACCURACY_S:-280}" python3 -m benchmarks.gpu_accuracy --out-dir "$WORK" \
-                --iterations "${ITERATIONS:-12}" ;;
+                --iterations "${ITERATIONS:-12}" ${ACCURACY_CONFIGS:+--configs $ACCURACY_CONFIGS} ;;
   esac
   pack
 done

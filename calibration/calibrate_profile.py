@@ -12,13 +12,13 @@ inter-node link), saying so; fit compute and bucket timing.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from calibration.compute_fit import ComputeFit, fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
-from calibration.in_flight import in_flight_reports
+from calibration.in_flight import group_concurrency, in_flight_reports
 from calibration.inversion import MeasuredLine, invert_line, line_algorithm
 from calibration.links import CombinedLink, LinkEstimate, combine_estimates, split_flow_cap
 from calibration.nccl_auto import ring_regime_lines
@@ -82,6 +82,10 @@ def calibrate(
     notes.extend(cf.notes)
     provenance.update(_compute_provenance(cf, distribution))
     network = _measured_network(profile, links, lines.group_costs, provenance)
+    measured_groups = group_concurrency(profile.in_flight)
+    if measured_groups is not None:
+        network = replace(network, group_concurrency=measured_groups[0])
+        provenance["group_concurrency"] = measured_groups[1]
     info = {
         "origin": origin,
         "created_utc": profile.created_utc,

@@ -5,6 +5,7 @@ Schema "rtmodel-calibration/1" - one JSON object (files written before the commo
     {"schema": "rtmodel-calibration/1",
      "measured_shape": {"gpus": 4, "gpus_per_node": 2},
      "network": {"name": str, "concurrent_collectives": int,
+                 "group_concurrency": float (optional, 1 when absent: runtime_model.core.scenario.Network),
                  "nccl_algo": "auto" | "ring" | "tree" | null   (optional; null/absent: the flat ring),
                  "intra": LINK, "inter": LINK,      LINK = {"latency_s", "bandwidth_Bps", "source",
                                                             "latency_sd_s", "bandwidth_rel_sd",
@@ -56,6 +57,7 @@ def calibration_to_json(cal: Calibration) -> dict:
         "network": {
             "name": net.name,
             "concurrent_collectives": net.concurrent_collectives,
+            "group_concurrency": net.group_concurrency,
             "nccl_algo": net.nccl_algo,
             "intra": _link_out(net.intra),
             "inter": _link_out(net.inter),
@@ -119,6 +121,7 @@ def calibration_from_json(doc: dict, origin: str = "the document") -> Calibratio
             inter=_link_in(net["inter"]),
             name=net["name"],
             concurrent_collectives=int(net.get("concurrent_collectives", 1)),
+            group_concurrency=float(net.get("group_concurrency", 1.0)),  # absent before it was measured
             nccl_algo=net.get("nccl_algo"),  # absent in files from before it was kept: the flat ring
             group_costs={
                 key: AffineCost(

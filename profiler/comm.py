@@ -11,7 +11,8 @@ all groups (the round is done when its slowest rank is), like nccl-tests' max ov
 group, the max over that group's ranks (`group_samples_s`): what one rank of the group waits for while
 the other groups run, which is what a Decent-DP rank waits for (its own group, one iteration later).
 The training's own buckets are then timed on two patterns, one after another and all in flight
-(measure_in_flight): what a backend that works several collectives at once gains over the first timing.
+(measure_in_flight): what a backend that works several collectives at once gains over the first timing;
+Decent-DP's also alternately on two sets of groups of the same ranks (its rounds' groups are its own).
 """
 
 from __future__ import annotations
@@ -84,23 +85,32 @@ def measure_pattern(
 
 
 def measure_in_flight(
-    pattern: Pattern, buckets_bytes: list[int], reps: int, device: torch.device
-) -> tuple[list[float], list[float]] | None:
-    """This rank's (one at a time, in flight) seconds per repetition for the pattern's groups all-reducing
-    `buckets_bytes` (InFlightResult), or None where the rank is in no group. Rep 0 of each is a warm-up."""
+    pattern: Pattern, buckets_bytes: list[int], reps: int, device: torch.device, two_groups: bool = False
+) -> tuple[list[float], ...] | None:
+    """This rank's (one at a time, in flight[, in flight over two groups]) seconds per repetition for the
+    pattern's groups all-reducing `buckets_bytes` (InFlightResult), or None where the rank is in no
+    group. `two_groups`: also alternate the buckets between the pattern's groups and a second set of
+    groups of the same ranks, as Decent-DP's consecutive rounds use groups of their own. Rep 0 of each
+    is a warm-up."""
     mine = make_groups(pattern, device)
+    second = make_groups(pattern, device) if two_groups else None
     bufs = [torch.zeros(max(b // 4, 1), dtype=torch.float32, device=device) for b in buckets_bytes]
-    serial: list[float] = []
-    together: list[float] = []
+    ways: list[tuple[str, list]] = [("serial", [mine]), ("in flight", [mine])]
+    ways += [("in flight", [mine, second])] if two_groups else []
+    out: list[list[float]] = [[] for _ in ways]
     for rep in range(reps + 1):
-        for out, in_flight in ((serial, False), (together, True)):
+        for times, (how, groups) in zip(out, ways, strict=True):
             barrier(device)
             if mine is None:
                 continue
             sync(device)
             t0 = time.perf_counter()
-            if in_flight:
-                for work in [dist.all_reduce(b, group=mine, async_op=True) for b in bufs]:
+            if how == "in flight":
+                works = [
+                    dist.all_reduce(b, group=groups[i % len(groups)], async_op=True)
+                    for i, b in enumerate(bufs)
+                ]
+                for work in works:
                     work.wait()
             else:
                 for b in bufs:
@@ -109,22 +119,27 @@ def measure_in_flight(
             sync(device)
             seconds = time.perf_counter() - t0
             if rep:  # rep 0 of each is a warm-up
-                out.append(seconds)
+                times.append(seconds)
     del bufs
     barrier(device)
-    return (serial, together) if mine is not None else None
+    return tuple(out) if mine is not None else None
 
 
 def in_flight_entry(
-    pattern: Pattern, buckets_bytes: list[int], per_rank: list[tuple[list[float], list[float]] | None]
+    pattern: Pattern, buckets_bytes: list[int], per_rank: list[tuple[list[float], ...] | None]
 ) -> InFlightResult:
     """The profile's entry from every rank's measure_in_flight: per repetition the max over the ranks."""
     rows = [r for r in per_rank if r is not None]
+
+    def slowest(i: int) -> tuple[float, ...]:
+        return tuple(max(v) for v in zip(*(r[i] for r in rows), strict=True))
+
     return InFlightResult(
         pattern=pattern.name,
         buckets_bytes=tuple(buckets_bytes),
-        one_at_a_time_s=tuple(max(v) for v in zip(*(r[0] for r in rows), strict=True)),
-        in_flight_s=tuple(max(v) for v in zip(*(r[1] for r in rows), strict=True)),
+        one_at_a_time_s=slowest(0),
+        in_flight_s=slowest(1),
+        two_groups_s=slowest(2) if len(rows[0]) > 2 else None,
     )
 
 

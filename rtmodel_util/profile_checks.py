@@ -136,6 +136,7 @@ def bucket_sizes(sizes: Any, path: str, origin: str) -> tuple[int, ...]:
 OPTIONAL_KEYS = frozenset({
     "device_name", "unmeasured_links", "nccl_algo_env", "precision", "optimizer", "ddp_first_bucket_mb",
     *DDP_WRAPPED_KEYS, "gossip_step_s", "reps", "warmup_reps", "groups", "same_as", "group_samples_s", "in_flight",
+    "two_groups_s",
 })  # fmt: skip
 
 

@@ -129,13 +129,19 @@ class InFlightResult(ck.Section):
     for (what the model charges: serial_allreduces_s) and all in flight (`async_op`, as DDP and
     Decent-DP issue them); per repetition the max over every rank. Why: gloo works two collectives at
     once, and where one transfer is bound by the host (a TCP stream through the CPU) rather than a
-    link, two in flight move more bytes per second; the ratio says by how much (docs/profiling.md)."""
+    link, two in flight move more bytes per second; the ratio says by how much (docs/profiling.md).
+
+    two_groups_s: the same buckets in flight, alternately on the pattern's groups and on a second set of
+    groups of the same ranks. Why: Decent-DP gives every round's group a process group of its own, and
+    gloo gives each its own connections and worker threads, so the exchanges of consecutive rounds on
+    different groups run at once (absent: profiles from before it was measured)."""
 
     LABEL: ClassVar[str] = "an in-flight result"
     pattern: str
     buckets_bytes: tuple[int, ...]
     one_at_a_time_s: Times
     in_flight_s: Times
+    two_groups_s: Times | None = None
 
     @classmethod
     def from_json(cls, doc: Any, origin: str, where: str) -> InFlightResult:
@@ -154,6 +160,15 @@ class InFlightResult(ck.Section):
                 f"{where}.in_flight_s",
                 f"has {len(together)} repetitions, one_at_a_time_s {len(serial)}: each repetition times both",
             )
+        two = d.get("two_groups_s")
+        if two is not None:
+            two = ck.times(two, f"{where}.two_groups_s", origin, positive=True)
+            if len(two) != len(together):
+                raise fail(
+                    origin,
+                    f"{where}.two_groups_s",
+                    f"has {len(two)} repetitions, in_flight_s {len(together)}: each repetition times both",
+                )
         values = dict(
             pattern=name,
             buckets_bytes=tuple(
@@ -162,6 +177,7 @@ class InFlightResult(ck.Section):
             ),
             one_at_a_time_s=serial,
             in_flight_s=together,
+            two_groups_s=two,
         )
         ck.known_keys(d, cls, origin, where)
         return cls(**values)
@@ -170,6 +186,14 @@ class InFlightResult(ck.Section):
     def gain(self) -> float:
         """How many times the one-at-a-time rate the buckets moved in flight (medians of both)."""
         return statistics.median(self.one_at_a_time_s) / statistics.median(self.in_flight_s)
+
+    @property
+    def group_gain(self) -> float | None:
+        """How many times one group's in-flight rate the buckets moved over two groups (medians of both);
+        None where not measured."""
+        if self.two_groups_s is None:
+            return None
+        return statistics.median(self.in_flight_s) / statistics.median(self.two_groups_s)
 
     @property
     def whose(self) -> str:

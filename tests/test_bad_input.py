@@ -86,6 +86,13 @@ FIXTURES = {
             [{"pattern": "all", "buckets_bytes": [4096], "one_at_a_time_s": [0.1], "in_flight_s": [0.1, 0.2]}],
         )
     ),
+    "uneven-two-groups.json": _impossible(
+        lambda d: d["communication"].__setitem__(
+            "in_flight",
+            [{"pattern": "pair-intra", "buckets_bytes": [4096], "one_at_a_time_s": [0.1], "in_flight_s": [0.1],
+              "two_groups_s": [0.1, 0.2]}],
+        )
+    ),  # fmt: skip
     "bad-in-flight.json": _impossible(
         lambda d: d["communication"].__setitem__(
             "in_flight",
@@ -438,6 +445,7 @@ CASES = [
     case("communication.in_flight[0].in_flight_s[0]", "calibrate", "bad-in-flight.json"),
     case("communication.in_flight[0].in_flight_s[0]", "advise", "--profile", "bad-in-flight.json"),
     case("in_flight_s has 2 repetitions, one_at_a_time_s 1", "calibrate", "uneven-in-flight.json"),
+    case("two_groups_s has 2 repetitions, in_flight_s 1", "advise", "--profile", "uneven-two-groups.json"),
     case("--out profile.json is also the input PROFILE", "calibrate", "profile.json", "--out", "profile.json"),
     case("profile.json is also the input PROFILE", "calibrate", "profile.json", "--out", "./profile.json"),
     case("--out /dev/null is a character device", "calibrate", "profile.json", "--out", "/dev/null"),

@@ -45,7 +45,11 @@ def _everything() -> ProfileDocument:
     )
     twin = replace(first, pattern="node", same_as=first.pattern)
     flight = InFlightResult(
-        pattern=first.pattern, buckets_bytes=(4096, 8192), one_at_a_time_s=(0.2, 0.3), in_flight_s=(0.1, 0.2)
+        pattern=first.pattern,
+        buckets_bytes=(4096, 8192),
+        one_at_a_time_s=(0.2, 0.3),
+        in_flight_s=(0.1, 0.2),
+        two_groups_s=(0.05, 0.1),
     )
     comm = replace(
         doc.communication,

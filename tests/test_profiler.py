@@ -298,6 +298,9 @@ def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
     for f in flights.values():
         assert len(f["one_at_a_time_s"]) == len(f["in_flight_s"]) == 4
         assert min(f["one_at_a_time_s"] + f["in_flight_s"]) > 0
+    # Decent-DP's also over two groups of the same ranks (its rounds' groups are its own); DDP has one group
+    assert len(flights["pair-intra"]["two_groups_s"]) == 4 and min(flights["pair-intra"]["two_groups_s"]) > 0
+    assert "two_groups_s" not in flights["all"]
 
 
 @pytest.mark.slow

@@ -98,6 +98,8 @@ NON_NEGATIVE = Interval(0.0, None, closed="left")
 FRACTION = Interval(0.0, 1.0, closed="both")
 POSITIVE_FRACTION = Interval(0.0, 1.0, closed="right")
 AT_LEAST_ONE = Interval(1, None, closed="left", integer=True)
+# A rate gain over one operation's (Network.group_concurrency): 1 or more, finite.
+GAIN = Interval(1.0, None, closed="left", finite=True)
 # Inter-node NICs per node: the most any published GPU node exposes is 32 (AWS p5.48xlarge: 32 EFA network
 # cards for 8 H100s); 64 leaves room for the next generation, and 2^63 NICs is a typo, not a node.
 NICS_PER_NODE = Interval(1, 64, closed="both", integer=True)

@@ -34,6 +34,7 @@ from runtime_model.core.order_stats import max_of_ranks, quantile_of_repeated
 from runtime_model.core.scenario import Bucket, BucketLayout, ClusterShape, Compute, Scenario
 from runtime_model.prediction.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.prediction.factors import FactorBreakdown, Worlds, shapley_factors
+from runtime_model.prediction.group_pipeline import pipelined_waits
 from runtime_model.prediction.pending import Pending, run_pending
 from runtime_model.prediction.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.prediction.round_comm import (
@@ -244,12 +245,14 @@ def gossip_pending(
     # whatever the overlap: a rank never waits less than its flows' solo time (RoundComm.charged_s), and
     # the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank, waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
+    waited, channels_s = pipelined_waits(waited, schedule, scenario.buckets, comp, net.group_concurrency)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in waited]
     job = plan_job(schedule, comp, comm, None, shape.gpus_per_node, last_bucket_share(scenario.buckets))
 
     def floor_s() -> float:
-        return steady_floor_s(nic_bound_s(rounds, shape, net.nics_per_node), comp, schedule.n)
+        nic_bound = max(nic_bound_s(rounds, shape, net.nics_per_node), channels_s)
+        return steady_floor_s(nic_bound, comp, schedule.n)
 
     def finish(growth: Growth) -> IterationPrediction:
         mean, samples = steady_floored(growth, floor_s())

@@ -24,6 +24,7 @@ from runtime_model.core.order_stats import quantile_of_repeated
 from runtime_model.core.scenario import ClusterShape, Compute, Scenario
 from runtime_model.core.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 from runtime_model.prediction.complete_system import CompleteJob
+from runtime_model.prediction.group_pipeline import pipelined_waits
 from runtime_model.prediction.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -148,6 +149,8 @@ def reduced_pending(
     comp = reduced_compute(scenario.decent_dp_compute, red)
     rounds = reduced_rounds(red, scenario)
     per_rank, waited = exposed_exchange_s(rounds, red.small, comp.compute_s)
+    group_gain = scenario.network.group_concurrency
+    waited, channels_s = pipelined_waits(waited, red.small, scenario.buckets, comp, group_gain)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in waited]
     k = red.shape.gpus_per_node
@@ -163,7 +166,7 @@ def reduced_pending(
     def floor_s() -> float:
         # the NICs' byte bound, on the reduced NICs: each carries what its full preimages carry
         nic_bound = nic_bound_s(rounds, red.shape, scenario.network.nics_per_node)
-        return steady_floor_s(nic_bound, comp, red.n)
+        return steady_floor_s(max(nic_bound, channels_s), comp, red.n)
 
     def finish(growth: Growth) -> ReducedResult:
         mean, samples = steady_floored(growth, floor_s())

@@ -1,0 +1,86 @@
+"""Decent-DP's consecutive rounds on process groups of their own: where a link carries more than one
+group's rate (Network.group_concurrency > 1), a round's exchange no longer queues behind the last one's.
+
+Why: Decent-DP (decent_dp/ddp.py, `_ddp_fn`) launches bucket k's all-reduce in its backward hook on the
+group of that iteration's round and waits for it at bucket k's hook one iteration later, and it makes one
+process group per distinct set of ranks (decent_dp/topo.py). The recurrence (iteration.py) charges a
+round's whole exchange after the last launch, as one serial channel must: its buckets queue behind the
+last iteration's. With P distinct groups a rank cycles through, the group of iteration t was last used
+P >= 2 iterations earlier and is idle when bucket 1 is launched, so its buckets move while backward and
+the steps of later buckets run; only what the channel has not done by the last launch is waited for:
+
+    waited = max over k of ( D x S_k - gap_k )
+
+(D: the round's exchange; S_k: the share of its bytes in bucket k and after; gap_k: the time from bucket
+k's launch to the last one's, its share of backward plus the steps of the buckets after it). The link
+still carries every round's bytes: the long-run iteration is at least D / min(g, P) (g: the measured
+gain of two groups over one). On one H200 host, gloo, 2 and 4 ranks sharing the GPU, that pipelined loop
+moved 1.4-1.8x one group's rate (benchmarks/results/gloo-gossip-pipeline/h200-2026-11-28). Where g = 1
+(presets; NCCL on a NIC) or every round uses the same group, nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from runtime_model.core.scenario import BucketLayout, Compute
+from runtime_model.topology.schedule import Schedule
+
+
+def distinct_groups(schedule: Schedule) -> int:
+    """The fewest distinct groups any rank cycles through over one period (a group is its set of ranks:
+    Decent-DP registers one process group per set)."""
+    if schedule.static_graph is not None or not schedule.rounds:
+        return 1
+    keys = np.stack([_group_keys(r.labels) for r in schedule.rounds[: schedule.period]])  # (P, n, 3)
+    if keys.shape[0] == 1:
+        return 1
+    same_as_earlier = np.zeros(keys.shape[:2], dtype=bool)
+    for p in range(1, keys.shape[0]):
+        same_as_earlier[p] = np.any(np.all(keys[:p] == keys[p], axis=2), axis=0)
+    return int((~same_as_earlier).sum(axis=0).min())
+
+
+def _group_keys(labels: np.ndarray) -> np.ndarray:
+    """Per rank, (smallest rank, size, sum of ranks) of its group in one round: one group's identity in
+    the schedules the advisor builds, without n-sized sets."""
+    n_groups = int(labels.max()) + 1
+    ranks = np.arange(labels.size)
+    low = np.full(n_groups, labels.size)
+    np.minimum.at(low, labels, ranks)
+    size = np.bincount(labels, minlength=n_groups)
+    total = np.bincount(labels, weights=ranks, minlength=n_groups).astype(np.int64)
+    return np.stack([low[labels], size[labels], total[labels]], axis=1)
+
+
+def launch_gaps_s(buckets: BucketLayout, compute: Compute) -> tuple[np.ndarray, np.ndarray]:
+    """(S_k, gap_k) per gossip bucket: the share of the bytes from bucket k on, and the seconds from its
+    launch to the last bucket's (its share of backward, then the steps of the buckets after it, each by
+    bytes as last_bucket_share counts them)."""
+    sizes = np.array([b.nbytes for b in buckets.gossip], float)
+    ready = np.array([b.ready_fraction for b in buckets.gossip], float)
+    share_from = np.cumsum(sizes[::-1])[::-1] / sizes.sum()
+    after = share_from - sizes / sizes.sum()
+    gaps = (ready[-1] - ready) * compute.backward_s + compute.optimizer_s * after
+    return share_from, np.maximum(gaps, 0.0)
+
+
+def pipelined_waits(
+    waited: Sequence[np.ndarray],
+    schedule: Schedule,
+    buckets: BucketLayout,
+    compute: Compute,
+    group_gain: float,
+) -> tuple[list[np.ndarray], float]:
+    """(what the recurrence charges after the last launch per round, the floor the channels set on the
+    long-run iteration): the waits unchanged and no floor where one group serves every round, the gain is
+    1 or the exchange runs after the step (module doc)."""
+    groups = distinct_groups(schedule)
+    if group_gain <= 1.0 or groups < 2 or not schedule.exchange.hidden:
+        return list(waited), 0.0
+    share_from, gaps = launch_gaps_s(buckets, compute)
+    pipelined = [np.max(np.outer(d, share_from) - gaps, axis=1) for d in waited]
+    per_rank_mean = np.mean(np.stack(waited), axis=0)
+    return pipelined, float(per_rank_mean.max()) / min(group_gain, groups)
