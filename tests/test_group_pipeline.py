@@ -59,6 +59,23 @@ def test_a_schedule_on_one_group_keeps_its_queue(name):
     assert gossip_prediction(sc, schedule).mean_s == gossip_prediction(one, schedule).mean_s
 
 
+@pytest.mark.parametrize("name", ["complete", "one-peer-exp"])
+def test_one_channel_works_while_the_last_bucket_steps(name):
+    """One channel (a gain of 1): without variance the iteration is the larger of compute + step, the
+    exchange D itself (the channel never idles: the last bucket's step runs while it moves the next
+    round's first buckets), and the pipelined wait + the last bucket's step; not D + that step."""
+    sc = _gloo_node(1.0, opt=0.02)
+    schedule = build_schedule(name, sc.shape)
+    got = gossip_prediction(sc, schedule)
+    comp = sc.decent_dp_compute
+    d = got.comm_s
+    share_from, gaps = launch_gaps_s(sc.buckets, comp)
+    step_last = last_bucket_optimizer_s(comp, sc.buckets)
+    expected = max(comp.compute_s + comp.optimizer_s, d, float(np.max(d * share_from - gaps)) + step_last)
+    assert expected == d  # the exchange outlasts compute here: the channel is the bound
+    assert got.mean_s == pytest.approx(expected, rel=1e-9)
+
+
 @pytest.mark.parametrize("gain", [1.3, 2.0, 4.0])
 def test_rounds_on_their_own_groups_wait_only_for_what_the_channel_has_not_done(gain):
     """Without variance the iteration is exactly the larger of: compute + step, the pipelined wait + the

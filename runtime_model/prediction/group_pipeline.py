@@ -1,11 +1,11 @@
-"""Decent-DP's consecutive rounds on process groups of their own: where a link carries more than one
-group's rate (Network.group_concurrency > 1), a round's exchange no longer queues behind the last one's.
+"""What a Decent-DP rank waits for after its last launch: a round's exchange starts at its buckets'
+launches, behind the last round's on one channel, or at once on a group of its own where the link
+carries more than one group's rate (Network.group_concurrency > 1).
 
 Why: Decent-DP (decent_dp/ddp.py, `_ddp_fn`) launches bucket k's all-reduce in its backward hook on the
 group of that iteration's round and waits for it at bucket k's hook one iteration later, and it makes one
-process group per distinct set of ranks (decent_dp/topo.py). The recurrence (iteration.py) charges a
-round's whole exchange after the last launch, as one serial channel must: its buckets queue behind the
-last iteration's. With P distinct groups a rank cycles through, the group of iteration t was last used
+process group per distinct set of ranks (decent_dp/topo.py). The recurrence (iteration.py) charges what
+a rank waits for after its last launch, then the last bucket's step t_O,last. With P distinct groups a rank cycles through, the group of iteration t was last used
 P >= 2 iterations earlier and is idle when bucket 1 is launched, so its buckets move while backward and
 the steps of later buckets run; only what the channel has not done by the last launch is waited for:
 
@@ -16,7 +16,10 @@ k's launch to the last one's, its share of backward plus the steps of the bucket
 still carries every round's bytes: the long-run iteration is at least D / min(g, P) (g: the measured
 gain of two groups over one). On one H200 host, gloo, 2 and 4 ranks sharing the GPU, that pipelined loop
 moved 1.4-1.8x one group's rate (benchmarks/results/gloo-gossip-pipeline/h200-2026-11-28). Where g = 1
-(presets; NCCL on a NIC) or every round uses the same group, nothing changes.
+(presets; NCCL on a NIC) or every round uses the same group, one channel carries every round: its
+buckets queue behind the last round's, which finished at least the last bucket's step before this
+round's last launch, so the wait is at most max(D - t_O,last, the pipelined wait), and exactly that
+while the channel is never idle (pipelined_waits).
 """
 
 from __future__ import annotations
@@ -75,12 +78,21 @@ def pipelined_waits(
     group_gain: float,
 ) -> tuple[list[np.ndarray], float]:
     """(what the recurrence charges after the last launch per round, the floor the channels set on the
-    long-run iteration): the waits unchanged and no floor where one group serves every round, the gain is
-    1 or the exchange runs after the step (module doc)."""
-    groups = distinct_groups(schedule)
-    if group_gain <= 1.0 or groups < 2 or not schedule.exchange.hidden:
+    long-run iteration). The exchange run after the step (plain SGP) is charged whole, no floor.
+
+    Rounds on groups of their own with a gain above 1: the group is idle at the first launch, so the
+    pipelined wait, and the channels' floor (module doc). Otherwise one channel carries every round: the
+    round's buckets queue behind the last round's, which was done (F) at least the last bucket's step
+    before this round's last launch X (that step follows its wait). So the wait after X is at most
+    max(D - t_O,last, pipelined), and exactly that when the channel is never idle: the recurrence then
+    grows by D per iteration, not D + t_O,last (the channel works while the last bucket steps)."""
+    if not schedule.exchange.hidden:
         return list(waited), 0.0
     share_from, gaps = launch_gaps_s(buckets, compute)
     pipelined = [np.max(np.outer(d, share_from) - gaps, axis=1) for d in waited]
-    per_rank_mean = np.mean(np.stack(waited), axis=0)
-    return pipelined, float(per_rank_mean.max()) / min(group_gain, groups)
+    groups = distinct_groups(schedule)
+    if group_gain > 1.0 and groups >= 2:
+        per_rank_mean = np.mean(np.stack(waited), axis=0)
+        return pipelined, float(per_rank_mean.max()) / min(group_gain, groups)
+    step_last = compute.optimizer_s * buckets.gossip[-1].nbytes / buckets.message_bytes
+    return [np.maximum(d - step_last, p) for d, p in zip(waited, pipelined, strict=True)], 0.0
