@@ -167,11 +167,12 @@ def run_config(
         if pick is None:  # the --recommended run's: this machine's advice
             pick, too_close = result["advisor"]["recommendation"], result["advisor"]["too_close_to_call"]
         runs += _runs_of(result, cfg)
+    profile_doc = json.loads(profile.read_text())
     # `advise --profile`: links it did not measure
     return config_result(asdict(cfg), runs, pick, too_close) | {
         "advice_for_a_cluster": advice.get("recommendation"),
-        "in_flight_gain": in_flight_gains(json.loads(profile.read_text())),
-        "two_groups_gain": in_flight_gains(json.loads(profile.read_text()), two_groups=True),
+        "in_flight_gain": in_flight_gains(profile_doc),
+        "two_groups_gain": in_flight_gains(profile_doc, two_groups=True),
     }
 
 

@@ -16,7 +16,8 @@ from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.scenario import ClusterShape, Compute
 from runtime_model.core.variation import Variation
 from runtime_model.prediction.complete_system import CompleteJob, _normal_extremes, simulate_complete
-from runtime_model.prediction.iteration import SIM_SEED, last_bucket_optimizer_s, plan_job
+from runtime_model.prediction.group_pipeline import last_bucket_optimizer_s
+from runtime_model.prediction.iteration import SIM_SEED, plan_job
 from runtime_model.prediction.pending import Pending, run_means, run_pending
 from runtime_model.prediction.recurrence import FlatPeers, batch_se, run_jobs
 from runtime_model.prediction.round_comm import round_comm

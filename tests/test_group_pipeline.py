@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from runtime_model.prediction.group_pipeline import distinct_groups, launch_gaps_s
-from runtime_model.prediction.iteration import gossip_prediction, last_bucket_optimizer_s
+from runtime_model.prediction.group_pipeline import distinct_groups, last_bucket_optimizer_s, launch_gaps_s
+from runtime_model.prediction.iteration import gossip_prediction
 from runtime_model.topology.registry import build_schedule
 from tests.helpers import scenario
 

@@ -16,11 +16,11 @@ from calibration.profile_io import profile_from_document
 from calibration.synthetic import SyntheticTruth
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute, plus_deviation
 from runtime_model.core.scenario import ClusterShape, Compute
+from runtime_model.prediction.group_pipeline import last_bucket_share
 from runtime_model.prediction.iteration import (
     allreduce_prediction,
     compute_wait_of_all,
     gossip_prediction,
-    last_bucket_share,
 )
 from runtime_model.presets import to_model as presets
 from runtime_model.topology.registry import build_schedule

@@ -58,6 +58,16 @@ def _group_keys(labels: np.ndarray) -> np.ndarray:
     return np.stack([low[labels], size[labels], total[labels]], axis=1)
 
 
+def last_bucket_share(buckets: BucketLayout) -> float:
+    """Decent-DP steps each bucket in its hook; the last bucket's share of the step runs after the last
+    wait (by bytes)."""
+    return buckets.gossip[-1].nbytes / buckets.message_bytes
+
+
+def last_bucket_optimizer_s(compute: Compute, buckets: BucketLayout) -> float:
+    return compute.optimizer_s * last_bucket_share(buckets)
+
+
 def launch_gaps_s(buckets: BucketLayout, compute: Compute) -> tuple[np.ndarray, np.ndarray]:
     """(S_k, gap_k) per gossip bucket: the share of the bytes from bucket k on, and the seconds from its
     launch to the last bucket's (its share of backward, then the steps of the buckets after it, each by
@@ -94,5 +104,5 @@ def pipelined_waits(
     if group_gain > 1.0 and groups >= 2:
         per_rank_mean = np.mean(np.stack(waited), axis=0)
         return pipelined, float(per_rank_mean.max()) / min(group_gain, groups)
-    step_last = compute.optimizer_s * buckets.gossip[-1].nbytes / buckets.message_bytes
+    step_last = last_bucket_optimizer_s(compute, buckets)
     return [np.maximum(d - step_last, p) for d, p in zip(waited, pipelined, strict=True)], 0.0

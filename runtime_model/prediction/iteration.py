@@ -31,10 +31,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from runtime_model.core.order_stats import max_of_ranks, quantile_of_repeated
-from runtime_model.core.scenario import Bucket, BucketLayout, ClusterShape, Compute, Scenario
+from runtime_model.core.scenario import Bucket, ClusterShape, Compute, Scenario
 from runtime_model.prediction.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.prediction.factors import FactorBreakdown, Worlds, shapley_factors
-from runtime_model.prediction.group_pipeline import pipelined_waits
+from runtime_model.prediction.group_pipeline import (
+    last_bucket_optimizer_s,
+    last_bucket_share,
+    pipelined_waits,
+)
 from runtime_model.prediction.pending import Pending, run_pending
 from runtime_model.prediction.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.prediction.round_comm import (
@@ -213,16 +217,6 @@ def _reach_iterations(peers: FlatPeers, n: int, source: int, cap: int) -> int:
             return t
         reached = peers(reached, t)
     return cap
-
-
-def last_bucket_share(buckets: BucketLayout) -> float:
-    """Decent-DP steps each bucket in its hook; the last bucket's share of the step runs after the last
-    wait (by bytes)."""
-    return buckets.gossip[-1].nbytes / buckets.message_bytes
-
-
-def last_bucket_optimizer_s(compute: Compute, buckets: BucketLayout) -> float:
-    return compute.optimizer_s * last_bucket_share(buckets)
 
 
 def gossip_prediction(

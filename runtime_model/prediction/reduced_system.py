@@ -24,7 +24,11 @@ from runtime_model.core.order_stats import quantile_of_repeated
 from runtime_model.core.scenario import ClusterShape, Compute, Scenario
 from runtime_model.core.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 from runtime_model.prediction.complete_system import CompleteJob
-from runtime_model.prediction.group_pipeline import pipelined_waits
+from runtime_model.prediction.group_pipeline import (
+    last_bucket_optimizer_s,
+    last_bucket_share,
+    pipelined_waits,
+)
 from runtime_model.prediction.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -33,8 +37,6 @@ from runtime_model.prediction.iteration import (
     SIM_WARMUP,
     IterationPrediction,
     gossip_pending,
-    last_bucket_optimizer_s,
-    last_bucket_share,
     plan_job,
     prediction_from_growth,
     steady_floor_s,
