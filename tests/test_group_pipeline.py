@@ -153,3 +153,20 @@ def test_the_pipeline_benchmark_times_every_way_on_the_cpu(tmp_path):
         "pipeline2-h",
     }
     assert all(len(w["samples_s"]) >= 2 and min(w["samples_s"]) > 0 for w in ways.values())
+
+
+@pytest.mark.parametrize("gain, name", [(1.0, "complete"), (1.0, "one-peer-exp"), (2.0, "one-peer-exp")])
+def test_the_factor_breakdown_charges_exchanges_as_the_recurrence_does(gain, name):
+    """Without variance the recurrence is exact, so the factor breakdown's all-switches-on world (its
+    formula for the iteration) must equal it: no slack left to hand to a factor that did not cause it."""
+    from runtime_model.prediction.factors import SWITCHES, _iteration_s
+    from runtime_model.prediction.group_pipeline import channels
+    from runtime_model.prediction.iteration import _worlds, allreduce_prediction
+
+    sc = _gloo_node(gain, opt=0.02)
+    schedule = build_schedule(name, sc.shape)
+    got = gossip_prediction(sc, schedule)
+    per_rank = [np.full(sc.shape.gpus, got.comm_s)]  # every rank alike in every round here
+    wait = got.compute_wait_s
+    worlds = _worlds(sc, allreduce_prediction(sc), got.mean_s, wait, per_rank, channels(schedule, gain))
+    assert _iteration_s(worlds, frozenset(SWITCHES)) == pytest.approx(got.mean_s, rel=1e-9)

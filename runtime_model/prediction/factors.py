@@ -74,9 +74,11 @@ class Worlds:
     dp_wait_all_s: float  # E[max over n] of Decent-DP's compute
     dp_wait_group_s: float  # the recurrence's growth with free communication, minus the step
     dp_optimizer_s: float
-    dp_last_step_s: float  # the last bucket's step, after the last wait
-    allreduce_comm_s: float  # the global all-reduce volume, serial over buckets
-    round_comm_s: tuple[float, ...]  # the topology's slowest group per round
+    # the least iteration each hidden exchange allows (group_pipeline.exchange_bound_s: the exchange on its
+    # channel(s), the pipelined wait and the last bucket's step): the global all-reduce volume on one
+    # group, and each round's slowest group
+    allreduce_bound_s: float
+    round_bound_s: tuple[float, ...]
     uneven_exchanges: bool = False  # do exchanges differ between rounds or ranks (module doc)
     varied: bool = True  # does compute vary (i.i.d., persistent or node-correlated)? Without, no variance
     one_node: bool = False  # every exchange on one node (FactorBreakdown.links_name)
@@ -90,8 +92,8 @@ def _iteration_s(w: Worlds, on: frozenset) -> float:
     wait = w.dp_wait_group_s if VARIANCE in on else w.dp_wait_all_s
     compute = wait + w.dp_optimizer_s
     if LINKS in on:  # everyone meets every iteration, so a slow round cannot borrow slack
-        return float(np.mean([max(compute, c + w.dp_last_step_s) for c in w.round_comm_s]))
-    return max(compute, w.allreduce_comm_s + w.dp_last_step_s)
+        return float(np.mean([max(compute, b) for b in w.round_bound_s]))
+    return max(compute, w.allreduce_bound_s)
 
 
 def shapley_factors(worlds: Worlds) -> FactorBreakdown:

@@ -80,6 +80,15 @@ def launch_gaps_s(buckets: BucketLayout, compute: Compute) -> tuple[np.ndarray, 
     return share_from, np.maximum(gaps, 0.0)
 
 
+def channels(schedule: Schedule, group_gain: float) -> float:
+    """How many rounds' exchanges a link carries at once: min(gain, P) where a rank's rounds cycle
+    through P >= 2 groups of their own and two groups measured faster than one, else 1 (one channel)."""
+    if group_gain <= 1.0 or not schedule.exchange.hidden:
+        return 1.0
+    groups = distinct_groups(schedule)
+    return min(group_gain, groups) if groups >= 2 else 1.0
+
+
 def pipelined_waits(
     waited: Sequence[np.ndarray],
     schedule: Schedule,
@@ -100,9 +109,20 @@ def pipelined_waits(
         return list(waited), 0.0
     share_from, gaps = launch_gaps_s(buckets, compute)
     pipelined = [np.max(np.outer(d, share_from) - gaps, axis=1) for d in waited]
-    groups = distinct_groups(schedule)
-    if group_gain > 1.0 and groups >= 2:
+    at_once = channels(schedule, group_gain)
+    if at_once > 1.0:
         per_rank_mean = np.mean(np.stack(waited), axis=0)
-        return pipelined, float(per_rank_mean.max()) / min(group_gain, groups)
+        return pipelined, float(per_rank_mean.max()) / at_once
     step_last = last_bucket_optimizer_s(compute, buckets)
     return [np.maximum(d - step_last, p) for d, p in zip(waited, pipelined, strict=True)], 0.0
+
+
+def exchange_bound_s(
+    exchange_s: float, buckets: BucketLayout, compute: Compute, at_once: float = 1.0
+) -> float:
+    """The least iteration one rank's hidden exchange of `exchange_s` per round allows, without variance
+    (what pipelined_waits charges, then the last bucket's step): the factor breakdown's mixed worlds
+    charge exchanges by the same rule as the recurrence."""
+    share_from, gaps = launch_gaps_s(buckets, compute)
+    pipelined = float(np.max(exchange_s * share_from - gaps)) + last_bucket_optimizer_s(compute, buckets)
+    return max(pipelined, exchange_s / at_once)

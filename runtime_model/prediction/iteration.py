@@ -35,6 +35,8 @@ from runtime_model.core.scenario import Bucket, ClusterShape, Compute, Scenario
 from runtime_model.prediction.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.prediction.factors import FactorBreakdown, Worlds, shapley_factors
 from runtime_model.prediction.group_pipeline import (
+    channels,
+    exchange_bound_s,
     last_bucket_optimizer_s,
     last_bucket_share,
     pipelined_waits,
@@ -251,8 +253,9 @@ def gossip_pending(
     def finish(growth: Growth) -> IterationPrediction:
         mean, samples = steady_floored(growth, floor_s())
         p50, p99 = quantile_of_repeated(samples, [0.5, 0.99])
+        at_once = channels(schedule, net.group_concurrency)
         return prediction_from_growth(
-            scenario, schedule.name, per_rank, (mean, growth.free_s, p50, p99), allreduce
+            scenario, schedule.name, per_rank, (mean, growth.free_s, p50, p99), allreduce, at_once
         )
 
     return Pending(job, SIM_SEED, finish, lambda growth: steady_floored(growth, floor_s())[0])
@@ -283,19 +286,20 @@ def prediction_from_growth(
     per_rank: Sequence[np.ndarray],
     growth: tuple[float, float, float, float],
     allreduce: IterationPrediction | None = None,
+    at_once: float = 1.0,
 ) -> IterationPrediction:
     """The prediction from each round's per-rank gossip time and the recurrence's (mean, free, p50, p99):
-    shared by the per-rank recurrence and the reduced system (runtime_model.prediction.reduced_system)."""
+    shared by the per-rank recurrence and the reduced system (runtime_model.prediction.reduced_system).
+    `at_once`: the rounds' exchanges a link carries at once (group_pipeline.channels)."""
     comp = scenario.decent_dp_compute
     mean, free, p50, p99 = growth
     comm_rounds = [float(c.max()) for c in per_rank]
-    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     wait = free - comp.optimizer_s
     comm_mean = float(np.mean([c.mean() for c in per_rank]))
     exposed = max(0.0, mean - wait - comp.optimizer_s)  # time waiting on gossip beyond compute
 
     ar = allreduce if allreduce is not None else allreduce_prediction(scenario)
-    factors = shapley_factors(_worlds(scenario, ar, mean, wait, opt_last, per_rank))
+    factors = shapley_factors(_worlds(scenario, ar, mean, wait, per_rank, at_once))
     return IterationPrediction(
         name=name,
         mean_s=mean,
@@ -329,9 +333,9 @@ def compute_varies(scenario: Scenario) -> bool:
     return False
 
 
-def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_last_s, per_rank) -> Worlds:
+def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, per_rank, at_once: float) -> Worlds:
     """The ingredients of the factor breakdown's mixed worlds (factors.Worlds) from each round's
-    per-rank exchange times."""
+    per-rank exchange times; the global all-reduce volume in those worlds runs on one group."""
     comm_rounds = [float(c.max()) for c in per_rank]
     ddp, dp, shape = scenario.compute, scenario.decent_dp_compute, scenario.shape
     # Decent-DP's compute is a scaled copy of DDP's on presets (same distribution family and variation),
@@ -350,9 +354,8 @@ def _worlds(scenario: Scenario, ar: IterationPrediction, mean_s, wait_s, opt_las
         dp_wait_all_s=compute_wait_of_all(dp, shape)[0] if dp is not ddp else ar.compute_wait_s,
         dp_wait_group_s=wait_s,
         dp_optimizer_s=dp.optimizer_s,
-        dp_last_step_s=opt_last_s,
-        allreduce_comm_s=ar.comm_s,
-        round_comm_s=tuple(comm_rounds),
+        allreduce_bound_s=exchange_bound_s(ar.comm_s, scenario.buckets, dp),
+        round_bound_s=tuple(exchange_bound_s(c, scenario.buckets, dp, at_once) for c in comm_rounds),
         uneven_exchanges=uneven_exchanges(per_rank),
         varied=compute_varies(scenario),
         one_node=shape.nodes == 1,

@@ -25,6 +25,7 @@ from runtime_model.core.scenario import ClusterShape, Compute, Scenario
 from runtime_model.core.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 from runtime_model.prediction.complete_system import CompleteJob
 from runtime_model.prediction.group_pipeline import (
+    channels,
     last_bucket_optimizer_s,
     last_bucket_share,
     pipelined_waits,
@@ -173,8 +174,9 @@ def reduced_pending(
     def finish(growth: Growth) -> ReducedResult:
         mean, samples = steady_floored(growth, floor_s())
         p50, p99 = quantile_of_repeated(samples, [0.5, 0.99], red.orbit_size)
+        at_once = channels(red.small, group_gain)
         pred = prediction_from_growth(
-            scenario, red.name, per_rank, (mean, growth.free_s, p50, p99), allreduce
+            scenario, red.name, per_rank, (mean, growth.free_s, p50, p99), allreduce, at_once
         )
         return ReducedResult(pred, growth.se_s, red.n)
 
