@@ -26,7 +26,7 @@ from calibration.profile import Profile
 from calibration.profile_io import CalibrationError
 from calibration.results import Calibration, FitReport
 from calibration.units import fmt_bytes, fmt_per_byte
-from calibration.unmeasured import kept_as_measured, link_line_key, unused_pattern_note
+from calibration.unmeasured import kept_as_measured, link_line_key, links_of, unused_pattern_note
 from runtime_model.core.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
 
 GLOO_WORKER_THREADS = 2  # torch's ProcessGroupGloo.Options default (threads=2)
@@ -82,10 +82,7 @@ def calibrate(
     notes.extend(cf.notes)
     provenance.update(_compute_provenance(cf, distribution))
     network = _measured_network(profile, links, lines.group_costs, provenance)
-    measured_groups = group_concurrency(profile.in_flight)
-    if measured_groups is not None:
-        network = replace(network, group_concurrency=measured_groups[0])
-        provenance["group_concurrency"] = measured_groups[1]
+    network = _with_group_concurrency(network, profile, provenance)
     info = {
         "origin": origin,
         "created_utc": profile.created_utc,
@@ -235,6 +232,24 @@ def _measured_network(
             f"{network.concurrent_collectives}: gloo's ProcessGroupGloo runs collectives on 2 worker threads"
         )
     return network
+
+
+def _with_group_concurrency(network: Network, profile: Profile, provenance: dict[str, str]) -> Network:
+    """The network with the gain of two groups over one where the profile timed it over links it
+    measured: the gain is the host's or the link's (gloo through the CPU), not a preset's."""
+    measured = group_concurrency(profile.in_flight)
+    if measured is None:
+        return network
+    gain, pattern, source = measured
+    crossed = {c for m in profile.allreduce if m.pattern == pattern for c in links_of(m.group)}
+    presets = sorted(
+        c for c in crossed if not provenance.get(f"{c}.bandwidth_Bps", "").startswith("measured")
+    )
+    if presets or not crossed:
+        provenance["group_concurrency"] = f"1 (not used: {source}, over a link taken from a preset)"
+        return network
+    provenance["group_concurrency"] = source
+    return replace(network, group_concurrency=gain)
 
 
 def _pooled_patterns(profile: Profile) -> dict[str, tuple[GroupShape, list[str], np.ndarray, np.ndarray]]:

@@ -66,15 +66,20 @@ def _se(ratios: list[float]) -> float:
     return statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else 0.0
 
 
-def group_concurrency(results) -> tuple[float, str] | None:
-    """(gain, provenance) of Decent-DP's buckets in flight over two groups against one (at least 1: a
-    second group never makes the first slower in the model), or None where the profile did not time it."""
+def group_concurrency(results) -> tuple[float, str, str] | None:
+    """(gain, pattern, provenance) of Decent-DP's buckets in flight over two groups against one (at least
+    1: a second group never makes the first slower in the model), or None where the profile did not
+    time it."""
     gossip = [r for r in results if r.group_gain is not None]
     if not gossip:
         return None
     r = gossip[0]
     gain = max(1.0, r.group_gain)
-    return gain, (
-        f"{gain:.2f}: measured ({r.whose} {len(r.buckets_bytes)} buckets on {r.pattern}, in flight over two "
-        f"groups vs one, median of {len(r.two_groups_s)}; {r.group_gain:.2f} measured)"
+    return (
+        gain,
+        r.pattern,
+        (
+            f"{gain:.2f}: measured ({r.whose} {len(r.buckets_bytes)} buckets on {r.pattern}, in flight over two "
+            f"groups vs one, median of {len(r.two_groups_s)}; {r.group_gain:.2f} measured)"
+        ),
     )

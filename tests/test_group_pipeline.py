@@ -98,7 +98,7 @@ def test_rounds_on_their_own_groups_wait_only_for_what_the_channel_has_not_done(
     assert got.mean_s >= d / 2 - 1e-12  # never faster than two channels carry the bytes
 
 
-def _profile_with_two_groups(one_group_s, two_groups_s):
+def _profile_with_two_groups(one_group_s, two_groups_s, unmeasured=None):
     from calibration.profile_io import profile_from_document
     from calibration.synthetic import SyntheticTruth, synthetic_document
     from rtmodel_util.profile_document import InFlightResult
@@ -112,6 +112,8 @@ def _profile_with_two_groups(one_group_s, two_groups_s):
         two_groups_s=two_groups_s,
     )
     doc = replace(doc, communication=replace(doc.communication, in_flight=(flight,)))
+    if unmeasured:
+        doc = replace(doc, shape=replace(doc.shape, unmeasured_links=unmeasured))
     return profile_from_document(doc.to_json())
 
 
@@ -170,3 +172,19 @@ def test_the_factor_breakdown_charges_exchanges_as_the_recurrence_does(gain, nam
     wait = got.compute_wait_s
     worlds = _worlds(sc, allreduce_prediction(sc), got.mean_s, wait, per_rank, channels(schedule, gain))
     assert _iteration_s(worlds, frozenset(SWITCHES)) == pytest.approx(got.mean_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("as_measured, gain", [(False, 1.0), (True, 1.6)])
+def test_the_gain_stays_with_the_link_it_was_timed_over(as_measured, gain):
+    """Ranks sharing a GPU time their pairs through the host: advising a cluster puts a preset in that
+    link's place, and the host's gain does not carry over to it; validating on that host keeps both."""
+    from calibration.calibrate_profile import calibrate
+    from runtime_model.presets import to_model as presets
+
+    profile = _profile_with_two_groups((0.2, 0.2, 0.2), (0.1, 0.125, 0.15), {"intra": "ranks share a GPU"})
+    fallback = presets.scenario_from_choice(
+        presets.resolve(presets.PresetRequest(4, gpus_per_node=2))
+    ).network
+    cal = calibrate(profile, fallback_network=fallback, as_measured=as_measured)
+    assert cal.network.group_concurrency == pytest.approx(gain)
+    assert cal.provenance["group_concurrency"].startswith("1 (not used" if gain == 1.0 else "1.60: measured")
