@@ -39,12 +39,12 @@ def test_the_presets_residual_is_judged_against_their_margin():
     near = _json("--gpus", "64", "--step-ms", "75")["inputs"]["step_anchor"]
     far = _json("--gpus", "64", "--step-ms", "100")["inputs"]["step_anchor"]
     assert near["presets_ms"] == far["presets_ms"] == pytest.approx(_allreduce_s(_json("--gpus", "64")) * 1e3)
-    assert abs(near["residual"]) < 0.174 < abs(far["residual"])
+    assert abs(near["residual"]) < 0.177 < abs(far["residual"])
     table = " ".join(
         runner.invoke(app, ["advise", "--gpus", "64", "--step-ms", "100"], terminal_width=100).output.split()
     )
     assert "note: your DDP step 100 ms at 64 GPUs is reproduced with" in table
-    assert "beyond their ±17.4% margin, so they do not describe this cluster" in table
+    assert "beyond their ±17.7% margin, so they do not describe this cluster" in table
     assert "assumed: the compute backed out of your DDP step (--step-ms)" in table
 
 
