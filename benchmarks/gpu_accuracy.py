@@ -167,24 +167,25 @@ def run_config(
         if pick is None:  # the --recommended run's: this machine's advice
             pick, too_close = result["advisor"]["recommendation"], result["advisor"]["too_close_to_call"]
         runs += _runs_of(result, cfg)
-    profile_doc = json.loads(profile.read_text())
+    in_flight, two_groups = in_flight_gains(json.loads(profile.read_text()))
     # `advise --profile`: links it did not measure
     return config_result(asdict(cfg), runs, pick, too_close) | {
         "advice_for_a_cluster": advice.get("recommendation"),
-        "in_flight_gain": in_flight_gains(profile_doc),
-        "two_groups_gain": in_flight_gains(profile_doc, two_groups=True),
+        "in_flight_gain": in_flight,
+        "two_groups_gain": two_groups,
     }
 
 
-def in_flight_gains(profile_doc: dict, two_groups: bool = False) -> dict[str, float]:
-    """pattern -> how many times the one-at-a-time rate the profile's buckets moved all in flight (or,
-    `two_groups`, how many times that they moved over two groups, where measured)."""
+def in_flight_gains(profile_doc: dict) -> tuple[dict[str, float], dict[str, float]]:
+    """(pattern -> how many times the one-at-a-time rate the profile's buckets moved all in flight,
+    pattern -> how many times that they moved over two groups, where measured)."""
     from rtmodel_util.profile_document import ProfileCommunication
 
-    comm = ProfileCommunication.from_json(profile_doc["communication"], "profile")
-    if two_groups:
-        return {r.pattern: r.group_gain for r in comm.in_flight or () if r.group_gain is not None}
-    return {r.pattern: r.gain for r in comm.in_flight or ()}
+    flights = ProfileCommunication.from_json(profile_doc["communication"], "profile").in_flight or ()
+    return (
+        {r.pattern: r.gain for r in flights},
+        {r.pattern: r.group_gain for r in flights if r.group_gain is not None},
+    )
 
 
 def config_result(config: dict, runs: list[Run], pick: str, too_close: bool = False) -> dict:

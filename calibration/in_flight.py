@@ -39,20 +39,19 @@ def in_flight_reports(results) -> tuple[list[FitReport], list[str]]:
                 size_range_bytes=(min(buckets), max(buckets)),
             )
         )
+        two = ""
         if r.two_groups_s is not None:
-            two = [a / b for a, b in zip(r.in_flight_s, r.two_groups_s, strict=True)]
+            group_ratios = [a / b for a, b in zip(r.in_flight_s, r.two_groups_s, strict=True)]
             reports.append(
                 FitReport(
                     name=f"two groups {r.pattern}",
                     kind=KIND,
-                    params={"gain": (r.group_gain, _se(two))},
+                    params={"gain": (r.group_gain, _se(group_ratios))},
                     n_points=len(buckets),
-                    n_samples=len(two),
+                    n_samples=len(group_ratios),
                     size_range_bytes=(min(buckets), max(buckets)),
                 )
             )
-        two = ""
-        if r.two_groups_s is not None:
             two = f"; over two groups {r.group_gain:.2f}x that (the model takes it for Decent-DP's rounds)"
         notes.append(
             f"in flight: {r.whose} {len(buckets)} bucket{'s' if len(buckets) != 1 else ''} on {r.pattern}, all "

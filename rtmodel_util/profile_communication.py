@@ -153,22 +153,10 @@ class InFlightResult(ck.Section):
         if not isinstance(buckets, list) or not buckets:
             raise fail(origin, f"{where}.buckets_bytes", "must be a non-empty list of bucket sizes")
         serial = ck.times(d.get("one_at_a_time_s"), f"{where}.one_at_a_time_s", origin, positive=True)
-        together = ck.times(d.get("in_flight_s"), f"{where}.in_flight_s", origin, positive=True)
-        if len(serial) != len(together):
-            raise fail(
-                origin,
-                f"{where}.in_flight_s",
-                f"has {len(together)} repetitions, one_at_a_time_s {len(serial)}: each repetition times both",
-            )
-        two = d.get("two_groups_s")
-        if two is not None:
-            two = ck.times(two, f"{where}.two_groups_s", origin, positive=True)
-            if len(two) != len(together):
-                raise fail(
-                    origin,
-                    f"{where}.two_groups_s",
-                    f"has {len(two)} repetitions, in_flight_s {len(together)}: each repetition times both",
-                )
+        together = _paired_times(d, "in_flight_s", ("one_at_a_time_s", serial), origin, where)
+        two = None
+        if d.get("two_groups_s") is not None:
+            two = _paired_times(d, "two_groups_s", ("in_flight_s", together), origin, where)
         values = dict(
             pattern=name,
             buckets_bytes=tuple(
@@ -185,7 +173,7 @@ class InFlightResult(ck.Section):
     @property
     def gain(self) -> float:
         """How many times the one-at-a-time rate the buckets moved in flight (medians of both)."""
-        return statistics.median(self.one_at_a_time_s) / statistics.median(self.in_flight_s)
+        return _median_ratio(self.one_at_a_time_s, self.in_flight_s)
 
     @property
     def group_gain(self) -> float | None:
@@ -193,11 +181,29 @@ class InFlightResult(ck.Section):
         None where not measured."""
         if self.two_groups_s is None:
             return None
-        return statistics.median(self.in_flight_s) / statistics.median(self.two_groups_s)
+        return _median_ratio(self.in_flight_s, self.two_groups_s)
 
     @property
     def whose(self) -> str:
         return in_flight_owner(self.pattern)
+
+
+def _paired_times(d: dict, key: str, other: tuple[str, tuple], origin: str, where: str) -> tuple:
+    """The timings under `key`, checked, with as many repetitions as `other` (name, values): each
+    repetition times both, so calibrate pairs them."""
+    values = ck.times(d.get(key), f"{where}.{key}", origin, positive=True)
+    name, paired = other
+    if len(values) != len(paired):
+        raise fail(
+            origin,
+            f"{where}.{key}",
+            f"has {len(values)} repetitions, {name} {len(paired)}: each repetition times both",
+        )
+    return values
+
+
+def _median_ratio(slower: tuple, faster: tuple) -> float:
+    return statistics.median(slower) / statistics.median(faster)
 
 
 def in_flight_owner(pattern: str) -> str:

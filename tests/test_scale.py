@@ -20,7 +20,7 @@ from runtime_model.core.distributions import NormalCompute
 from runtime_model.core.order_stats import max_of_ranks, quantile_of_repeated
 from runtime_model.core.scenario import ClusterShape, Compute
 from runtime_model.core.variation import Variation
-from runtime_model.prediction.group_pipeline import last_bucket_optimizer_s, pipelined_waits
+from runtime_model.prediction.group_pipeline import channels, last_bucket_optimizer_s, pipelined_waits
 from runtime_model.prediction.iteration import (
     allreduce_prediction,
     compute_wait_of_all,
@@ -107,7 +107,8 @@ def _full_growth(sc, schedule):
         round_comm(schedule, i, sc.shape, sc.buckets, sc.network, comp.compute_s) for i in range(period)
     ]
     _, waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
-    waited, channels_s = pipelined_waits(waited, schedule, sc.buckets, comp, sc.network.group_concurrency)
+    at_once = channels(schedule, sc.network.group_concurrency)
+    waited, channels_s = pipelined_waits(waited, schedule, sc.buckets, comp, at_once)
     growth = simulate_growth_stats(schedule, comp, [c + opt for c in waited], gpus_per_node=sc.shape.gpus_per_node)
     return growth, max(nic_bound_s(rounds, sc.shape, sc.network.nics_per_node), channels_s)
 

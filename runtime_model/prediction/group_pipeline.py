@@ -94,7 +94,7 @@ def pipelined_waits(
     schedule: Schedule,
     buckets: BucketLayout,
     compute: Compute,
-    group_gain: float,
+    at_once: float,
 ) -> tuple[list[np.ndarray], float]:
     """(what the recurrence charges after the last launch per round, the floor the channels set on the
     long-run iteration). The exchange run after the step (plain SGP) is charged whole, no floor.
@@ -104,12 +104,11 @@ def pipelined_waits(
     round's buckets queue behind the last round's, which was done (F) at least the last bucket's step
     before this round's last launch X (that step follows its wait). So the wait after X is at most
     max(D - t_O,last, pipelined), and exactly that when the channel is never idle: the recurrence then
-    grows by D per iteration, not D + t_O,last (the channel works while the last bucket steps)."""
+    grows by D per iteration, not D + t_O,last (the channel works while the last bucket steps).
+    `at_once`: channels(schedule, the network's group_concurrency)."""
     if not schedule.exchange.hidden:
         return list(waited), 0.0
-    share_from, gaps = launch_gaps_s(buckets, compute)
-    pipelined = [np.max(np.outer(d, share_from) - gaps, axis=1) for d in waited]
-    at_once = channels(schedule, group_gain)
+    pipelined = [_pipelined_s(d, buckets, compute) for d in waited]
     if at_once > 1.0:
         per_rank_mean = np.mean(np.stack(waited), axis=0)
         return pipelined, float(per_rank_mean.max()) / at_once
@@ -123,6 +122,12 @@ def exchange_bound_s(
     """The least iteration one rank's hidden exchange of `exchange_s` per round allows, without variance
     (what pipelined_waits charges, then the last bucket's step): the factor breakdown's mixed worlds
     charge exchanges by the same rule as the recurrence."""
+    pipelined = float(_pipelined_s(np.array([exchange_s]), buckets, compute)[0])
+    return max(pipelined + last_bucket_optimizer_s(compute, buckets), exchange_s / at_once)
+
+
+def _pipelined_s(exchange_s: np.ndarray, buckets: BucketLayout, compute: Compute) -> np.ndarray:
+    """Per rank, what is left of its exchange at the last launch when its group is idle at the first:
+    max over k of (D x S_k - gap_k) (module doc)."""
     share_from, gaps = launch_gaps_s(buckets, compute)
-    pipelined = float(np.max(exchange_s * share_from - gaps)) + last_bucket_optimizer_s(compute, buckets)
-    return max(pipelined, exchange_s / at_once)
+    return np.max(np.outer(exchange_s, share_from) - gaps, axis=1)

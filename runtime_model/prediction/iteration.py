@@ -241,7 +241,8 @@ def gossip_pending(
     # whatever the overlap: a rank never waits less than its flows' solo time (RoundComm.charged_s), and
     # the NICs must carry every flow's bytes each period (nic_bound_s).
     per_rank, waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
-    waited, channels_s = pipelined_waits(waited, schedule, scenario.buckets, comp, net.group_concurrency)
+    at_once = channels(schedule, net.group_concurrency)
+    waited, channels_s = pipelined_waits(waited, schedule, scenario.buckets, comp, at_once)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in waited]
     job = plan_job(schedule, comp, comm, None, shape.gpus_per_node, last_bucket_share(scenario.buckets))
@@ -253,7 +254,6 @@ def gossip_pending(
     def finish(growth: Growth) -> IterationPrediction:
         mean, samples = steady_floored(growth, floor_s())
         p50, p99 = quantile_of_repeated(samples, [0.5, 0.99])
-        at_once = channels(schedule, net.group_concurrency)
         return prediction_from_growth(
             scenario, schedule.name, per_rank, (mean, growth.free_s, p50, p99), allreduce, at_once
         )

@@ -152,8 +152,8 @@ def reduced_pending(
     comp = reduced_compute(scenario.decent_dp_compute, red)
     rounds = reduced_rounds(red, scenario)
     per_rank, waited = exposed_exchange_s(rounds, red.small, comp.compute_s)
-    group_gain = scenario.network.group_concurrency
-    waited, channels_s = pipelined_waits(waited, red.small, scenario.buckets, comp, group_gain)
+    at_once = channels(red.small, scenario.network.group_concurrency)
+    waited, channels_s = pipelined_waits(waited, red.small, scenario.buckets, comp, at_once)
     opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
     comm = [c + opt_last for c in waited]
     k = red.shape.gpus_per_node
@@ -174,7 +174,6 @@ def reduced_pending(
     def finish(growth: Growth) -> ReducedResult:
         mean, samples = steady_floored(growth, floor_s())
         p50, p99 = quantile_of_repeated(samples, [0.5, 0.99], red.orbit_size)
-        at_once = channels(red.small, group_gain)
         pred = prediction_from_growth(
             scenario, red.name, per_rank, (mean, growth.free_s, p50, p99), allreduce, at_once
         )
