@@ -23,6 +23,7 @@ code.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import NamedTuple
 
 from runtime_model.core.defaults import MIB
@@ -121,7 +122,14 @@ def preset_bucket_layout(
 ) -> ScenarioBuckets:
     """DDP's and Decent-DP's buckets (scenario.BucketLayout) of a model given as its parameters' numels
     in backward order, cut by `layout_from_order` (the profiler's code) with ready fractions from
-    `ready_fractions`."""
+    `ready_fractions`. Cut once per model and cap (a sweep asks at every n; the layout is immutable)."""
+    return _preset_bucket_layout(tuple(numels), element_bytes, cap_mb, ddp_first_bucket_mb, tail_params)
+
+
+@lru_cache(maxsize=16)
+def _preset_bucket_layout(
+    numels: tuple[int, ...], element_bytes: int, cap_mb: float, ddp_first_bucket_mb: float, tail_params: int
+) -> ScenarioBuckets:
     sizes = [(n, element_bytes) for n in numels]
     order = list(range(len(numels)))
     lay = layout_from_order(sizes, order, cap_mb, ddp_first_bucket_mb)

@@ -24,7 +24,7 @@ from runtime_model.core.distributions import NormalCompute, normal_inv_cdf
 from runtime_model.core.order_stats import base_cdf, erfc
 from runtime_model.core.scenario import Compute
 from runtime_model.prediction.recurrence import Growth, batch_se, column_growth
-from runtime_model.prediction.recurrence_draws import draw_block, step_draws, stream_key
+from runtime_model.prediction.recurrence_draws import compute_draws, step_draws, stream_key
 
 BISECTIONS = 30  # of the unseen ranks' extreme: 2^-30 of the simulated ranks' spread
 HALLEY_STEPS = 40  # at most, for a Normal i.i.d. part (two in practice)
@@ -99,15 +99,10 @@ def simulate_complete(jobs: Sequence[CompleteJob], seed: int, with_free: bool = 
 
 def _draws(jobs: Sequence[CompleteJob], n: int, k: int, seed: int):
     """Each job's C + t_O per iteration, shape (jobs, n): Compute.sampler's stream (recurrence_draws.compute_draws)."""
-    rng = np.random.default_rng(seed)
     comp = jobs[0].compute
-    if stream_key(comp) == "normal":
-        mean = np.array([j.compute.distribution.mean_s for j in jobs])[:, None]
-        sd = np.array([j.compute.distribution.sd_s for j in jobs])[:, None]
-        opt = np.array([j.compute.optimizer_s for j in jobs])[:, None]
-        while True:
-            for z in rng.standard_normal((draw_block(n), n)):
-                yield (mean + sd * z) + opt
+    if stream_key(comp) == "normal":  # one row per job: the per-rank recurrence's stream
+        yield from compute_draws([j.compute for j in jobs], n, k, seed)
+    rng = np.random.default_rng(seed)
     draw = comp.sampler(n, k)
     while True:
         yield np.broadcast_to(draw(rng) + comp.optimizer_s, (len(jobs), n))

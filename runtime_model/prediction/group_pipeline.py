@@ -108,7 +108,8 @@ def pipelined_waits(
     `at_once`: channels(schedule, the network's group_concurrency)."""
     if not schedule.exchange.hidden:
         return list(waited), 0.0
-    pipelined = [_pipelined_s(d, buckets, compute) for d in waited]
+    lines = launch_gaps_s(buckets, compute)
+    pipelined = [_pipelined_s(d, *lines) for d in waited]
     if at_once > 1.0:
         per_rank_mean = np.mean(np.stack(waited), axis=0)
         return pipelined, float(per_rank_mean.max()) / at_once
@@ -122,12 +123,18 @@ def exchange_bound_s(
     """The least iteration one rank's hidden exchange of `exchange_s` per round allows, without variance
     (what pipelined_waits charges, then the last bucket's step): the factor breakdown's mixed worlds
     charge exchanges by the same rule as the recurrence."""
-    pipelined = float(_pipelined_s(np.array([exchange_s]), buckets, compute)[0])
+    pipelined = float(_pipelined_s(np.array([exchange_s]), *launch_gaps_s(buckets, compute))[0])
     return max(pipelined + last_bucket_optimizer_s(compute, buckets), exchange_s / at_once)
 
 
-def _pipelined_s(exchange_s: np.ndarray, buckets: BucketLayout, compute: Compute) -> np.ndarray:
+def _pipelined_s(exchange_s: np.ndarray, share_from: np.ndarray, gaps: np.ndarray) -> np.ndarray:
     """Per rank, what is left of its exchange at the last launch when its group is idle at the first:
-    max over k of (D x S_k - gap_k) (module doc)."""
-    share_from, gaps = launch_gaps_s(buckets, compute)
-    return np.max(np.outer(exchange_s, share_from) - gaps, axis=1)
+    max over k of (D x S_k - gap_k) (module doc; S_k, gap_k: launch_gaps_s). One pass over the ranks per
+    bucket (a max over a short last axis of an (n, buckets) array costs several times more), and one value
+    where every rank's exchange is the same: the same floats either way."""
+    if exchange_s.size and exchange_s.min() == exchange_s.max():
+        return np.full(exchange_s.shape, np.max(exchange_s.flat[0] * share_from - gaps))
+    out = exchange_s * share_from[0] - gaps[0]
+    for share, gap in zip(share_from[1:], gaps[1:], strict=True):
+        np.maximum(out, exchange_s * share - gap, out=out)
+    return out

@@ -45,7 +45,7 @@ def run_means(pending: Sequence[Pending]) -> list[float]:
 
 def run_jobs_of(pending: Sequence[Pending], with_free: bool = True) -> list:
     """Each pending prediction's job result, the jobs of one batch key and seed run together (without
-    `with_free`, results whose free_s may be NaN: for means alone)."""
+    `with_free`, results for means alone: free_s and se_s may be NaN, samples_s empty)."""
     batches: list[tuple[tuple, list[int]]] = []
     for i, p in enumerate(pending):
         key = (p.job.batch_key(), p.seed)

@@ -78,7 +78,7 @@ class FlatPeers:
         cols = range(self.columns)
         if self.kind == "pairs":
             partner = np.arange(n)
-            two = starts[np.diff(starts, append=n) == 2]
+            two = starts[r.group_sizes() == 2]  # groups in label order, as sorted_groups starts them
             partner[order[two]], partner[order[two + 1]] = order[two + 1], order[two]
             return (np.concatenate([partner + c * n for c in cols]),)
         g = starts.size  # labels are 0..g-1 in sorted order (Round.validate: no empty group)
@@ -93,9 +93,8 @@ class FlatPeers:
     def kind_of(schedule: Schedule) -> str:
         if schedule.static_graph is not None:
             return "static"
-        n = schedule.n
         rounds = {id(r): r for r in schedule.rounds}.values()  # a reduced system replays its rounds
-        pairs = all(np.diff(r.sorted_groups[1], append=n).max() <= 2 for r in rounds)
+        pairs = all(r.group_sizes().max() <= 2 for r in rounds)
         return "pairs" if pairs else "groups"
 
     def __call__(self, x: np.ndarray, t: int) -> np.ndarray:
@@ -167,40 +166,23 @@ def run_jobs(jobs: Sequence[Job], seed: int, columns: int = 2) -> list[Growth]:
     """Run every job (all of one batch_key) on one stream of draws; each result is its own run's.
 
     The state is every job's flat [comm | free] vector side by side ([comm] alone with `columns` 1,
-    where only means are read: the columns never mix, so the comm column is the same bit for bit and
-    free_s is NaN). Per iteration the pair schedules share one gather and the group schedules one
-    segmented max (_Steps); the measured windows are recorded together when that costs at most twice
-    the memory of recording each one alone."""
+    where only means are read: the columns never mix, so the comm column is the same bit for bit; free_s
+    and se_s are NaN and no window is recorded, so no samples). Per iteration the pair schedules share
+    one gather and the group schedules one segmented max (_Steps), and only the jobs still running step;
+    the measured windows are recorded together when that costs at most twice the memory of recording
+    each one alone."""
     n = jobs[0].schedule.n
     if any(j.schedule.n != n for j in jobs):
         raise ValueError("jobs of one batch share n (they share the draws)")
-    kind_by_schedule: dict[int, str] = {}  # a batch's jobs often share one schedule object
-    for j in jobs:
-        if id(j.schedule) not in kind_by_schedule:
-            kind_by_schedule[id(j.schedule)] = FlatPeers.kind_of(j.schedule)
-    kinds = [kind_by_schedule[id(j.schedule)] for j in jobs]
+    kinds, order = _batch_order(jobs)
     which = _computes(jobs)
-    order = sorted(range(len(jobs)), key=lambda i: ("pairs", "groups", "static").index(kinds[i]))
-    # each kind side by side: its steps merge (the computes are added in one call whatever their order)
     jobs, kinds, which = [jobs[i] for i in order], [kinds[i] for i in order], [which[i] for i in order]
     steps = _Steps(jobs, kinds, n, columns)
     count = len(jobs)
     ends = [j.warmup + j.measured for j in jobs]
-    first, stop = min(j.warmup for j in jobs), max(ends)
-    joint = (stop - first) * count <= 2 * sum(j.measured + 1 for j in jobs)
-    rec = np.empty((stop - first + 1, count, n)) if joint else None
-    hist = [
-        rec[j.warmup - first : j.warmup - first + j.measured + 1, i]
-        if joint
-        else np.empty((j.measured + 1, n))
-        for i, j in enumerate(jobs)
-    ]
+    recorded = columns > 1  # a run for means alone keeps no window: no samples, no standard error
+    first, joint, rec, hist, events = _windows(jobs, n, recorded)
     start, last = [np.empty(0)] * count, [np.empty(0)] * count
-    events: dict[int, list[int]] = {}  # the iterations at which a job's window starts, is recorded, ends
-    for i, job in enumerate(jobs):
-        window = range(job.warmup, job.warmup + job.measured) if not joint else (job.warmup, ends[i] - 1)
-        for at in sorted(set(window)):
-            events.setdefault(at, []).append(i)
     x, new = np.zeros((count, columns * n)), np.empty((count, columns * n))
     distinct = [
         next(j.compute for j, u in zip(jobs, which, strict=True) if u == v) for v in range(max(which) + 1)
@@ -209,22 +191,21 @@ def run_jobs(jobs: Sequence[Job], seed: int, columns: int = 2) -> list[Growth]:
     spread = step_draws_of(distinct, n, seed)  # (computes, n) per iteration
     share, of_job = np.array([j.step_share for j in jobs])[:, None], np.array(which)
     one_compute = len(distinct) == 1
-    live = list(range(count))
+    live, stop = list(range(count)), max(ends)
+    x3, new3 = x.reshape(count, columns, n), new.reshape(count, columns, n)
     for t in range(stop):
         c = next(draws)
         live = [i for i in live if t < ends[i]]
+        lo, hi = live[0], live[-1] + 1  # the finished jobs' slots are not stepped (nobody reads them)
         p = steps.peer_max(x.reshape(-1), t, live)
+        p3 = p.reshape(count, columns, n)
         if spread is not None:  # the step's deviation: all of it after computing, its share after waiting
             d = next(spread)
             c = c + d
-            p.reshape(count, columns, n)[:, 0] += share * d[of_job]
+            p3[lo:hi, 0] += share[lo:hi] * d[of_job[lo:hi]]
         # each job's own compute on both of its columns: one addition for the batch, whatever its computes
-        np.add(
-            x.reshape(count, columns, n),
-            (c[0] if one_compute else c[of_job][:, None, :]),
-            out=new.reshape(count, columns, n),
-        )
-        np.maximum(new.reshape(-1), p, out=new.reshape(-1))
+        np.add(x3[lo:hi], (c[0] if one_compute else c[of_job[lo:hi]][:, None, :]), out=new3[lo:hi])
+        np.maximum(new3[lo:hi], p3[lo:hi], out=new3[lo:hi])
         if joint and t >= first:
             if t == first:
                 rec[0] = x[:, :n]
@@ -233,15 +214,52 @@ def run_jobs(jobs: Sequence[Job], seed: int, columns: int = 2) -> list[Growth]:
             w = t - jobs[i].warmup
             if w == 0:
                 start[i] = x[i].copy()
-            if not joint:
+            if recorded and not joint:
                 if w == 0:
                     hist[i][0] = x[i, :n]
                 hist[i][w + 1] = new[i, :n]
             if w + 1 == jobs[i].measured:
                 last[i] = new[i].copy()
-        x, new = new, x
+        x, new, x3, new3 = new, x, new3, x3
     out = [_growth(job, last[i], start[i], hist[i], n) for i, job in enumerate(jobs)]
     return [out[order.index(i)] for i in range(count)]
+
+
+def _batch_order(jobs: Sequence[Job]) -> tuple[list[str], list[int]]:
+    """(each job's kind, the order its slots take): each kind side by side, so its steps merge (the
+    computes are added in one call whatever their order); in a kind the longest runs last, so the jobs
+    still running are one short range of slots (run_jobs steps those alone)."""
+    kind_by_schedule: dict[int, str] = {}  # a batch's jobs often share one schedule object
+    for j in jobs:
+        if id(j.schedule) not in kind_by_schedule:
+            kind_by_schedule[id(j.schedule)] = FlatPeers.kind_of(j.schedule)
+    kinds = [kind_by_schedule[id(j.schedule)] for j in jobs]
+    rank = ("pairs", "groups", "static")
+    order = sorted(range(len(jobs)), key=lambda i: (rank.index(kinds[i]), jobs[i].warmup + jobs[i].measured))
+    return kinds, order
+
+
+def _windows(jobs: Sequence[Job], n: int, recorded: bool) -> tuple:
+    """(first, joint, rec, hist, events): where each job's measured window is recorded (side by side in
+    `rec` when that costs at most twice the memory of recording each alone; nowhere unless `recorded`),
+    and the iterations at which a window starts, is recorded, ends."""
+    count, ends = len(jobs), [j.warmup + j.measured for j in jobs]
+    first, stop = min(j.warmup for j in jobs), max(ends)
+    joint = recorded and (stop - first) * count <= 2 * sum(j.measured + 1 for j in jobs)
+    rec = np.empty((stop - first + 1, count, n)) if joint else None
+    hist = [
+        rec[j.warmup - first : j.warmup - first + j.measured + 1, i]
+        if joint
+        else np.empty((j.measured + 1 if recorded else 0, n))
+        for i, j in enumerate(jobs)
+    ]
+    events: dict[int, list[int]] = {}
+    for i, job in enumerate(jobs):
+        every = recorded and not joint
+        window = range(job.warmup, ends[i]) if every else (job.warmup, ends[i] - 1)
+        for at in sorted(set(window)):
+            events.setdefault(at, []).append(i)
+    return first, joint, rec, hist, events
 
 
 class _Steps:
@@ -329,9 +347,12 @@ class _Steps:
 
 
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:
-    """The summary of one run, with the per-schedule loop's own expressions (so equal to the last bit)."""
+    """The summary of one run, with the per-schedule loop's own expressions (so equal to the last bit);
+    an unrecorded window (a run for means alone) gives no samples and a NaN standard error."""
     period = len(job.comm_per_round)
     comm, free = column_growth(last.reshape(-1, n), start.reshape(-1, n), job.measured)
+    if hist.shape[0] == 0:
+        return Growth(comm, free, np.empty(0), math.nan)
     marks = hist[::period].mean(axis=1)  # row by row, as the loop's x[:, 0].mean() at each period's start
     samples = (hist[1:] - hist[:-1]).reshape(-1)
     return Growth(comm, free, samples, batch_se(marks, period))

@@ -55,12 +55,13 @@ def compute_draws(computes: Sequence[Compute], n: int, gpus_per_node: int, seed:
     rng = np.random.default_rng(seed)
     comp = computes[0]
     if stream_key(comp) == "normal":
-        mean = np.array([c.distribution.mean_s for c in computes])[:, None]
-        sd = np.array([c.distribution.sd_s for c in computes])[:, None]
-        opt = np.array([c.optimizer_s for c in computes])[:, None]
-        while True:
-            for z in rng.standard_normal((draw_block(n), n)):
-                yield (mean + sd * z) + opt
+        mean = np.array([c.distribution.mean_s for c in computes])[:, None, None]
+        sd = np.array([c.distribution.sd_s for c in computes])[:, None, None]
+        opt = np.array([c.optimizer_s for c in computes])[:, None, None]
+        while True:  # a block's iterations formed at once: the same operations on every value
+            block = (mean + sd * rng.standard_normal((draw_block(n), n))) + opt
+            for t in range(block.shape[1]):
+                yield block[:, t]
     if comp.block_sampler(n) is not None:  # blocks of iterations, the same stream as one draw per iteration
         yield from _shared_draws(computes, n, rng)
     draw = comp.sampler(n, gpus_per_node)

@@ -15,6 +15,7 @@ version for consensus (the same links and degree, not the same matrices).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -41,9 +42,15 @@ def sgp_applicability(shape: ClusterShape) -> str | None:
     return reason.replace("one-peer-exp", "sgp") if reason else None
 
 
+@lru_cache(maxsize=4)
+def _hypercube(shape: ClusterShape) -> Schedule:
+    """one-peer-exp at `shape`, built once for SGP and OSGP (the same rounds: every n of a sweep builds both)."""
+    return build_one_peer_exp(shape)
+
+
 def _sgp(shape: ClusterShape, name: str, overlap: bool) -> Schedule:
     require_applicable(sgp_applicability, shape)
-    base = build_one_peer_exp(shape)
+    base = _hypercube(shape)
     how = (
         "hidden behind forward + backward (--overlap)" if overlap else "between the step and the next forward"
     )

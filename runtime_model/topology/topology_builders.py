@@ -94,7 +94,7 @@ def _schedule(
 ) -> Schedule:
     """A validated Schedule whose Decent-DP verdict is decided before construction: 1-rank groups
     divide by zero there, unless a note (why it cannot run at all) is given already."""
-    if decent_dp_note is None and any(bool(np.any(r.group_sizes() == 1)) for r in rounds):
+    if decent_dp_note is None and any(r.group_sizes().min() == 1 for r in rounds):
         decent_dp_note = _ONE_RANK_GROUPS_NOTE
     schedule = Schedule(name, rounds, description, decent_dp_name, static_graph, decent_dp_note)
     schedule.validate()
