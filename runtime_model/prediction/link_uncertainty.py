@@ -46,23 +46,23 @@ def _bumped_links(scenario: Scenario) -> list[Scenario]:
 
 
 def topology_uncertainties(plans) -> list:
-    """Per scenario, per runnable topology in order: the pending runs of its uncertainty_s (its base
-    prediction, then each bumped one); run with the predictions in one batch, which gives each run the
-    very result it has alone (pending.run_pending) at the cost of one loop instead of one per run."""
+    """Per scenario, per applicable topology in order: the pending runs of its bumped scenarios (the
+    base is the prediction itself). Only their means are read, so they run for means alone, in one
+    batch (pending.run_means): each run's mean is the one it has alone, bit for bit."""
     out = []
     for scenario, _, models in plans:
         bumped = _bumped_links(scenario)
         for model in models.values():
             if not isinstance(model, TopologyNotApplicable):
-                out.append([model.pending(s, None) for s in (scenario, *bumped)] if bumped else [])
+                out.append([model.pending(s, None) for s in bumped])
     return out
 
 
-def spreads_s(runs_per_topology: list[list], results) -> list[float]:
-    """Each topology's 1-sigma from the results of its runs (topology_uncertainties), taken in order
-    from the iterator `results`; 0 where the links state no uncertainty."""
+def spreads_s(base_means_s: list[float], runs_per_topology: list[list], means) -> list[float]:
+    """Each topology's 1-sigma from its prediction's mean and the means of its bumped runs
+    (topology_uncertainties), taken in order from the iterator `means`; 0 where the links state no
+    uncertainty."""
     out = []
-    for runs in runs_per_topology:
-        means = [next(results).mean_s for _ in runs]
-        out.append(spread_s(means[0], means[1:]) if means else 0.0)
+    for base_s, runs in zip(base_means_s, runs_per_topology, strict=True):
+        out.append(spread_s(base_s, [next(means) for _ in runs]) if runs else 0.0)
     return out

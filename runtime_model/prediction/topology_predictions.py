@@ -25,10 +25,12 @@ def predict_many(
     1-sigma of every applicable topology, plan by plan in the models' order (no 1-sigmas without
     `spreads`)."""
     plans, pending = _plans(scenarios, topologies)
-    uncertain = topology_uncertainties(plans) if spreads else []
-    results = iter(run_pending(pending + [p for runs in uncertain for p in runs]))
-    preds = [next(results) for _ in pending]
-    return plans, iter(preds), iter(spreads_s(uncertain, results))
+    preds = run_pending(pending)
+    if not spreads:
+        return plans, iter(preds), iter([])
+    bumped = topology_uncertainties(plans)  # the bumped links' runs are read for their means alone
+    means = iter(run_means([p for runs in bumped for p in runs]))
+    return plans, iter(preds), iter(spreads_s([p.mean_s for p in preds], bumped, means))
 
 
 def predict_means(
