@@ -38,7 +38,8 @@ def nic_of_ranks(ranks: np.ndarray, gpus_per_node: int, nics_per_node: int) -> n
     uses NIC i mod nics. One rule for the NIC-sharing count and the NIC byte bound."""
     k = gpus_per_node
     nics = nics_in_use(nics_per_node, k)
-    return (ranks // k) * nics + (ranks % k) % nics
+    node = ranks // k
+    return node if nics == 1 else node * nics + (ranks % k) % nics
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,7 +198,7 @@ class Round:
         cross = (a // k) != (b // k)
         nic_a, nic_b = nic_of_ranks(a, k, nics_per_node), nic_of_ranks(b, k, nics_per_node)
         minlength = shape.nodes * nics_in_use(nics_per_node, k)
-        load = np.bincount(nic_a[cross], minlength=minlength) + np.bincount(nic_b[cross], minlength=minlength)
+        load = np.bincount(np.concatenate([nic_a[cross], nic_b[cross]]), minlength=minlength)
         q = np.where(cross, np.maximum(np.maximum(load[nic_a], load[nic_b]), 1), 1)
         spans = np.where(cross, 2, 1)
         return sizes, spans, q, np.ones_like(sizes)
@@ -230,8 +231,8 @@ class Round:
         base_s = int(spans.max()) + 1
         keys = ((sizes.astype(np.int64) * base_s + spans) * base_q + q) * base_r + rails
         low, high = (int(keys.min()), int(keys.max())) if keys.size else (0, 0)
-        if low == high:  # one shape (most rounds): no sort needed
-            uniq, inverse = keys[:1], np.zeros(keys.size, dtype=np.intp)
+        if low == high:  # one shape (most rounds): no sort, and every rank's index is 0
+            uniq, inverse = keys[:1], None
         elif high - low <= 4 * keys.size:  # keys in a short range: counted, not sorted (np.unique's answer)
             seen = np.bincount(keys - low, minlength=high - low + 1) > 0
             uniq = np.flatnonzero(seen) + low
@@ -247,7 +248,8 @@ class Round:
             )
             for k in uniq
         ]
-        self._shape_indexes[key] = shapes, inverse.reshape(-1)[self.labels]
+        of_rank = np.zeros(self.n, dtype=np.intp) if inverse is None else inverse.reshape(-1)[self.labels]
+        self._shape_indexes[key] = shapes, of_rank
         return self._shape_indexes[key]
 
     @cached_property

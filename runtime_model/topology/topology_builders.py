@@ -60,8 +60,8 @@ def _round_from_keys(key: np.ndarray, keep: np.ndarray) -> Round:
     leader = key == ranks
     gid = np.cumsum(leader) - 1
     labels, weights = gid[key].astype(np.int64), np.asarray(keep, dtype=float)[leader]
-    digest = hashlib.blake2b(labels.tobytes(), digest_size=16)
-    digest.update(weights.tobytes())
+    digest = hashlib.blake2b(labels, digest_size=16)  # the arrays' own buffers (contiguous), not copies
+    digest.update(weights)
     found = _BUILT.get((labels.size, digest.digest()))
     if found is None:
         labels.flags.writeable = weights.flags.writeable = False
