@@ -28,31 +28,40 @@ SPREAD_POINTS = 256
 GRID_POINTS = 4001
 
 
+# Numerical Recipes' erfcc coefficients, innermost first (the last is the constant term)
+_ERFC_COEFFS = (
+    0.17087277,
+    -0.82215223,
+    1.48851587,
+    -1.13520398,
+    0.27886807,
+    -0.18628806,
+    0.09678418,
+    0.37409196,
+    1.00002368,
+    -1.26551223,
+)
+
+
 def erfc(x: np.ndarray) -> np.ndarray:
     """Complementary error function, vectorised in numpy, with relative error < 1.2e-7 everywhere
     (Numerical Recipes' erfcc Chebyshev fit): the tail 1 - F that a max over millions needs stays
     accurate, and scipy.special (~0.15 s of import) is not needed."""
     x = np.asarray(x, dtype=float)
-    z = np.abs(x)
+    z = np.abs(x).reshape(-1)  # at least 1-d: the in-place steps below need an array, not a scalar
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = -1.26551223 + t * (
-        1.00002368
-        + t
-        * (
-            0.37409196
-            + t
-            * (
-                0.09678418
-                + t
-                * (
-                    -0.18628806
-                    + t
-                    * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))
-                )
-            )
-        )
-    )
-    ans = t * np.exp(-z * z + poly)
+    # Horner's rule in place (one array, not one per term): every product and sum is the one the nested
+    # expression t * (c + t * (...)) makes, so the values are the same to the last bit
+    poly = t * _ERFC_COEFFS[0]
+    for c in _ERFC_COEFFS[1:-1]:
+        poly += c
+        poly *= t
+    poly += _ERFC_COEFFS[-1]
+    ans = np.negative(z) * z
+    ans += poly
+    np.exp(ans, out=ans)
+    ans *= t
+    ans = ans.reshape(x.shape)
     return np.where(x >= 0, ans, 2.0 - ans)
 
 

@@ -162,8 +162,10 @@ def _normal_extremes_of(
     steps alone: every row gets the same operations it would get by itself (a batch is each job's run)."""
     mu = np.array([d.mean_s for d in dists])
     sd = np.array([d.sd_s for d in dists])
-    tails = [-math.expm1(math.log(max(u, 1e-300)) / o) for o in others]  # 1 - u^(1/others), no cancellation
-    z = np.array([-normal_inv_cdf(min(t, 0.5)) for t in tails])
+    tail_of = {o: -math.expm1(math.log(max(u, 1e-300)) / o) for o in set(others)}  # 1 - u^(1/others)
+    tails = [tail_of[o] for o in others]  # rows of one n share it (a crossover's grid: every row)
+    z_of = {o: -normal_inv_cdf(min(t, 0.5)) for o, t in tail_of.items()}
+    z = np.array([z_of[o] for o in others])
     at = base + s * (mu + sd * z)[:, None]
     lows, highs = at.min(axis=1), at.max(axis=1)
     out = highs.tolist()
@@ -181,10 +183,11 @@ def _normal_extremes_of(
         live.append((i, k, [lo, hi, math.log(tails[i]), float(sd[i]), start]))
     for _ in range(HALLEY_STEPS):
         rows = np.array([k for _, k, _ in live])
-        x = np.array([r[4] for _, _, r in live])[:, None] * scale[rows] - shift[rows]
+        scale_of = scale[rows]  # the live rows' scales, gathered once per step
+        x = np.array([r[4] for _, _, r in live])[:, None] * scale_of - shift[rows]
         surv = 0.5 * erfc(x * (1.0 / math.sqrt(2.0))).mean(axis=1)
-        phi = np.exp(-0.5 * x * x) * scale[rows]  # the density per rank, times sqrt(2 pi)
-        dens, slope = phi.mean(axis=1), -(x * phi * scale[rows]).mean(axis=1)
+        phi = np.exp(-0.5 * x * x) * scale_of  # the density per rank, times sqrt(2 pi)
+        dens, slope = phi.mean(axis=1), -(x * phi * scale_of).mean(axis=1)
         still = []
         for row, sv, de, sl in zip(live, surv.tolist(), dens.tolist(), slope.tolist(), strict=True):
             if _halley_step(row[2], sv, de, sl):
