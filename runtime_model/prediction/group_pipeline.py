@@ -28,7 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from runtime_model.core.scenario import BucketLayout, Compute
+from runtime_model.core.scenario import BucketLayout, Compute, Scenario
+from runtime_model.prediction.round_comm import RoundComm, exposed_exchange_s
 from runtime_model.topology.schedule import Schedule
 
 
@@ -115,6 +116,19 @@ def pipelined_waits(
         return pipelined, float(per_rank_mean.max()) / at_once
     step_last = last_bucket_optimizer_s(compute, buckets)
     return [np.maximum(d - step_last, p) for d, p in zip(waited, pipelined, strict=True)], 0.0
+
+
+def round_charges(
+    rounds: Sequence[RoundComm], schedule: Schedule, scenario: Scenario, compute: Compute
+) -> tuple[list[np.ndarray], list[np.ndarray], float, float]:
+    """(each round's per-rank exchange, what the recurrence charges per round after the last launch: the
+    pipelined wait and then the last bucket's step, the channels the link runs, the floor they set on the
+    long-run iteration): one rule for the per-rank recurrence and the reduced system."""
+    per_rank, waited = exposed_exchange_s(rounds, schedule, compute.compute_s)
+    at_once = channels(schedule, scenario.network.group_concurrency)
+    waited, channels_s = pipelined_waits(waited, schedule, scenario.buckets, compute, at_once)
+    opt_last = last_bucket_optimizer_s(compute, scenario.buckets)
+    return per_rank, [c + opt_last for c in waited], at_once, channels_s
 
 
 def exchange_bound_s(

@@ -34,17 +34,10 @@ from runtime_model.core.order_stats import max_of_ranks, quantile_of_repeated
 from runtime_model.core.scenario import Bucket, ClusterShape, Compute, Scenario
 from runtime_model.prediction.collectives import allreduce_parts_s, global_allreduce_shape
 from runtime_model.prediction.factors import FactorBreakdown, Worlds, shapley_factors
-from runtime_model.prediction.group_pipeline import (
-    channels,
-    exchange_bound_s,
-    last_bucket_optimizer_s,
-    last_bucket_share,
-    pipelined_waits,
-)
+from runtime_model.prediction.group_pipeline import exchange_bound_s, last_bucket_share, round_charges
 from runtime_model.prediction.pending import Pending, run_pending
 from runtime_model.prediction.recurrence import FlatPeers, Growth, Job, run_jobs
 from runtime_model.prediction.round_comm import (
-    exposed_exchange_s,
     nic_bound_s,
     round_comm,
 )
@@ -240,11 +233,7 @@ def gossip_pending(
     # Flows of a NIC overlap as far as their drifting offsets make them (flow_drift), and two bounds hold
     # whatever the overlap: a rank never waits less than its flows' solo time (RoundComm.charged_s), and
     # the NICs must carry every flow's bytes each period (nic_bound_s).
-    per_rank, waited = exposed_exchange_s(rounds, schedule, comp.compute_s)
-    at_once = channels(schedule, net.group_concurrency)
-    waited, channels_s = pipelined_waits(waited, schedule, scenario.buckets, comp, at_once)
-    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    comm = [c + opt_last for c in waited]
+    per_rank, comm, at_once, channels_s = round_charges(rounds, schedule, scenario, comp)
     job = plan_job(schedule, comp, comm, None, shape.gpus_per_node, last_bucket_share(scenario.buckets))
 
     def floor_s() -> float:

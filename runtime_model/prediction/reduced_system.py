@@ -24,12 +24,7 @@ from runtime_model.core.order_stats import quantile_of_repeated
 from runtime_model.core.scenario import ClusterShape, Compute, Scenario
 from runtime_model.core.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
 from runtime_model.prediction.complete_system import CompleteJob
-from runtime_model.prediction.group_pipeline import (
-    channels,
-    last_bucket_optimizer_s,
-    last_bucket_share,
-    pipelined_waits,
-)
+from runtime_model.prediction.group_pipeline import last_bucket_share, round_charges
 from runtime_model.prediction.iteration import (
     SIM_BUDGET,
     SIM_MAX_ITERS,
@@ -47,7 +42,6 @@ from runtime_model.prediction.pending import Pending, run_pending
 from runtime_model.prediction.recurrence import Growth
 from runtime_model.prediction.round_comm import (
     RoundComm,
-    exposed_exchange_s,
     group_costs_s,
     nic_bound_s,
     round_comm,
@@ -151,11 +145,7 @@ def reduced_pending(
     scenario = adapted_scenario(red.small.exchange, scenario)
     comp = reduced_compute(scenario.decent_dp_compute, red)
     rounds = reduced_rounds(red, scenario)
-    per_rank, waited = exposed_exchange_s(rounds, red.small, comp.compute_s)
-    at_once = channels(red.small, scenario.network.group_concurrency)
-    waited, channels_s = pipelined_waits(waited, red.small, scenario.buckets, comp, at_once)
-    opt_last = last_bucket_optimizer_s(comp, scenario.buckets)
-    comm = [c + opt_last for c in waited]
+    per_rank, comm, at_once, channels_s = round_charges(rounds, red.small, scenario, comp)
     k = red.shape.gpus_per_node
     if red.group_scale and has_variance(comp) and red.orbit_size > 1:  # complete: M tracked explicitly
         measured = int(np.clip(SIM_BUDGET // red.n, SIM_MIN_ITERS, SIM_MAX_ITERS))
