@@ -277,9 +277,7 @@ class _Steps:
             for i, (j, kind) in enumerate(zip(jobs, kinds, strict=True))
         ]
         free = [np.zeros(n)] * (columns - 1)  # the free column pays no communication
-        self.cost = [
-            [np.concatenate([np.broadcast_to(c, (n,)), *free]) for c in j.comm_per_round] for j in jobs
-        ]
+        self.cost = [[_slot_cost(c, n, free) for c in j.comm_per_round] for j in jobs]
         periods = [len(p.rounds) for p in self.peers] + [len(c) for c in self.cost]
         self.lcm = math.lcm(*periods)
         self.slices = [slice(i * width, (i + 1) * width) for i in range(self.count)]
@@ -344,6 +342,14 @@ class _Steps:
         costs = [c[t % len(c)] for c in self.cost]
         plan.append(("cost", slice(None), np.concatenate(costs)))
         return plan
+
+
+def _slot_cost(comm, n: int, free: list[np.ndarray]) -> np.ndarray:
+    """A round's communication over a job's slot: [comm | 0] with the free column, else the round's own
+    n values (only ever read: no copy)."""
+    if free:
+        return np.concatenate([np.broadcast_to(comm, (n,)), *free])
+    return comm if np.shape(comm) == (n,) else np.broadcast_to(comm, (n,))
 
 
 def _growth(job: Job, last: np.ndarray, start: np.ndarray, hist: np.ndarray, n: int) -> Growth:
