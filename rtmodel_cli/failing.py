@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from rtmodel_cli.terminal import prepare_terminal
+from rtmodel_inputs.request import flag_of  # noqa: F401 (the shell's name for it)
 from runtime_model.core.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
@@ -41,11 +42,6 @@ def fail(message: str, code: int = 2) -> None:
     """One clear line on stderr and a non-zero exit: never a traceback for a user mistake."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
-
-
-def flag_of(name: str) -> str:
-    """The command-line flag of a model input: gpus_per_node -> --gpus-per-node."""
-    return "--" + name.replace("_", "-")
 
 
 def describe(exc: BaseException, option_names: frozenset[str] = frozenset()) -> str:

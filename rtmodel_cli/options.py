@@ -6,15 +6,14 @@ module only says how they appear on the command line.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from rtmodel_inputs.request import MessageDtype, NcclAlgo
 from runtime_model.core import defaults
 from runtime_model.core.constraints import COMPUTE_CV, COMPUTE_MS, DISPATCH_US, MFU, OPTIMIZER_MS
-from runtime_model.core.errors import InvalidValue
 from runtime_model.presets.preset_loading import builtin_library
 
 GpusPerNodeOpt = Annotated[
@@ -135,12 +134,6 @@ PresetsOpt = Annotated[
 ]
 
 
-class NcclAlgo(StrEnum):
-    auto = "auto"
-    ring = "ring"
-    tree = "tree"
-
-
 NicsPerNodeOpt = Annotated[
     int | None,
     typer.Option(
@@ -155,22 +148,6 @@ NcclAlgoOpt = Annotated[
         "(default: NCCL's choice, the cheaper of the two per message)."
     ),
 ]
-
-
-def network_kw(nics_per_node: int | None, nccl_algo: str | None) -> dict:
-    """The keyword arguments of `presets.resolve` for the node's NICs and NCCL's algorithm, given ones only."""
-    kw = {}
-    if nics_per_node is not None:
-        kw["nics_per_node"] = nics_per_node
-    if nccl_algo is not None:
-        kw["nccl_algo"] = str(NcclAlgo(nccl_algo))
-    return kw
-
-
-class MessageDtype(StrEnum):
-    fp32 = "fp32"
-    bf16 = "bf16"
-    fp16 = "fp16"
 
 
 # Your own measurements, checked here so that a bad value names its flag before the model sees it.
@@ -222,22 +199,6 @@ ScenarioOpt = Annotated[
 ]
 
 
-def own_numbers(
-    compute_ms: float | None,
-    optimizer_ms: float | None,
-    message_dtype: str | None,
-    dispatch_us: float | None = None,
-) -> dict:
-    """The keyword arguments of `presets.resolve` for the user's own numbers, only those given (so a model
-    without them still answers when none is). Their ranges are the model's to check, once
-    (preset_choice.check_measured_times); its error names the input, which the shell shows as the flag."""
-    given = {"dispatch_us": dispatch_us, "compute_ms": compute_ms, "optimizer_ms": optimizer_ms}
-    kw = {name: value for name, value in given.items() if value is not None}
-    if message_dtype is not None:
-        kw["message_dtype"] = str(MessageDtype(message_dtype))
-    return kw
-
-
 # Compute variation, C_i(t) = mu x s_i x (1 + node term + iid term) (runtime_model/core/variation.py).
 ComputeCvOpt = Annotated[
     float | None,
@@ -266,75 +227,9 @@ NodeCvOpt = Annotated[
 ]
 
 
-class BadStraggler(InvalidValue):
-    """A --straggler text that is not FACTOR[:COUNT] with a slowdown in [1, 100] and 1..n ranks; the
-    message shows the text as given: "--straggler '0.5': a straggler is slower than the rest: ..."."""
-
-    def __init__(self, text: str, problem: str):
-        self.problem = problem
-        super().__init__("straggler", problem, text)
-
-    def message_for(self, show_name) -> str:
-        return f"{show_name(self.name)} {self.value!r}: {self.problem}"
-
-
-def parse_straggler(text: str, gpus: int | None) -> tuple[float, int]:
-    """'FACTOR[:COUNT]' -> (factor, count), checked: FACTOR in [1, 100], 1 <= COUNT <= gpus (when gpus
-    is a valid count; a bad one is the model's to name). BadStraggler names the flag."""
-    from runtime_model.core.variation import STRAGGLER_FACTOR
-    from runtime_model.core.variation import parse_straggler as parse
-
-    try:
-        factor, count = parse(text.strip())
-    except ValueError as exc:
-        raise BadStraggler(text, str(exc).split(", got")[0]) from None
-    if not STRAGGLER_FACTOR.contains(factor):
-        raise BadStraggler(
-            text, f"a straggler is slower than the rest: FACTOR must be {STRAGGLER_FACTOR.describe()}"
-        )
-    if count < 1:
-        raise BadStraggler(text, "COUNT (the number of slow ranks) must be an integer >= 1")
-    if gpus is not None and gpus >= 1 and count > gpus:
-        raise BadStraggler(text, f"COUNT ({count}) must be at most the number of GPUs ({gpus})")
-    return factor, count
-
-
-def variation_kw(
-    straggler: str | None, rank_cv: float | None, node_cv: float | None, gpus: int | None
-) -> dict:
-    """The keyword arguments of `presets.resolve` for the persistent and node-correlated variation, only
-    those given. The CVs are the model's to check (preset_choice.check_variation); --straggler's text is
-    parsed here, where the text is known, so that its message can show it as typed."""
-    kw = {}
-    if straggler is not None:
-        kw["straggler"] = parse_straggler(straggler, gpus)
-    if rank_cv is not None:
-        kw["rank_cv"] = rank_cv
-    if node_cv is not None:
-        kw["node_cv"] = node_cv
-    return kw
-
-
 PerGpuOpt = Annotated[
     float | None,
     typer.Option(
         help="Batch per GPU in the model's unit, at least 1 (weak scaling: the global batch is it x n); in place of --global-batch."
     ),
 ]
-
-
-def check_batch_per_gpu(batch_per_gpu: float | None, global_batch: float | None) -> None:
-    """--batch-per-gpu: at least one unit per GPU, and never beside --global-batch (two answers to one
-    question; the plots took the per-GPU one silently before)."""
-    from runtime_model.core.constraints import Interval
-    from runtime_model.core.errors import InvalidCombination
-
-    if batch_per_gpu is None:
-        return
-    Interval(1.0, None, closed="left").check("batch_per_gpu", batch_per_gpu)
-    if global_batch is not None:
-        raise InvalidCombination(
-            "{batch_per_gpu} and {global_batch} both set the batch: give one",
-            batch_per_gpu=batch_per_gpu,
-            global_batch=global_batch,
-        )

@@ -13,9 +13,10 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli import scenario_file, your_model
+from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs
-from rtmodel_cli.options import check_batch_per_gpu, network_kw, own_numbers, variation_kw
+from rtmodel_inputs import your_model
+from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 from rtmodel_util.files import check_output_path
 from runtime_model.core.errors import UserError
 
@@ -130,11 +131,11 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
 def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
     """(scenario, margin, where its network came from) of a one-n plot: from presets, or the profile
     calibrated on the fly (or its --calibration file) with its own margin, as `rtmodel advise` builds them."""
-    from rtmodel_cli.advice_inputs import margin_of
+    from rtmodel_inputs.sources import margin_of
 
     if o.trace:  # your training's traces (trace_inputs), as advise reads them
-        from rtmodel_cli.advice_inputs import scenario_request
-        from rtmodel_cli.trace_inputs import traced_scenario
+        from rtmodel_inputs.sources import scenario_request
+        from rtmodel_inputs.traces import traced_scenario
 
         opts = {**o.as_dict(), "gpus": gpus, "batch_per_gpu": batch_per_gpu}
         sc, prov, _notes, inputs = traced_scenario(opts, scenario_request(opts))
@@ -148,11 +149,11 @@ def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
         )
         if o.nccl_tests is None:
             return sc, margin_of(sc, {}, {}), f"preset {sc.network.name}"
-        from rtmodel_cli.advice_inputs import with_nccl_tests
+        from rtmodel_inputs.nccl_tests import with_nccl_tests
 
         sc, _line = with_nccl_tests(sc, Path(o.nccl_tests))
         return sc, margin_of(sc, {}, {}), f"nccl-tests {Path(o.nccl_tests).name}"
-    from rtmodel_cli.advice_inputs import scenario_for, scenario_request
+    from rtmodel_inputs.sources import scenario_for, scenario_request
 
     measured = Path(o.profile if o.calibration is None else o.calibration)
     if batch_per_gpu is not None:

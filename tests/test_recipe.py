@@ -162,7 +162,7 @@ def test_old_jobs_load_as_fp32_adam_and_the_profiles_recipe_reaches_the_rank_job
 
 
 def test_compute_ms_with_a_profile_replaces_only_the_compute(capsys):
-    from rtmodel_cli.advice_inputs import scenario_for
+    from rtmodel_inputs.sources import scenario_for
 
     base, _, _, _ = scenario_for({"gpus": 4}, PROFILE)
     sc, prov, notes, _ = scenario_for({"gpus": 4, "compute_ms": 123.0}, PROFILE)

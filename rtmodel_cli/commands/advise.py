@@ -10,7 +10,11 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli.advice_inputs import (
+from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_configs, takes_local_sgd
+from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
+from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt
+from rtmodel_cli.output_format import Format, FormatOpt
+from rtmodel_inputs.sources import (
     DEFAULT_GPUS,
     TUNED_DDP_SCENARIO,
     assumed_of,
@@ -18,10 +22,6 @@ from rtmodel_cli.advice_inputs import (
     scenario_for,
     scenario_request,
 )
-from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_configs, takes_local_sgd
-from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt
-from rtmodel_cli.output_format import Format, FormatOpt
 
 # The question advise answers, its own options (scenario-file keys too; the model's inputs are ModelInputs).
 GpusOpt = Annotated[int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")]
@@ -97,7 +97,7 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
     objective = _objective(opts["objective"])
     local_sgd = local_sgd_configs(opts, by_default=True)  # advise shows H=30 unless told
     if opts["trace"]:  # your training's traces in place of presets and profiles (trace_inputs)
-        from rtmodel_cli.trace_inputs import traced_scenario
+        from rtmodel_inputs.traces import traced_scenario
 
         sc, prov, notes, inputs = traced_scenario(opts, scenario_request(opts))
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from rtmodel_cli.advice_inputs import refuse_options_a_profile_replaces, with_compute_ms
+from rtmodel_inputs.sources import refuse_options_a_profile_replaces, with_compute_ms
 
 
 def traced_scenario(opts: dict, request: dict):
@@ -19,7 +19,7 @@ def traced_scenario(opts: dict, request: dict):
     from calibration.trace.gpu_names import gpu_preset_of
     from calibration.trace.trace_errors import TraceError
     from calibration.trace.trace_scenario import read_traces, scenario_from_traces
-    from rtmodel_cli.advice_inputs import with_nccl_tests
+    from rtmodel_inputs.nccl_tests import with_nccl_tests
     from runtime_model.core.errors import UserError
     from runtime_model.presets import to_model as presets
 

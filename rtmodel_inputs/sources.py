@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rtmodel_cli.options import check_batch_per_gpu, network_kw, own_numbers, variation_kw
+from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 
 DEFAULT_GPUS = 64
 STEP_KEYS = ("step_ms", "step_gpus")  # your measured DDP step and its n (advise's, not presets.resolve's)
@@ -79,23 +79,33 @@ CALIBRATION_FIXED = ("network", "intra", "presets")
 def refuse_options_a_profile_replaces(given: dict, flag: str = "--profile") -> None:
     """UserError naming every option in PROFILE_REPLACES that the user gave (not None) with --profile (or
     --calibration, `flag`: the same measured parameters, calibrated already)."""
-    from rtmodel_cli.failing import flag_of
+    from rtmodel_inputs.request import flag_of
     from runtime_model.core.errors import UserError
 
     flags = [flag_of(name) for name in PROFILE_REPLACES if given.get(name) is not None]
     if flags:
         which, them = (flags[0], "it") if len(flags) == 1 else (", ".join(flags), "them")
-        links = " (--network and --intra may still name links it could not measure)" if flag == "--profile" else ""
-        what = "your training's trace measured compute and" if flag == "--trace" else "the profile measured compute (each rank's too) and"
+        links = (
+            " (--network and --intra may still name links it could not measure)"
+            if flag == "--profile"
+            else ""
+        )
+        what = (
+            "your training's trace measured compute and"
+            if flag == "--trace"
+            else "the profile measured compute (each rank's too) and"
+        )
         raise UserError(
             f"{which} cannot be used with {flag}: {what} gradient buckets on your cluster; drop {them}{links}"
         )
 
 
-def refuse_options_a_profile_measured(given: dict, provenance: dict[str, str], flag: str = "--profile") -> None:
+def refuse_options_a_profile_measured(
+    given: dict, provenance: dict[str, str], flag: str = "--profile"
+) -> None:
     """UserError for an option that would have no effect with this profile (or calibration, `flag`): how
     collectives use the links (always measured), or a preset for a link class the profile measured itself."""
-    from rtmodel_cli.failing import flag_of
+    from rtmodel_inputs.request import flag_of
     from runtime_model.core.errors import UserError
 
     for name in PROFILE_MEASURES_COLLECTIVES:
@@ -206,7 +216,7 @@ def _calibrated(calibration: Path, given: dict):
     as a profile calibrated now is (calibration.scenario_from_calibration): the links it holds stand.
     `given`: the request and --presets."""
     from calibration import load_calibration, scenario_from_calibration
-    from rtmodel_cli.failing import flag_of
+    from rtmodel_inputs.request import flag_of
     from runtime_model.core.errors import UserError
 
     for name in CALIBRATION_FIXED:
@@ -218,15 +228,13 @@ def _calibrated(calibration: Path, given: dict):
             )
     cal = load_calibration(calibration)
     origin = cal.profile_info.get("origin") or str(calibration)
-    profiled = scenario_from_calibration(
-        cal, given["gpus"], given.get("gpus_per_node"), f"profile {origin}"
-    )
+    profiled = scenario_from_calibration(cal, given["gpus"], given.get("gpus_per_node"), f"profile {origin}")
     return profiled, {"calibration": str(calibration), "profile": origin}
 
 
 def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     """scenario_for's presets: (scenario, provenance, notes, inputs), the network from nccl-tests if given."""
-    from rtmodel_cli import your_model
+    from rtmodel_inputs import your_model
     from runtime_model.advice.assumptions import preset_assumptions
     from runtime_model.presets import to_model as presets
 
@@ -276,6 +284,8 @@ def _preset_scenario(preset_request: dict, library, nccl_tests: Path | None):
     if yours is not None:
         prov["compute"], inputs["your_model"] = yours
     if nccl_tests is not None:
+        from rtmodel_inputs.nccl_tests import with_nccl_tests
+
         sc, prov["network"] = with_nccl_tests(sc, nccl_tests)
         inputs["nccl_tests"] = str(nccl_tests)
     return sc, prov, [], inputs
@@ -309,7 +319,7 @@ def _anchored(request: dict, library, step_ms: float | None, step_gpus: int | No
             presets.resolve(presets.PresetRequest(**{**at_n, "compute_ms": 1.0}), library=library), library
         )
     except (InvalidValue, InvalidCombination) as exc:
-        from rtmodel_cli.failing import flag_of
+        from rtmodel_inputs.request import flag_of
 
         raise UserError(
             exc.message_for(lambda name: "--step-gpus" if name == "gpus" else flag_of(name))
@@ -336,18 +346,6 @@ def margin_of(scenario, inputs: dict, provenance: dict, given: float | None = No
     if "profile_margin" in inputs:
         return Margin(inputs["profile_margin"], inputs["profile_interval_margin"], provenance["margin"])
     return class_margin(source_class(scenario))
-
-
-def with_nccl_tests(scenario, path: Path):
-    """(scenario with the nccl-tests run's inter-node link and its own group cost, the provenance line)."""
-    from dataclasses import replace
-
-    from calibration.nccl_tests_link import nccl_tests_link
-    from calibration.nccl_tests_output import read_nccl_tests
-
-    run = read_nccl_tests(path)
-    link = nccl_tests_link(run, scenario.network)
-    return replace(scenario, network=link.network), link.provenance(run)
 
 
 def host_dispatch_provenance(choice, library) -> str | None:
@@ -401,7 +399,7 @@ def with_compute_ms(scenario, compute_ms: float):
 def scenario_request(opts: dict) -> dict:
     """`scenario_for`'s request from a command's merged options (scenario_file.KEYS but margin, topology
     and objective): the presets' choices, your own numbers and the variation, checked; --gpus defaults."""
-    from rtmodel_cli import your_model
+    from rtmodel_inputs import your_model
 
     own = own_numbers(opts["compute_ms"], opts["optimizer_ms"], opts["message_dtype"], opts["dispatch_us"])
     own.update(your_model.given(opts))
