@@ -18,67 +18,25 @@ import os
 import tomllib
 from pathlib import Path
 
+# Every key a scenario file may hold, the type of its value, and which a plot takes: the table of inputs.
+from rtmodel_inputs.fields import (  # noqa: E402
+    BOOL,
+    CHOICE_KEYS,
+    FLOAT,
+    INT,
+    MEASURED_KEYS,
+    NUMBER_TEXT,
+    PATH_KEYS,
+    PLOT_FROM_FILE_ONLY,
+    PLOT_IGNORES,
+    PLOT_KEYS,
+    TEXT,
+    TEXTS,
+)
+from rtmodel_inputs.fields import VALUE_TYPES as KEYS  # noqa: E402
 from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
 
-INT, FLOAT, TEXT, TEXTS, BOOL = "an integer", "a number", "a string", "a list of strings", "true or false"
-NUMBER_TEXT = 'a number or a string (such as "1.5:4")'
-# Every key a scenario file may hold and the type of its value (the option's type).
-KEYS = {
-    "gpus": INT,
-    "gpus_per_node": INT,
-    "gpu": TEXT,
-    "network": TEXT,
-    "intra": TEXT,
-    "model": TEXT,
-    "params": FLOAT,  # your own model instead of a preset: parameters (with compute_ms)
-    "param_mb": FLOAT,  # or its gradient message in MiB
-    "global_batch": FLOAT,
-    "precision": TEXT,
-    "mfu": FLOAT,
-    "compute_cv": FLOAT,
-    "straggler": NUMBER_TEXT,  # FACTOR[:COUNT], as --straggler takes it: 1.5 or "1.3:8"
-    "rank_cv": FLOAT,
-    "node_cv": FLOAT,
-    "bucket_cap_mb": FLOAT,
-    "ddp_bucket_view": BOOL,  # DDP(gradient_as_bucket_view=True): no bucket copies
-    "cluster": TEXT,
-    "compute_ms": FLOAT,
-    "optimizer_ms": FLOAT,
-    "dispatch_us": FLOAT,  # your host's profiler.opcount --dispatch figure, us per op
-    "message_dtype": TEXT,
-    "nics_per_node": INT,
-    "nccl_algo": TEXT,
-    "step_ms": FLOAT,  # your measured DDP iteration time (advise backs the compute out of it)
-    "step_gpus": INT,  # where it was measured
-    "batch_per_gpu": FLOAT,  # advise's weak scaling: global batch = it x gpus (a plot's own flag only)
-    "margin": FLOAT,
-    "objective": TEXT,  # iteration | accuracy
-    "topology": TEXTS,
-    "local_sgd_h": INT,  # local SGD's row (0: none), its overlap, fragments, wire bits and replica
-    "local_sgd_overlap": INT,
-    "local_sgd_fragments": INT,
-    "local_sgd_bits": INT,
-    "local_sgd_replica": TEXT,
-    "presets": TEXTS,  # directories, relative to the file's directory
-    "profile": TEXT,  # a path, relative to the file's directory
-    "calibration": TEXT,  # a path, relative to the file's directory: `rtmodel calibrate --out`, for profile
-    "nccl_tests": TEXT,  # a path, relative to the file's directory: nccl-tests output (the network)
-    "trace": TEXTS,  # torch.profiler traces, one per rank, relative to the file's directory
-    "traced_batch": FLOAT,  # the per-GPU batch the traces ran (to scale them to --batch-per-gpu)
-}
-# What a scenario file sets in a plot: the model's inputs. Not `gpus`, `margin`, `topology` or `objective`
-# (the plot's own --gpus and --topology say what is drawn, per iteration, against the advisor's margin);
-# `profile` and `calibration` are refused (plots sweep presets; `plot variance` and `plot crossover` take
-# them on their command line only).
-PLOT_IGNORES = ("gpus", "margin", "topology", "objective", "step_ms", "step_gpus", "batch_per_gpu") + tuple(
-    k for k in KEYS if k.startswith("local_sgd")
-)
-MEASURED_KEYS = ("profile", "calibration", "trace", "traced_batch")  # a cluster's measured parameters: advise's file only
-PLOT_KEYS = tuple(k for k in KEYS if k not in PLOT_IGNORES and k not in MEASURED_KEYS)
-# The inputs no plot has a flag for: a plot takes them from its scenario file only.
-PLOT_FROM_FILE_ONLY = ("precision", "mfu", "compute_cv")
-PATH_KEYS = ("presets", "profile", "calibration", "nccl_tests", "trace")
-CHOICE_KEYS = {"message_dtype": "MessageDtype", "nccl_algo": "NcclAlgo"}  # key -> its enum in options
+__all__ = ["KEYS", "MEASURED_KEYS", "PATH_KEYS", "PLOT_FROM_FILE_ONLY", "PLOT_IGNORES", "PLOT_KEYS", "read"]
 FLAG = "--scenario"
 
 
@@ -156,9 +114,9 @@ def _checked(path: Path, key: str, value):
         base = path.parent
         return [base / p for p in value] if kind == TEXTS else base / value
     if key in CHOICE_KEYS:
-        from rtmodel_cli import options
+        from rtmodel_inputs import request
 
-        choices = [c.value for c in getattr(options, CHOICE_KEYS[key])]
+        choices = [c.value for c in getattr(request, CHOICE_KEYS[key])]
         if value not in choices:
             raise ScenarioFileError(path, f"'{key}' must be one of {', '.join(choices)}, got {_shown(value)}")
     return value

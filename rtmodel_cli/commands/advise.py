@@ -10,18 +10,12 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_configs, takes_local_sgd
+from rtmodel_cli.local_sgd_options import LocalSgdFlags, takes_local_sgd
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt
 from rtmodel_cli.output_format import Format, FormatOpt
-from rtmodel_inputs.sources import (
-    DEFAULT_GPUS,
-    TUNED_DDP_SCENARIO,
-    assumed_of,
-    margin_of,
-    scenario_for,
-    scenario_request,
-)
+from rtmodel_inputs.local_sgd import local_sgd_configs
+from rtmodel_inputs.sources import DEFAULT_GPUS
 
 # The question advise answers, its own options (scenario-file keys too; the model's inputs are ModelInputs).
 GpusOpt = Annotated[int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")]
@@ -88,68 +82,26 @@ def advise(
 
 
 def _advise(opts: dict, format: Format, view: str = "") -> None:
-    """`advise` once the scenario file (if any) is merged under the command line's options."""
+    """`advise` once the scenario file (if any) is merged under the command line's options: the inputs
+    resolved once (rtmodel_inputs), the answer drawn from them, then one view of it."""
+    from rtmodel_inputs.answer import Question, advise_from
+    from rtmodel_inputs.sources import resolve_inputs
     from runtime_model.advice import report
-    from runtime_model.advice.advisor import advise as run_advice
-    from runtime_model.advice.crossover import with_crossovers
-    from runtime_model.core.constraints import Interval
 
-    objective = _objective(opts["objective"])
     local_sgd = local_sgd_configs(opts, by_default=True)  # advise shows H=30 unless told
-    if opts["trace"]:  # your training's traces in place of presets and profiles (trace_inputs)
-        from rtmodel_inputs.traces import traced_scenario
-
-        sc, prov, notes, inputs = traced_scenario(opts, scenario_request(opts))
-    else:
-        sc, prov, notes, inputs = scenario_for(
-            scenario_request(opts), opts["profile"], opts["presets"], opts["nccl_tests"], opts["calibration"]
-        )
-    if opts["margin"] is not None:
-        Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
-    margin = margin_of(sc, inputs, prov, opts["margin"])
-    prov["margin"] = margin.why
-    asked = dict(
-        margin=margin, topologies=opts["topology"] or None, provenance=prov, objective=objective, local_sgd=local_sgd
-    )
-    adv = run_advice(sc, **asked)
-    adv.notes.extend(notes)
-    tuned_sc = inputs.pop(TUNED_DDP_SCENARIO, None)
-    if tuned_sc is not None:
-        adv = _with_tuned_ddp(adv, tuned_sc, asked)
-    adv = with_crossovers(adv)
+    inputs = resolve_inputs(opts)
+    question = Question(tuple(opts["topology"] or ()) or None, opts["objective"], tuple(local_sgd))
+    adv = advise_from(inputs, question)
     if format == Format.json:
-        sys.stdout.write(report.to_json(adv, inputs) + "\n")
+        sys.stdout.write(report.to_json(adv, inputs.document) + "\n")
     elif format == Format.csv:
-        sys.stdout.write(report.to_csv(adv, inputs))
+        sys.stdout.write(report.to_csv(adv, inputs.document))
     elif view == "brief":
         from rtmodel_cli.brief import render_brief
         from rtmodel_cli.tables import terminal_console
 
-        render_brief(adv, terminal_console(), assumed_of(inputs))
+        render_brief(adv, terminal_console(), inputs.assumptions)
     else:
         from rtmodel_cli.tables import render_advice, terminal_console
 
-        render_advice(adv, terminal_console(), verbose=view == "verbose", assumed=assumed_of(inputs))
-
-
-def _with_tuned_ddp(adv, tuned_sc, asked: dict):
-    """DDP's bucket view beside the answer; where it changes the verdict, the whole answer against the
-    tuned DDP (tuned_ddp.led_by_tuning), asked as the first one was (`asked`: advisor.advise's keywords)."""
-    from dataclasses import replace
-
-    from runtime_model.advice.advisor import advise as run_advice
-    from runtime_model.advice.tuned_ddp import led_by_tuning, tuned_ddp
-
-    tuned = tuned_ddp(adv, tuned_sc)
-    if tuned is None:
-        return adv
-    if not tuned.changes_verdict:
-        return replace(adv, tuned_ddp=tuned)
-    return led_by_tuning(replace(run_advice(tuned_sc, **asked), notes=adv.notes), tuned)
-
-
-def _objective(given: str | None) -> str:
-    """--objective, checked: one line naming the choices for anything else."""
-    from runtime_model.advice.advisor import ITERATION, check_objective
-
-    return ITERATION if given is None else check_objective(given)
+        render_advice(adv, terminal_console(), verbose=view == "verbose", assumed=inputs.assumptions)

@@ -108,7 +108,7 @@ class Assumptions:
                 parts.append(f"{per_gpu} (the model's default global batch {self.global_batch:,.0f})")
         elif self.global_batch_from == "your compute":
             parts.append("your measured compute (--compute-ms) at your own batch")
-        elif self.global_batch_from == "your step":
+        if self.global_batch_from == "your step":  # the model's compute at that batch, scaled to the step
             parts.append("the compute backed out of your DDP step (--step-ms)")
         if self.step_bound is not None and not thin:
             parts.append(f"{self.step_bound}-bound step")

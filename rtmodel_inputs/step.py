@@ -1,0 +1,55 @@
+"""Your measured DDP step (`--step-ms MS [--step-gpus N]`) as one correction of the model's compute.
+
+Why a factor, not a replacement: the model's compute is more than one number (DDP's bucket copies on the
+host, Decent-DP's mixing, a host-bound forward); replacing it by a flat forward + backward dropped that
+structure, so a step equal to the model's own prediction changed the verdict. Scaling forward + backward
+by the one factor that reproduces the step keeps it: a step equal to the model's own is a factor of 1,
+and changes nothing. The factor is found at the step's n, on the same measured network the answer uses,
+and applied at every n the answer predicts.
+"""
+
+from __future__ import annotations
+
+from rtmodel_inputs.compute_scaling import scaled_compute
+
+
+def anchor_step(at_step_n, request: dict, step_ms: float | None, step_gpus: int | None, presets_known: bool):
+    """(step_anchor.StepAnchor, the factor on forward + backward) for your step. `at_step_n(n)`: the
+    scenario the answer uses, at n GPUs (checked here with the names the user typed, --step-gpus for n);
+    `presets_known`: the model has a compute estimate of its own to compare the step with."""
+    from runtime_model.advice.confidence import class_margin, source_class
+    from runtime_model.advice.step_anchor import anchor_compute
+    from runtime_model.core.constraints import AT_LEAST_ONE
+    from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
+    from runtime_model.prediction.iteration import allreduce_prediction
+
+    if step_ms is None:
+        raise InvalidCombination(
+            "{step_gpus} says where your --step-ms was measured: give the step too", step_gpus=step_gpus
+        )
+    if request.get("compute_ms") is not None:
+        raise InvalidCombination(
+            "{step_ms} backs the compute out of your DDP step and {compute_ms} gives it: give one",
+            step_ms=step_ms,
+            compute_ms=request["compute_ms"],
+        )
+    n = request["gpus"] if step_gpus is None else step_gpus
+    AT_LEAST_ONE.check("step_gpus", n)
+    try:  # the shape at the step's n, checked once with the names the user typed
+        at_step = at_step_n(n)
+    except (InvalidValue, InvalidCombination) as exc:
+        from rtmodel_inputs.request import flag_of
+
+        raise UserError(
+            exc.message_for(lambda name: "--step-gpus" if name == "gpus" else flag_of(name))
+        ) from exc
+    base_ms = at_step.compute.compute_s * 1e3
+
+    def step_ms_at(compute_ms: float) -> float:
+        scaled = scaled_compute(at_step, compute_ms / base_ms, at_step.compute.source)
+        return allreduce_prediction(scaled).mean_s * 1e3
+
+    margin = class_margin(source_class(at_step)).equivalence
+    presets_ms = allreduce_prediction(at_step).mean_s * 1e3 if presets_known else None
+    anchor = anchor_compute(step_ms_at, step_ms, n, presets_ms, margin)
+    return anchor, anchor.compute_ms / base_ms
