@@ -67,8 +67,8 @@ FIELDS: tuple[InputField, ...] = (
     F("message_dtype", TEXT, profile_replaces=True, choices="MessageDtype"),
     F("nics_per_node", INT, request=True, profile_measures=True),
     F("nccl_algo", TEXT, request=True, profile_measures=True, choices="NcclAlgo"),
-    F("step_ms", FLOAT, profile_replaces=True, plot_ignores=True),  # your measured DDP iteration
-    F("step_gpus", INT, profile_replaces=True, plot_ignores=True),  # where it was measured
+    F("step_ms", FLOAT, plot_ignores=True),  # your measured DDP iteration: scales any source's compute
+    F("step_gpus", INT, plot_ignores=True),  # where it was measured
     F("batch_per_gpu", FLOAT, profile_replaces=True, plot_ignores=True),  # weak scaling: global = it x n
     F("margin", FLOAT, plot_ignores=True),
     F("objective", TEXT, plot_ignores=True),  # iteration | accuracy

@@ -37,7 +37,7 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
     """Every source in `opts` (a command's options merged with its --scenario file, by option name; a
     missing name is not given) resolved once into the inputs an answer is drawn from: presets, or a
     profile / its calibration, or your training's traces; an nccl-tests log for the link between nodes
-    with any of them; your measured DDP step on presets; --margin over the sources' own."""
+    with any of them; your measured DDP step scaling any of them; --margin over the sources' own."""
     from runtime_model.advice.confidence import Margin
     from runtime_model.core.constraints import Interval
 
@@ -45,20 +45,31 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
     if opts["margin"] is not None:
         Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
     request = scenario_request(opts)
-    if opts["trace"]:  # your training's traces in place of presets and profiles (traces.py)
-        from rtmodel_inputs.traces import traced_scenario
+    if opts["trace"] or opts["profile"] is not None or opts["calibration"] is not None:
+        resolved = _measured_at(opts, request, request["gpus"])
+        if any(request.get(k) is not None for k in STEP_KEYS):  # your step corrects what they measured
+            from rtmodel_inputs.step import with_step
 
-        sc, prov, notes, doc = traced_scenario(opts, request)
-        sources = (TRACE, NCCL_TESTS) if opts["nccl_tests"] is not None else (TRACE,)
-        resolved = AdviceInputs(sc, prov, preset_margin(sc), tuple(notes), doc, None, sources)
+            what = "your trace" if opts["trace"] else "your profile"
+            resolved = with_step(resolved, lambda n: _measured_at(opts, request, n).scenario, request, what)
     else:
-        resolved = scenario_for(
-            request, opts["profile"], opts["presets"], opts["nccl_tests"], opts["calibration"]
-        )
+        resolved = scenario_for(request, None, opts["presets"], opts["nccl_tests"])
     if opts["margin"] is not None:
         given = opts["margin"]
         resolved = replace(resolved, margin=Margin(given, given, f"±{given:.1%} on the speedup (--margin)"))
     return replace(resolved, provenance={**resolved.provenance, "margin": resolved.margin.why})
+
+
+def _measured_at(opts: dict, request: dict, gpus: int) -> AdviceInputs:
+    """The inputs a profile, its calibration or traces give at `gpus` (your step aside: with_step)."""
+    at = {**request, "gpus": gpus, **dict.fromkeys(STEP_KEYS)}
+    if not opts["trace"]:
+        return scenario_for(at, opts["profile"], opts["presets"], opts["nccl_tests"], opts["calibration"])
+    from rtmodel_inputs.traces import traced_scenario
+
+    sc, prov, notes, doc = traced_scenario({**opts, "gpus": gpus}, at)
+    sources = (TRACE, NCCL_TESTS) if opts["nccl_tests"] is not None else (TRACE,)
+    return AdviceInputs(sc, prov, preset_margin(sc), tuple(notes), doc, None, sources)
 
 
 def _as_paths(name: str, value):

@@ -13,10 +13,20 @@ from __future__ import annotations
 from rtmodel_inputs.compute_scaling import scaled_compute
 
 
-def anchor_step(at_step_n, request: dict, step_ms: float | None, step_gpus: int | None, presets_known: bool):
+def anchor_step(
+    at_step_n,
+    request: dict,
+    step_ms: float | None,
+    step_gpus: int | None,
+    presets_known: bool,
+    margin=None,
+    model_from: str = "the presets",
+):
     """(step_anchor.StepAnchor, the factor on forward + backward) for your step. `at_step_n(n)`: the
     scenario the answer uses, at n GPUs (checked here with the names the user typed, --step-gpus for n);
-    `presets_known`: the model has a compute estimate of its own to compare the step with."""
+    `presets_known`: the model has a compute estimate of its own to compare the step with; `margin`
+    (confidence.Margin): the source's own, against which the residual is judged (default: the preset
+    class's); `model_from`: whose prediction the step is compared with."""
     from runtime_model.advice.confidence import class_margin, source_class
     from runtime_model.advice.step_anchor import anchor_compute
     from runtime_model.core.constraints import AT_LEAST_ONE
@@ -49,7 +59,28 @@ def anchor_step(at_step_n, request: dict, step_ms: float | None, step_gpus: int 
         scaled = scaled_compute(at_step, compute_ms / base_ms, at_step.compute.source)
         return allreduce_prediction(scaled).mean_s * 1e3
 
-    margin = class_margin(source_class(at_step)).equivalence
+    equivalence = (margin or class_margin(source_class(at_step))).equivalence
     presets_ms = allreduce_prediction(at_step).mean_s * 1e3 if presets_known else None
-    anchor = anchor_compute(step_ms_at, step_ms, n, presets_ms, margin)
+    anchor = anchor_compute(step_ms_at, step_ms, n, presets_ms, equivalence, model_from)
     return anchor, anchor.compute_ms / base_ms
+
+
+def with_step(inputs, at_step_n, request: dict, model_from: str):
+    """`inputs` (AdviceInputs of a profile, calibration or trace) with forward + backward scaled to your
+    DDP step, found at the step's n on `at_step_n(n)` (the same source rebuilt there)."""
+    from dataclasses import replace
+
+    from rtmodel_inputs.inputs import STEP
+
+    anchor, factor = anchor_step(
+        at_step_n, request, request["step_ms"], request.get("step_gpus"), True, inputs.margin, model_from
+    )
+    sc = inputs.scenario
+    sc = scaled_compute(
+        sc, factor, f"{sc.compute.source}; x {factor:.4g} to reproduce your DDP step (--step-ms)"
+    )
+    provenance = {**inputs.provenance, "compute": sc.compute.source, "step anchor": anchor.line()}
+    document = {**inputs.document, "step_anchor": anchor.to_dict()}
+    return replace(
+        inputs, scenario=sc, provenance=provenance, document=document, sources=(*inputs.sources, STEP)
+    )

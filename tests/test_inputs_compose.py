@@ -131,3 +131,23 @@ def test_the_entry_point_names_an_unknown_input():
 
     with pytest.raises(UserError, match="unknown input.*gpu_count"):
         advise(gpu_count=8)
+
+
+def test_a_step_on_a_profile_equal_to_its_own_prediction_changes_nothing():
+    """--step-ms beside a profile scales what it measured, by the same rule as on presets."""
+    question = {"gpus": 16, "gpus_per_node": 2, "profile": "tests/data/synthetic_profile_2x2.json"}
+    own_ms = allreduce_prediction(resolve_inputs(question).scenario).mean_s * 1e3
+    plain, stepped = advise(**question), advise(**question, step_ms=own_ms)
+    assert _pick(stepped)[:2] == _pick(plain)[:2]
+    assert _pick(stepped)[2] == pytest.approx(_pick(plain)[2], rel=0.01)
+    anchored = resolve_inputs({**question, "step_ms": 2 * own_ms})
+    assert anchored.sources == ("profile", "step-ms")
+    assert allreduce_prediction(anchored.scenario).mean_s * 1e3 == pytest.approx(2 * own_ms, rel=1e-6)
+    assert "your profile alone predicted" in anchored.provenance["step anchor"]
+
+
+def test_a_step_count_without_its_step_is_one_line():
+    res = runner.invoke(
+        app, ["advise", "--profile", "tests/data/synthetic_profile_2x2.json", "--step-gpus", "4"]
+    )
+    assert res.exit_code == 2 and "give the step too" in res.output and "Traceback" not in res.output

@@ -26,6 +26,7 @@ class StepAnchor:
     reproduced_ms: float
     presets_ms: float | None  # the presets' own step at step_gpus (None: your own model has no estimate)
     margin: float  # the presets' measured error on speedups, against which the residual is judged
+    model_from: str = "the presets"  # whose prediction presets_ms is: the presets, or a profile or trace
 
     @property
     def residual(self) -> float | None:
@@ -39,12 +40,16 @@ class StepAnchor:
         if self.residual is None:
             return head
         verdict = (
-            f"beyond their ±{self.margin:.1%} margin, so they do not describe this cluster; --nccl-tests or a "
-            "profile measures its links"
+            f"beyond their ±{self.margin:.1%} margin, so they do not describe this cluster; "
+            + (
+                "--nccl-tests or a profile measures its links"
+                if self.model_from == "the presets"
+                else "a compute or a link it measured differs from your training's"
+            )
             if abs(self.residual) > self.margin
             else f"within their ±{self.margin:.1%} margin"
         )
-        return f"{head}; the presets alone predicted {self.presets_ms:,.4g} ms there ({self.residual:+.0%}: {verdict})"
+        return f"{head}; {self.model_from} alone predicted {self.presets_ms:,.4g} ms there ({self.residual:+.0%}: {verdict})"
 
     def to_dict(self) -> dict:
         return {
@@ -58,7 +63,12 @@ class StepAnchor:
 
 
 def anchor_compute(
-    step_ms_at, step_ms: float, step_gpus: int, presets_ms: float | None, margin: float
+    step_ms_at,
+    step_ms: float,
+    step_gpus: int,
+    presets_ms: float | None,
+    margin: float,
+    model_from: str = "the presets",
 ) -> StepAnchor:
     """`step_ms_at(compute_ms)`: the model's DDP step in ms at step_gpus with that compute. UserError when
     no compute in COMPUTE_MS reproduces the step (shorter than the exchange alone, or longer than a day)."""
@@ -80,4 +90,4 @@ def anchor_compute(
     if step_ms_at(hi) < step_ms:
         raise UserError(f"--step-ms {step_ms:g} needs more compute than {hi:g} ms per iteration")
     compute_ms = brentq(lambda c: step_ms_at(c) - step_ms, lo, hi, xtol=1e-9, rtol=1e-10, maxiter=200)
-    return StepAnchor(step_ms, step_gpus, compute_ms, step_ms_at(compute_ms), presets_ms, margin)
+    return StepAnchor(step_ms, step_gpus, compute_ms, step_ms_at(compute_ms), presets_ms, margin, model_from)
