@@ -19,6 +19,7 @@ import numpy as np
 
 from calibration.fitting import AffineFit, fit_regimes
 from calibration.inversion import MeasuredLine, invert_line
+from calibration.nccl_tests_notes import rate_notes, shape_notes
 from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRow, NcclTestsRun
 from calibration.tabulated import tabulated_cost
 from runtime_model.core.scenario import GroupShape, Link, Network, TabulatedCost
@@ -32,7 +33,6 @@ from runtime_model.prediction.collectives import (
 
 MIN_BYTES = 1 << 20  # the bandwidth regime the fit and its check cover
 MIN_SIZES = 3
-BEYOND_PRESET = 1.1  # a measured NIC this much faster than the preset's achievable rate is said so
 
 
 @dataclass(frozen=True)
@@ -46,19 +46,30 @@ class NcclTestsLink:
     busbw_worst_rel: float  # max |predicted / measured busbw - 1| over the run's sizes >= 1 MiB
     latency_from_run: bool
     preset_Bps: float  # the preset's achievable per-NIC bandwidth it replaces
+    warnings: tuple[str, ...] = ()  # what the user should not miss: shape adapted, a NIC rate beyond belief
 
     def provenance(self, run: NcclTestsRun) -> str:
         link = self.network.inter
         latency = "its fit" if self.latency_from_run else "the preset's: the fit does not resolve it"
-        return (
-            f"nccl-tests {run.path}: {run.collective}_perf on {run.ranks} ranks / {run.hosts} hosts, "
-            f"{_mib(self.fit.min_bytes)}-{_mib(self.fit.max_bytes)}; fit t = {self.fit.fixed_s * 1e6:.1f} us + "
-            f"S / {1e-9 / self.fit.per_byte_s:.2f} GB/s (R2 {self.fit.r2:.4f}, worst size "
-            f"{self.fit.worst_rel_residual:.1%}); inter-node {link.bandwidth_Bps * 8e-9:.1f} Gbit/s per NIC "
-            f"({self.algorithm}{self._bounded()}), latency {link.latency_s * 1e6:.1f} us ({latency}); "
-            f"reproduces the run's bus bandwidth within {self.busbw_worst_rel:.1%} at >= 1 MiB; replaces the "
-            "preset's inter-node link "
-            f"({self.preset_Bps * 8e-9:.1f} Gbit/s){self._beyond_preset()}"
+        factor = 2 * (run.ranks - 1) / run.ranks if run.collective == ALL_REDUCE else 1.0
+        algbw = 1e-9 / self.fit.per_byte_s
+        said = ""
+        if run.algorithm:
+            said = f", as {run.algorithm_from} says" if run.algorithm == self.algorithm else ""
+            said = said or f"; the log: {run.algorithm}, from {run.algorithm_from}"
+        return "; ".join(
+            part
+            for part in (
+                f"nccl-tests {run.path}: {run.collective}_perf on {run.ranks} ranks / {run.hosts} hosts"
+                f"{_read_as(run)}, {_mib(self.fit.min_bytes)}-{_mib(self.fit.max_bytes)}",
+                f"fit t = {self.fit.fixed_s * 1e6:.1f} us + S / {algbw:.2f} GB/s algbw = {algbw * factor:.2f} GB/s "
+                f"busbw (R2 {self.fit.r2:.4f}, worst size {self.fit.worst_rel_residual:.1%})",
+                f"inter-node {link.bandwidth_Bps * 8e-9:.1f} Gbit/s per NIC ({self.algorithm}{said}"
+                f"{self._bounded()}), latency {link.latency_s * 1e6:.1f} us ({latency})",
+                f"reproduces the run's bus bandwidth within {self.busbw_worst_rel:.1%} at >= 1 MiB",
+                f"replaces the preset's inter-node link ({self.preset_Bps * 8e-9:.1f} Gbit/s)",
+                *self.warnings,
+            )
         )
 
     def _bounded(self) -> str:
@@ -74,19 +85,12 @@ class NcclTestsLink:
             bound = net.intra.bandwidth_Bps <= nic_Bps
         return "; at least: the intra-node link bounds the run" if bound else ""
 
-    def _beyond_preset(self) -> str:
-        """A warning where the run beats the preset's NIC: the cluster has more than the preset says, or
-        NCCL ran what the model does not (NVLink SHARP, SHARP/CollNet), so other shapes may differ."""
-        if self.network.inter.bandwidth_Bps <= BEYOND_PRESET * self.preset_Bps:
-            return ""
-        return (
-            "; above the preset's rate: more or faster NICs than the preset, or NCCL ran what the model does "
-            "not (NVLS, SHARP/CollNet): shapes other than the run's may differ more"
-        )
 
-
-def nccl_tests_link(run: NcclTestsRun, network: Network) -> NcclTestsLink:
-    """`network` with its inter-node link (and the run's own group cost) from `run`."""
+def nccl_tests_link(run: NcclTestsRun, network: Network, gpus_per_node: int | None = None) -> NcclTestsLink:
+    """`network` with its inter-node link (and the run's own group cost) from `run`, inverted on the run's
+    own shape (its ranks per host; its NICs per host where NCCL listed them, else `network`'s): the
+    per-NIC rate is what carries to the question's nodes (`gpus_per_node`), which is said where they
+    differ."""
     if run.hosts < 2:
         raise NcclTestsError(
             f"--nccl-tests {run.path}: all {run.ranks} ranks ran on one host: no network measured"
@@ -101,9 +105,10 @@ def nccl_tests_link(run: NcclTestsRun, network: Network) -> NcclTestsLink:
     transfer_s = fit.per_byte_s * fit.max_bytes  # the bandwidth part at the largest size
     if fit.per_byte_s <= 0 or "per_byte_s" in fit.unresolved or transfer_s < 0.05 * fit.time_s(fit.max_bytes):
         raise NcclTestsError(f"--nccl-tests {run.path}: its times do not grow with the size: no bandwidth")
+    nics = run.nics_per_host or network.nics_per_node
     if run.collective == ALL_REDUCE:
-        group = global_allreduce_shape(run.ranks, run.ranks_per_host, network.nics_per_node)
-        inter, algorithm, resolved = _allreduce_link(fit, group, network)
+        group = global_allreduce_shape(run.ranks, run.ranks_per_host, nics)
+        inter, algorithm, resolved = _allreduce_link(fit, group, network, run.algorithm)
         costs = {**network.group_costs, group.key: _cost(fit, rows)}
     else:
         group = GroupShape(2, 2)
@@ -113,16 +118,36 @@ def nccl_tests_link(run: NcclTestsRun, network: Network) -> NcclTestsLink:
         algorithm, costs = "one flow", dict(network.group_costs)
     net = replace(network, inter=inter, group_costs=costs, name=f"nccl-tests ({network.name})")
     worst = _busbw_worst(run, group, net) if run.collective == ALL_REDUCE else fit.worst_rel_residual
-    return NcclTestsLink(net, fit, group, algorithm, worst, resolved, network.inter.bandwidth_Bps)
+    warnings = (
+        *_read_notes(run),
+        *shape_notes(run, network.nics_per_node, gpus_per_node, nics),
+        *rate_notes(run, inter.bandwidth_Bps, network.inter.bandwidth_Bps, group, algorithm),
+    )
+    return NcclTestsLink(
+        net,
+        fit,
+        group,
+        algorithm,
+        worst,
+        resolved,
+        network.inter.bandwidth_Bps,
+        tuple(w for w in warnings if w),
+    )
 
 
-def _allreduce_link(fit: AffineFit, group: GroupShape, network: Network) -> tuple[Link, str, bool]:
-    """The inter-node link the fitted line gives under the algorithm the model then runs at its sizes:
-    each candidate's inversion is kept only if the model, with that link, picks that algorithm."""
+def _allreduce_link(
+    fit: AffineFit, group: GroupShape, network: Network, said: str = ""
+) -> tuple[Link, str, bool]:
+    """The inter-node link the fitted line gives under the algorithm the run ran where its log says so
+    (ring or tree), else the one the model then runs at its sizes: each candidate's inversion is kept
+    only if the model, with that link, picks that algorithm."""
     line = MeasuredLine(
         group, f"nccl-tests {group.key}", fit.fixed_s, fit.fixed_sd_s, fit.per_byte_s, fit.per_byte_rel_sd
     )
-    candidates = [network.nccl_algo] if network.nccl_algo in ("ring", "tree") else ["ring", "tree"]
+    if said in ("ring", "tree"):
+        candidates = [said]
+    else:
+        candidates = [network.nccl_algo] if network.nccl_algo in ("ring", "tree") else ["ring", "tree"]
     chosen = None
     for algo in candidates:
         est = invert_line(line, algo, network.intra)
@@ -157,3 +182,18 @@ def _busbw_worst(run: NcclTestsRun, group: GroupShape, net: Network) -> float:
 
 def _mib(nbytes: float) -> str:
     return f"{nbytes / 2**30:g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:g} MiB"
+
+
+def _read_as(run: NcclTestsRun) -> str:
+    """How the file was read, where it took more than reading: launcher labels stripped."""
+    return f" (labels of {run.launcher} stripped)" if run.launcher else ""
+
+
+def _read_notes(run: NcclTestsRun) -> tuple[str, ...]:
+    """Which run of several was used; the sizes nccl-tests' own check failed (not fitted)."""
+    wrong = (
+        f"{run.wrong_sizes} size(s) nccl-tests marked wrong (#wrong / error) are not fitted"
+        if run.wrong_sizes
+        else ""
+    )
+    return (run.runs_note, wrong)

@@ -10,6 +10,10 @@ What a run tells (doc/PERFORMANCE.md of nccl-tests): time in microseconds, algbw
 (1e9 bytes), busbw = algbw x 2(n-1)/n for all_reduce and x 1 for sendrecv. The ranks and their hosts
 come from the device list (`#  Rank  0 Group  0 Pid ... on HOST device ...`); which collective it was,
 from the footer (`# Collective test concluded: all_reduce_perf`) or else from busbw / algbw.
+
+A file as a cluster leaves it (calibration/nccl_tests_log): launcher labels are stripped, several runs
+are split and one is used (the last complete one; runs of different shapes are refused), never a blend.
+Sizes nccl-tests' own check failed are not fitted; a size or bandwidth no machine has is refused.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from calibration.nccl_tests_log import algorithm_hint, nics_hint, split_runs, strip_launcher
 from runtime_model.core.errors import UserError
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
@@ -27,11 +32,25 @@ _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\w+?)(?:_perf)?\b", re.I)
 _TIME_NAMES = ("time", "cputime")
 _SIZE_NAMES = ("size", "bytes")
+_CHECK_NAMES = ("#wrong", "error")
+_FOOTER = re.compile(r"^#\s*(Avg bus bandwidth|Out of bounds values)", re.I)
+# nccl-tests' DeltaMaxValue(type) (src/common.cu before v2.13): an old `error` beyond it x (ranks - 1) failed
+_DELTA_MAX = {"half": 5e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
+MAX_BYTES = 1 << 40  # no GPU holds a 1 TiB buffer: a larger (or negative) size is an overflowed print
+MAX_GBPS = 10_000.0  # 10 TB/s algbw or busbw: beyond any node's links, so not a measurement
 MAX_FILE_BYTES = 16 << 20  # a nccl-tests log is kilobytes; anything this big is not one
 
 
 class NcclTestsError(UserError):
     """The file is not an nccl-tests output this reader can use; the message says why, in one line."""
+
+
+class OtherCollective(NcclTestsError):
+    """A run of a collective the link cannot come from (all_gather_perf ...): skipped beside others."""
+
+    def __init__(self, message: str, name: str):
+        super().__init__(message)
+        self.name = name
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,17 @@ class NcclTestsRow:
     time_s: float  # out-of-place
     algbw_GBps: float
     busbw_GBps: float
+    check: float | None = None  # #wrong (elements), or the old max error; None where not checked
+    dtype: str = ""
+    old_error: bool = False  # `check` is the pre-2.13 max error, not a count
+
+    def failed(self, ranks: int) -> bool:
+        """Whether nccl-tests' own check failed this size (a count above 0, an error above tolerance)."""
+        if self.check is None:
+            return False
+        if not self.old_error:
+            return self.check != 0
+        return self.check > _DELTA_MAX.get(self.dtype, 0.0) * max(ranks - 1, 1)
 
 
 @dataclass(frozen=True)
@@ -52,6 +82,14 @@ class NcclTestsRun:
     hosts: int
     rows: tuple[NcclTestsRow, ...]
     device: str = ""
+    wrong_sizes: int = 0  # sizes nccl-tests marked wrong, not fitted
+    algorithm: str = ""  # what the log says NCCL ran (nccl_tests_log.algorithm_hint), "" where silent
+    algorithm_from: str = ""
+    nics_per_host: int = 0  # NCCL's NET/... Using [0]..[n] list, 0 where the log has none
+    nic_transport: str = ""
+    complete: bool = True  # its footer (`# Avg bus bandwidth`) printed: not cut off
+    runs_note: str = ""  # which of several runs in the file this is
+    launcher: str = ""  # whose per-line labels were stripped
 
     @property
     def ranks_per_host(self) -> int:
@@ -77,24 +115,73 @@ def read_nccl_tests(path: Path) -> NcclTestsRun:
     return parse_nccl_tests(text, str(path))
 
 
-_LAUNCHER_LABEL = re.compile(r"^\s*\d+:\s?")  # `srun --label` / `mpirun --tag-output`-style "0: " prefix
-
-
 def parse_nccl_tests(text: str, path: str = "<text>") -> NcclTestsRun:
-    lines = text.splitlines()
-    labelled = [line for line in lines if line.strip()]
-    if labelled and all(_LAUNCHER_LABEL.match(line) for line in labelled):
-        lines = [_LAUNCHER_LABEL.sub("", line, count=1) for line in lines]
-    header = _column_header(lines, path)
-    rows = tuple(r for r in (_row(line, header) for line in lines) if r is not None)
+    """The run a file holds: launcher labels stripped, runs split (nccl_tests_log), one run chosen."""
+    lines, launcher = strip_launcher(text.splitlines())
+    runs: list[NcclTestsRun] = []
+    skipped: list[str] = []
+    error: NcclTestsError | None = None
+    for part in split_runs(lines):
+        try:
+            runs.append(_parse_run(part, lines, path))
+        except OtherCollective as exc:
+            skipped.append(exc.name)
+            error = exc
+        except NcclTestsError as exc:
+            error = exc
+    if not runs:
+        raise error  # type: ignore[misc]  # split_runs gives at least one part, so one error at least
+    return replace(_chosen(runs, skipped, path), launcher=launcher)
+
+
+def _parse_run(part: list[str], every: list[str], path: str) -> NcclTestsRun:
+    """One run's lines as an NcclTestsRun; the algorithm and NIC hints from its own lines, else the file's."""
+    header = _column_header(part, path)
+    rows = tuple(r for r in (_row(line, header, path) for line in part) if r is not None)
     if not rows:
         raise NcclTestsError(f"--nccl-tests {path}: no data rows under the column header")
-    ranks, hosts, device = _devices(lines, path)
-    return NcclTestsRun(path, _collective(text, rows, ranks, path), ranks, hosts, rows, device)
+    ranks, hosts, device = _devices(part, path)
+    rows, wrong = _verified(rows, ranks, path)
+    text = "\n".join(part)
+    algorithm, algorithm_from = algorithm_hint(part)
+    if not algorithm:
+        algorithm, algorithm_from = algorithm_hint(every)
+    nics, transport = nics_hint(part) if nics_hint(part)[0] else nics_hint(every)
+    complete = any(_FOOTER.match(line.strip()) for line in part)
+    return NcclTestsRun(
+        path, _collective(text, rows, ranks, path), ranks, hosts, rows, device, wrong_sizes=wrong,
+        algorithm=algorithm, algorithm_from=algorithm_from, nics_per_host=nics, nic_transport=transport,
+        complete=complete,
+    )  # fmt: skip
+
+
+def _chosen(runs: list[NcclTestsRun], skipped: list[str], path: str) -> NcclTestsRun:
+    """The last complete run (footer printed) of several, never a blend; runs of different shapes are
+    refused: which one describes the cluster is the user's call."""
+    shapes = sorted({f"{r.collective}_perf {r.ranks} ranks / {r.hosts} hosts" for r in runs})
+    if len(shapes) > 1:
+        raise NcclTestsError(
+            f"--nccl-tests {path}: {len(runs)} runs of different shapes ({', '.join(shapes)}): keep the one "
+            "to use in the file (runs are never blended)"
+        )
+    done = [i for i, r in enumerate(runs) if r.complete]
+    i = done[-1] if done else len(runs) - 1
+    notes = []
+    if len(runs) > 1:
+        busbw = ", ".join(f"{r.rows[-1].busbw_GBps:g}" for r in runs)
+        which = "last complete" if done else "last"
+        notes.append(
+            f"the {which} of its {len(runs)} {runs[i].collective}_perf runs (run {i + 1}; not blended; busbw "
+            f"at each run's largest size {busbw} GB/s)"
+        )
+    if skipped:
+        notes.append(f"skipped its {', '.join(f'{name}_perf' for name in skipped)} run(s)")
+    return replace(runs[i], runs_note="; ".join(notes))
 
 
 def _column_header(lines: list[str], path: str) -> dict[str, int]:
-    """Positions of size, out-of-place time, algbw and busbw in a data row, from the header line."""
+    """Positions of size, type, out-of-place time, algbw, busbw and its check (#wrong or error) in a data
+    row, from the header line."""
     for line in lines:
         if not line.startswith("#"):
             continue
@@ -102,14 +189,20 @@ def _column_header(lines: list[str], path: str) -> dict[str, int]:
         size = next((i for i, w in enumerate(words) if w in _SIZE_NAMES), None)
         time = next((i for i, w in enumerate(words) if w in _TIME_NAMES), None)
         if size is not None and time is not None and words[time + 1 : time + 3] == ["algbw", "busbw"]:
-            return {"size": size, "time": time, "algbw": time + 1, "busbw": time + 2, "width": time + 3}
+            check = words[time + 3] if len(words) > time + 3 and words[time + 3] in _CHECK_NAMES else ""
+            dtype = words.index("type") if "type" in words else -1
+            return {
+                "size": size, "time": time, "algbw": time + 1, "busbw": time + 2, "width": time + 3,
+                "check": time + 3 if check else -1, "error": int(check == "error"), "type": dtype,
+            }  # fmt: skip
     raise NcclTestsError(
         f"--nccl-tests {path}: no nccl-tests column header (a '#' line with size ... time algbw busbw)"
     )
 
 
-def _row(line: str, header: dict[str, int]) -> NcclTestsRow | None:
-    """A data row, or None for anything else (comments, NCCL INFO lines, blank lines)."""
+def _row(line: str, header: dict[str, int], path: str) -> NcclTestsRow | None:
+    """A data row, or None for anything else (comments, NCCL INFO lines, blank lines); a size no GPU
+    holds is a file that is not a run (one line)."""
     if line.startswith("#"):
         return None
     words = line.split()
@@ -120,9 +213,45 @@ def _row(line: str, header: dict[str, int]) -> NcclTestsRow | None:
         time_us, algbw, busbw = (float(words[header[k]]) for k in ("time", "algbw", "busbw"))
     except ValueError:
         return None
-    if nbytes <= 0 or not all(math.isfinite(v) and v > 0 for v in (time_us, algbw)) or busbw < 0:
+    if nbytes < 0 or nbytes > MAX_BYTES:
+        raise NcclTestsError(f"--nccl-tests {path}: a size of {nbytes:,} B overflows: not a run to fit")
+    absurd = max(algbw, busbw) > MAX_GBPS  # kept for _verified to refuse, unless nccl-tests marked it wrong
+    if not absurd and (
+        nbytes == 0 or not all(math.isfinite(v) and v > 0 for v in (time_us, algbw)) or busbw < 0
+    ):
         return None  # an empty size or a failed line: nothing to fit
-    return NcclTestsRow(nbytes, time_us * 1e-6, algbw, busbw)
+    check = _check_value(words, header)
+    dtype = words[header["type"]] if 0 <= header["type"] < len(words) else ""
+    return NcclTestsRow(nbytes, time_us * 1e-6, algbw, busbw, check, dtype, bool(header["error"]))
+
+
+def _check_value(words: list[str], header: dict[str, int]) -> float | None:
+    """The row's own check (#wrong, or the old max error), None where it has none (`-c 0` prints N/A)."""
+    if header["check"] < 0 or header["check"] >= len(words):
+        return None
+    try:
+        return float(words[header["check"]])
+    except ValueError:
+        return None
+
+
+def _verified(rows: tuple[NcclTestsRow, ...], ranks: int, path: str) -> tuple[tuple[NcclTestsRow, ...], int]:
+    """The rows nccl-tests' own check passed (#wrong 0; an old `error` within its DeltaMaxValue(type) x
+    (ranks - 1)), and how many sizes it failed: a wrong result's time is not the collective's. A
+    bandwidth no machine has among the rest is a file that is not a run (one line)."""
+    kept = tuple(r for r in rows if not r.failed(ranks))
+    if not kept:
+        raise NcclTestsError(
+            f"--nccl-tests {path}: nccl-tests marked every size wrong (#wrong / error): a broken run, not a "
+            "network to fit"
+        )
+    for r in kept:
+        if max(r.algbw_GBps, r.busbw_GBps) > MAX_GBPS:
+            raise NcclTestsError(
+                f"--nccl-tests {path}: {max(r.algbw_GBps, r.busbw_GBps):,.0f} GB/s at {r.nbytes:,} B is beyond "
+                f"any machine ({MAX_GBPS:,.0f} GB/s): not a run to fit"
+            )
+    return kept, len(rows) - len(kept)
 
 
 def _devices(lines: list[str], path: str) -> tuple[int, int, str]:
@@ -132,7 +261,14 @@ def _devices(lines: list[str], path: str) -> tuple[int, int, str]:
     for line in lines:
         m = _RANK_LINE.match(line.strip())
         if m:
-            found[int(m.group(1))] = m.group(2)
+            rank, host = int(m.group(1)), m.group(2)
+            if found.get(rank, host) != host:
+                raise NcclTestsError(
+                    f"--nccl-tests {path}: rank {rank} is listed on {found[rank]} and on {host}: each process "
+                    "ran a test of its own (nccl-tests built without MPI=1 under mpirun?), no collective "
+                    "across the nodes"
+                )
+            found[rank] = host
             if not device:
                 device = line.split("]", 1)[-1].strip() if "]" in line else ""
     if not found:
@@ -157,7 +293,9 @@ def _collective(text: str, rows: tuple[NcclTestsRow, ...], ranks: int, path: str
         name = m.group(1).lower()
         if name in (ALL_REDUCE, SENDRECV):
             return name
-        raise NcclTestsError(f"--nccl-tests {path}: a {name}_perf run; give all_reduce_perf or sendrecv_perf")
+        raise OtherCollective(
+            f"--nccl-tests {path}: a {name}_perf run; give all_reduce_perf or sendrecv_perf", name
+        )
     ratios = [r.busbw_GBps / r.algbw_GBps for r in rows if r.algbw_GBps > 0]
     ratio = sorted(ratios)[len(ratios) // 2]
     all_reduce = 2 * (ranks - 1) / ranks

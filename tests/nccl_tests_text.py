@@ -3,6 +3,9 @@
 Why written, not copied: the real outputs in public issues are others' logs; the layouts below follow
 nccl-tests' own source (src/common.cu / util.cu: the header, `#  Rank` lines, rows, footer), in its
 pre-2.13 form (no `root`, `error`), its current form (`redop root ... #wrong`) and under `srun --label`.
+Launcher labels as the launchers document them: OpenMPI `--tag-output` `[jobid,rank]<stdout>:` (mpirun(1)
+man page; `<stderr>:` for a rank's stderr), `srun --label` ` 0: ` and MPICH / Intel MPI `-prepend-rank`
+`[0] `. NCCL's own INFO lines (`info`) as NVIDIA/nccl prints them: `host:pid:tid [dev] NCCL INFO ...`.
 """
 
 from __future__ import annotations
@@ -26,8 +29,16 @@ def nccl_tests_output(
     collective: str = "all_reduce",
     layout: str = "new",
     footer: bool = True,
+    info: tuple[str, ...] = (),
+    wrong: dict[int, str] | None = None,
+    label: str = "",
 ) -> str:
-    """The text `all_reduce_perf` (or `sendrecv_perf`) prints for these out-of-place times per size."""
+    """The text `all_reduce_perf` (or `sendrecv_perf`) prints for these out-of-place times per size.
+
+    info: NCCL INFO messages (`NCCL_ALGO set by environment to Ring`, `NET/IB : Using [0]mlx5_0:1/IB`),
+    printed as rank 0's; wrong: the #wrong (or old error) cell per size; label: "tag-output" or
+    "prepend-rank" puts that launcher's label on every line (layout "slurm" puts srun's)."""
+    wrong = wrong or {}
     per_host = ranks // hosts
     lines = [
         f"# nThread 1 nGpus 1 minBytes {min(times_us)} maxBytes {max(times_us)} step: 2(factor) warmup iters: 5 iters: 20 validation: 1",
@@ -40,6 +51,7 @@ def nccl_tests_output(
             f"#  Rank {r:2d}{group} Pid {1000 + r:6d} on {f'node{r // per_host:02d}':>10} device {r % per_host:2d} [0x{r:02x}] NVIDIA H100 80GB HBM3"
         )
     lines.append("NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>")  # launchers interleave such lines
+    lines += [f"node00:{1000}:{1010} [0] NCCL INFO {message}" for message in info]
     lines.append(OLD_HEADER if layout == "old" else NEW_HEADER)
     factor = 2 * (ranks - 1) / ranks if collective == "all_reduce" else 1.0
     redop = "sum" if collective == "all_reduce" else "none"
@@ -48,9 +60,11 @@ def nccl_tests_output(
         cells = f"{t:8.1f} {algbw:7.2f} {algbw * factor:7.2f}"
         lead = f"{nbytes:12d} {nbytes // 4:13d}     float {redop:>7}"
         if layout == "old":
-            lines.append(f"{lead} {cells}  0e+00 {cells}  0e+00")
+            check = wrong.get(nbytes, "0e+00")
+            lines.append(f"{lead} {cells}  {check} {cells}  {check}")
         else:
-            lines.append(f"{lead} {-1:7d} {cells}      0 {cells}      0")
+            check = wrong.get(nbytes, "0")
+            lines.append(f"{lead} {-1:7d} {cells} {check:>6} {cells} {check:>6}")
     if footer:
         lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 12.345 ", "#"]
         if layout != "old":
@@ -58,4 +72,12 @@ def nccl_tests_output(
     text = "\n".join(lines) + "\n"
     if layout == "slurm":
         text = "".join(f" 0: {line}\n" for line in text.splitlines())
+    if label == "tag-output":  # an ssh warning on another rank's stderr among rank 0's stdout
+        tagged = [f"[1,0]<stdout>:{line}" for line in text.splitlines()]
+        tagged.insert(
+            2, "[1,5]<stderr>:Warning: Permanently added 'node01' (ED25519) to the list of known hosts."
+        )
+        text = "\n".join(tagged) + "\n"
+    elif label == "prepend-rank":
+        text = "".join(f"[0] {line}\n" for line in text.splitlines())
     return text

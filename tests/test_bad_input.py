@@ -262,7 +262,8 @@ CASES = [
     case("--gpus-per-node 4 does not divide --step-gpus 6", "advise", "--step-ms", "100", "--step-gpus", "6"),
     case("--step-gpus must be an integer >= 1", "advise", "--step-ms", "100", "--step-gpus", "0"),
     case("--step-gpus", "advise", "--step-ms", "100", "--step-gpus", "2.5"),
-    case("--step-ms cannot be used with --profile", "advise", "--profile", "profile.json", "--step-ms", "100"),
+    case("give the step too", "advise", "--profile", "profile.json", "--step-gpus", "4"),
+    case("give one", "advise", "--profile", "profile.json", "--step-ms", "100", "--compute-ms", "50"),
     case("default global batch has images", "advise", "--gpus", "4096", "--gpus-per-node", "8", "--model",
          "resnet50", "--compute-ms", "50"),  # a measured compute does not make 0.25 image per GPU right
     case("--compute-ms", "advise", "--compute-ms", "1e-300"),
@@ -283,7 +284,6 @@ CASES = [
     case("calibration file not found", "advise", "--calibration", "nosuch.json"),
     case("--model cannot be used with --calibration", "advise", "--calibration", "cal.json", "--model", "resnet50"),
     case("--network cannot be used with --calibration", "advise", "--calibration", "cal.json", "--network", "ib-100"),
-    case("--nccl-tests replaces", "advise", "--calibration", "cal.json", "--nccl-tests", "one-host.txt"),
     case("not an rtmodel calibration file", "advise", "--scenario", "calibration.toml"),
     case("'calibration' is for `rtmodel advise`", "plot", "speedup", "--out", "f.png", "--scenario", "calibration.toml"),
     case("--profile and --calibration both", "plot", "crossover", "--out", "f.png", "--profile", "profile.json",
@@ -331,7 +331,7 @@ CASES = [
     case("no nccl-tests column header", "advise", "--nccl-tests", "notes.txt"),
     case("not a regular file", "advise", "--nccl-tests", "pipe.json"),
     case("one host", "advise", "--nccl-tests", "one-host.txt"),
-    case("--nccl-tests replaces", "advise", "--profile", "profile.json", "--nccl-tests", "one-host.txt"),
+    case("on one host", "advise", "--profile", "profile.json", "--nccl-tests", "one-host.txt"),
     # plot crossover
     case("--gpus", "plot", "crossover", "--out", "x.png", "--gpus", "0"),
     case("--out", "plot", "crossover", "--out", "x.txt"),
