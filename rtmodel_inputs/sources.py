@@ -29,6 +29,7 @@ from rtmodel_inputs.inputs import CALIBRATION, NCCL_TESTS, PROFILE, TRACE, Advic
 from rtmodel_inputs.preset_inputs import STEP_KEYS
 from rtmodel_inputs.refusals import refuse_options_a_profile_measured, refuse_options_a_profile_replaces
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
+from rtmodel_inputs.step import check_step
 
 DEFAULT_GPUS = 64
 
@@ -45,6 +46,7 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
     if opts["margin"] is not None:
         Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
     request = scenario_request(opts)
+    check_step(request)
     if opts["trace"] or opts["profile"] is not None or opts["calibration"] is not None:
         resolved = _measured_at(opts, request, request["gpus"])
         if any(request.get(k) is not None for k in STEP_KEYS):  # your step corrects what they measured

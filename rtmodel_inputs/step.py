@@ -13,6 +13,24 @@ from __future__ import annotations
 from rtmodel_inputs.compute_scaling import scaled_compute
 
 
+def check_step(request: dict) -> None:
+    """Before any work: a step count needs its step, and a step and --compute-ms are two answers to one
+    question (each names both inputs)."""
+    from runtime_model.core.errors import InvalidCombination
+
+    step_ms, step_gpus = request.get("step_ms"), request.get("step_gpus")
+    if step_ms is None and step_gpus is not None:
+        raise InvalidCombination(
+            "{step_gpus} says where your --step-ms was measured: give the step too", step_gpus=step_gpus
+        )
+    if step_ms is not None and request.get("compute_ms") is not None:
+        raise InvalidCombination(
+            "{step_ms} backs the compute out of your DDP step and {compute_ms} gives it: give one",
+            step_ms=step_ms,
+            compute_ms=request["compute_ms"],
+        )
+
+
 def anchor_step(
     at_step_n,
     request: dict,
@@ -33,16 +51,6 @@ def anchor_step(
     from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
     from runtime_model.prediction.iteration import allreduce_prediction
 
-    if step_ms is None:
-        raise InvalidCombination(
-            "{step_gpus} says where your --step-ms was measured: give the step too", step_gpus=step_gpus
-        )
-    if request.get("compute_ms") is not None:
-        raise InvalidCombination(
-            "{step_ms} backs the compute out of your DDP step and {compute_ms} gives it: give one",
-            step_ms=step_ms,
-            compute_ms=request["compute_ms"],
-        )
     n = request["gpus"] if step_gpus is None else step_gpus
     AT_LEAST_ONE.check("step_gpus", n)
     try:  # the shape at the step's n, checked once with the names the user typed
