@@ -127,6 +127,39 @@ def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks(
         )
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--local-sgd-h", "30"], (True, 30)),  # as advise prints it: beside the advisor's pick
+        (["--local-sgd-fragments", "2"], (True, 30)),
+        (["--topology", "ring", "--local-sgd-h", "4"], (False, 4)),  # a named topology stays
+        (["--recommended", "--local-sgd-h", "4"], (True, 4)),
+    ],
+)
+def test_local_sgd_alone_validates_it_beside_the_advisors_pick(args, expected, tmp_path, monkeypatch):
+    """`rtmodel validate --profile PROFILE --local-sgd-h 30` runs as advise prints it: a run always sets
+    local SGD beside DDP and one Decent-DP topology, and with none named it is the advisor's."""
+    import validation.validate
+
+    planned = []
+    monkeypatch.setattr(validation.validate, "run_validation", lambda _p, opts: planned.append(opts))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["validate", "--profile", str(PROFILE_2X2), *args])
+    assert res.exit_code == 0, res.output
+    (opts,) = planned
+    assert (opts.recommended, opts.local_sgd.inner_steps) == expected
+    assert opts.topology == (None if expected[0] else "ring")
+
+
+@pytest.mark.parametrize("args", [[], ["--local-sgd-h", "0"]])
+def test_nothing_to_validate_is_still_one_line_exit_2(args, tmp_path, monkeypatch):
+    """No topology and no local SGD (H=0 is none): validate still asks what to run."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["validate", "--profile", str(PROFILE_2X2), *args])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("error: choose what to validate") and len(res.stderr.splitlines()) == 1
+
+
 # ----------------------------------------------------------------------------- the rank boundary
 
 JOB = RankJob(4, 2, "ring", "ring", False, RunWorkload("synthetic", {"layers": 2}, 4, 25.0), 8, 4, 60.0)

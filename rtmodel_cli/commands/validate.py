@@ -36,8 +36,9 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
     writer = is_lead_process()
     if results is not None:
         # as typed: a trailing slash (a directory) is seen before a Path would drop it
-        checked = check_output_path(results, "--results", inputs={"--profile": profile}) if writer else Path(results)
-        return checked, False
+        if not writer:
+            return Path(results), False
+        return check_output_path(results, "--results", inputs={"--profile": profile}), False
     path = default_results_path()
     return (check_default_results_path(path) if writer else path), True
 
@@ -73,17 +74,31 @@ def register(app: typer.Typer) -> None:
     def validate_cmd(
         profile: ProfileOpt = None,
         topology: Annotated[str | None, typer.Option("--topology", help="Topology Decent-DP runs.")] = None,
-        recommended: Annotated[bool, typer.Option("--recommended", help="Run the advisor's recommendation (the "
-                                                  "best-predicted topology if it says keep All-Reduce).")] = False,
+        recommended: Annotated[
+            bool,
+            typer.Option(
+                "--recommended",
+                help="Run the advisor's recommendation (the best-predicted topology if it says keep "
+                "All-Reduce); the default when a --local-sgd-* option is given without --topology.",
+            ),
+        ] = False,
         fmt: TableJsonFormatOpt = Format.table,
-        results: Annotated[str | None, typer.Option(
-            "--results", show_default=str(default_results_path()),
-            help=f"JSONL file each validation is appended to and --report reads (default: "
-                 f"{DEFAULT_RESULTS_DOC}, its directory created on the first write; a path you give must be "
-                 "in an existing directory)."),
+        results: Annotated[
+            str | None,
+            typer.Option(
+                "--results",
+                show_default=str(default_results_path()),
+                help=f"JSONL file each validation is appended to and --report reads (default: "
+                f"{DEFAULT_RESULTS_DOC}, its directory created on the first write; a path you give must be "
+                "in an existing directory).",
+            ),
         ] = None,
-        report: Annotated[bool, typer.Option("--report", help="Summarise the model's accuracy over --results "
-                                             "instead of running.")] = False,
+        report: Annotated[
+            bool,
+            typer.Option(
+                "--report", help="Summarise the model's accuracy over --results instead of running."
+            ),
+        ] = False,
         *,
         run: RunFlags,
         local_sgd_flags: LocalSgdFlags,
@@ -103,12 +118,16 @@ def register(app: typer.Typer) -> None:
         # one meaning in every command (rtmodel_cli.local_sgd_options)
         asked = local_sgd_asked(local_sgd_flags.as_dict(), by_default=False)
         local_sgd = None if asked is None else local_sgd_options(**asked)
+        recommended = recommended_by_default(topology, recommended, local_sgd is not None)
         if profile is None:
-            raise ValidationError("--profile FILE is required (a profile of this run's shape from `rtmodel profile`)")
+            raise ValidationError(
+                "--profile FILE is required (a profile of this run's shape from `rtmodel profile`)"
+            )
         from validation.options import ValidateOptions
         from validation.validate import run_validation
 
-        path, is_default = results_file(results, profile)  # before the run: a run never ends in "cannot write"
+        # before the run: a run never ends in "cannot write"
+        path, is_default = results_file(results, profile)
         counts = {k: v for k, v in (("iterations", run.iterations), ("warmup", run.warmup)) if v is not None}
         opts = ValidateOptions(
             topology=topology, recommended=recommended, local_sgd=local_sgd, **counts, **run.run_kwargs()
@@ -117,6 +136,13 @@ def register(app: typer.Typer) -> None:
         if result is not None:  # None: a rank other than 0 of a torchrun job
             show_and_record(result, fmt, path, is_default)
         end_launched_rank()
+
+
+def recommended_by_default(topology: str | None, recommended: bool, local_sgd: bool) -> bool:
+    """--recommended as given, or True for local SGD asked with no --topology: a run always sets local SGD
+    beside DDP and one Decent-DP topology, and `rtmodel validate --profile PROFILE --local-sgd-h 30`
+    (as advise prints it: runtime_model.advice.run_lines) means the one the advisor would pick."""
+    return recommended or (topology is None and local_sgd)
 
 
 def show_report(results: Path | None, fmt: str) -> None:

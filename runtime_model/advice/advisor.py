@@ -24,7 +24,7 @@ from runtime_model.advice.families import (
     family_verdict,
     local_sgd_rows,
 )
-from runtime_model.advice.run_lines import code_line, torchrun_line
+from runtime_model.advice.run_lines import code_line, torchrun_line, validate_line
 from runtime_model.convergence.consensus import ConsensusMetrics
 from runtime_model.convergence.consensus_cost import (
     EXACT,
@@ -357,7 +357,7 @@ def _recommend(scenario, ar, ar_sd, rows, margin, objective, interval_margin) ->
         verdict = (
             f"Too close to call: {best.topology} is predicted at {s:.2f}x All-Reduce's speed, and speedups "
             f"from these inputs err by ±{noise:.1%} ({interval_text(low, high)}). Keep All-Reduce unless a "
-            f"validation run says otherwise (rtmodel validate --topology {best.topology})."
+            f"validation run says otherwise ({validate_line(best.topology)})."
         )
         verdict += _consensus_warning(best, scenario.shape.gpus)
         rec = keep_allreduce(scenario, verdict, candidate=best.topology)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runtime_model.advice.run_lines import validate_line
 from runtime_model.convergence.consensus_cost import EXACT, MEASURED
 from runtime_model.core.scenario import Scenario
 from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction, local_sgd_prediction
@@ -113,6 +114,7 @@ def family_verdict(candidates: list[FamilyBest], objective: str, too_close: bool
         h = re.search(r"H=(\d+)", c.option)  # the row's name: local-sgd H=30 ...
         text += (
             f" Not ranked: {c.family} ({c.option}) {c.mean_s * 1e3:.1f} ms/iteration, {c.cost}: its time to "
-            f"All-Reduce's loss is not known (rtmodel validate --local-sgd-h {h[1] if h else 'H'} measures it)."
+            f"All-Reduce's loss is not known ({validate_line(local_sgd_h=int(h[1]) if h else 30)} measures its "
+            "time per iteration beside the pick, not its loss)."
         )
     return text
