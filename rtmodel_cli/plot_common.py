@@ -1,5 +1,5 @@
-"""What every `rtmodel plot` command shares: its --out and --batch-per-gpu, writing the figure, and its
-model inputs merged with its --scenario file and turned into the presets' keywords.
+"""What every `rtmodel plot` command shares: its --out, --data and --batch-per-gpu, writing the figure and
+its numbers, and its model inputs merged with its --scenario file and turned into the presets' keywords.
 
 Why a module of its own: plot.py (the preset sweeps) and plot_variance.py both use these, and neither
 imports the other's names. matplotlib is imported only when a figure is drawn.
@@ -8,6 +8,7 @@ imports the other's names. matplotlib is imported only when a figure is drawn.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,10 +18,23 @@ from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs
 from rtmodel_inputs import your_model
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
-from rtmodel_util.files import check_output_path
+from rtmodel_util.files import check_output_path, write_atomic
 from runtime_model.core.errors import UserError
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
+OWN_OUTPUTS = ("out", "data")  # what a plot writes: never counted among the files it reads
+
+
+def data_opt(columns: str):
+    """The --data option of one plot command: its help names the columns that command's CSV holds."""
+    return Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            help="Also write the numbers drawn as CSV (.csv, long form; not --out nor an input file), "
+            f"columns: {columns}. Empty cells: nothing drawn there.",
+        ),
+    ]
 
 
 def check_out(out: Path) -> None:
@@ -31,15 +45,37 @@ def check_out(out: Path) -> None:
     check_output_path(out, "--out", inputs=command_input_files())
 
 
+def check_outputs(out: Path, data: Path | None) -> None:
+    """Fail before any work if --out (check_out) or --data cannot be written: --data must end in .csv,
+    and be neither the figure nor a file the command reads (a CSV written over either destroys it)."""
+    check_out(out)
+    if data is None:
+        return
+    if data.suffix.lower() != ".csv":
+        raise UserError(f"--data must end in .csv, got '{data}'")
+    if _same_file(data, out):
+        raise UserError(f"--data {data} is the figure's --out file; give another file for the numbers")
+    check_output_path(data, "--data", inputs=command_input_files())
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file by two names: the same path once links are followed (written or not yet), or a hard link."""
+    try:
+        return os.path.realpath(a) == os.path.realpath(b) or os.path.samefile(a, b)
+    except (OSError, ValueError):  # not both there yet, or a name with a NUL
+        return False
+
+
 def command_input_files() -> dict[str, str]:
-    """Every option of the running command that names an existing file, by flag (--out aside): a figure
-    must never replace the profile, results or scenario it was drawn from, whichever option brought it."""
+    """Every option of the running command that names an existing file, by flag (--out and --data aside):
+    a figure or its CSV must never replace the profile, results or scenario it was drawn from, whichever
+    option brought it."""
     from rtmodel_cli.failing import command_options
 
     found: dict[str, str] = {}
     for name, value in command_options().items():
         for item in value if isinstance(value, list | tuple) else [value]:
-            if name != "out" and isinstance(item, str | Path) and _is_file(item):
+            if name not in OWN_OUTPUTS and isinstance(item, str | Path) and _is_file(item):
                 found.setdefault(f"--{name.replace('_', '-')}", str(item))
     return found
 
@@ -51,17 +87,25 @@ def _is_file(path: str | Path) -> bool:
         return False
 
 
-def render(make, out: Path) -> None:
-    """Check `out`, build the figure with `make()` and save it."""
+def render(make, out: Path, data: Path | None = None) -> None:
+    """Check `out` and `data`, build the figure with `make()` and save it; with --data, write the numbers
+    the figure carries (rtmodel_plots.plotted) as CSV, whole or not at all, after the figure."""
     import rtmodel_plots as plots
 
-    check_out(out)
+    check_outputs(out, data)
     fig = make()
     try:
         plots.save(fig, out)
     except OSError as exc:
         raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
     typer.echo(f"wrote {out}")
+    if data is not None:
+        table = plots.plotted(fig)
+        try:
+            write_atomic(data, table.csv_text())
+        except OSError as exc:
+            raise UserError(f"cannot write '{data}': {exc.strerror or exc}") from exc
+        typer.echo(f"wrote {data} ({len(table.rows)} rows)")
 
 
 def check_topology(topology: str | None) -> None:
@@ -128,43 +172,39 @@ def preset_kw(o: ModelInputs, batch_per_gpu: float | None, min_gpus: int) -> tup
     return dataclasses.replace(o, model=model), kw
 
 
-def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
-    """(scenario, margin, where its network came from) of a one-n plot: from presets, or the profile
-    calibrated on the fly (or its --calibration file) with its own margin, as `rtmodel advise` builds them."""
-    from rtmodel_inputs.sources import margin_of
+def plotted_inputs(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
+    """The AdviceInputs of a one-n plot: resolved as `rtmodel advise` resolves them (rtmodel_inputs), so a
+    plot of one cluster draws the very answer advise gives for the same options."""
+    from rtmodel_inputs.sources import resolve_inputs
 
-    if o.trace:  # your training's traces (trace_inputs), as advise reads them
-        from rtmodel_inputs.sources import scenario_request
-        from rtmodel_inputs.traces import traced_scenario
-
-        opts = {**o.as_dict(), "gpus": gpus, "batch_per_gpu": batch_per_gpu}
-        sc, prov, _notes, inputs = traced_scenario(opts, scenario_request(opts))
-        return sc, margin_of(sc, inputs, prov), f"trace {Path(o.trace[0]).name}"
-    if o.profile is None and o.calibration is None:
-        from rtmodel_plots.sweeps import preset_scenario
-
-        o, kw = preset_kw(o, batch_per_gpu, gpus)
-        sc = preset_scenario(
-            gpus, model=o.model or "transformer-base", network=o.network, cluster=o.cluster, **kw
-        )
-        if o.nccl_tests is None:
-            return sc, margin_of(sc, {}, {}), f"preset {sc.network.name}"
-        from rtmodel_inputs.nccl_tests import with_nccl_tests
-
-        sc, _line = with_nccl_tests(sc, Path(o.nccl_tests))
-        return sc, margin_of(sc, {}, {}), f"nccl-tests {Path(o.nccl_tests).name}"
-    from rtmodel_inputs.sources import scenario_for, scenario_request
-
-    measured = Path(o.profile if o.calibration is None else o.calibration)
-    if batch_per_gpu is not None:
+    if batch_per_gpu is not None and (o.profile is not None or o.calibration is not None):
         flag = "--profile" if o.calibration is None else "--calibration"
         raise UserError(f"--batch-per-gpu cannot be used with {flag}: the profile measured its batch")
-    sc, prov, _notes, inputs = scenario_for(
-        scenario_request({**o.as_dict(), "gpus": gpus}),
-        None if o.profile is None else Path(o.profile),
-        o.presets,
-        o.nccl_tests,
-        None if o.calibration is None else Path(o.calibration),
-    )
-    what = "profile" if o.calibration is None else "calibration"
-    return sc, margin_of(sc, inputs, prov), f"{what} {measured.name}"
+    return resolve_inputs({**o.as_dict(), "gpus": gpus, "batch_per_gpu": batch_per_gpu})
+
+
+def plotted_scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
+    """(scenario, margin, where its network came from) of a one-n plot (plotted_inputs)."""
+    inputs = plotted_inputs(o, gpus, batch_per_gpu)
+    return inputs.scenario, inputs.margin, _where(o, inputs.scenario)
+
+
+def plotted_answer(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
+    """(advice, where its network came from) of a one-n plot: advise's whole answer to the same options
+    (rtmodel_inputs.answer.advise_from: the tuned DDP and the crossovers too), so the plot names advise's pick."""
+    from rtmodel_inputs.answer import advise_from
+
+    inputs = plotted_inputs(o, gpus, batch_per_gpu)
+    return advise_from(inputs), _where(o, inputs.scenario)
+
+
+def _where(o: ModelInputs, sc) -> str:
+    """Where a one-n plot's network came from, for its title."""
+    if o.trace:
+        return f"trace {Path(o.trace[0]).name}"
+    if o.profile is not None or o.calibration is not None:
+        what, path = ("profile", o.profile) if o.calibration is None else ("calibration", o.calibration)
+        return f"{what} {Path(path).name}"
+    if o.nccl_tests is not None:
+        return f"nccl-tests {Path(o.nccl_tests).name}"
+    return f"preset {sc.network.name}"

@@ -2,7 +2,7 @@
 band inside which it is too close to call and this cluster's bandwidth (the preset's or the profile's).
 
 Why a module of its own: like `plot variance` it takes a profile and answers at one n, so it builds its
-scenario as `rtmodel advise` does (plot_common.plotted_scenario); the advice's crossovers
+answer as `rtmodel advise` does (plot_common.plotted_answer); the advice's crossovers
 (runtime_model.advice.crossover) mark where the verdict flips.
 """
 
@@ -11,13 +11,20 @@ from __future__ import annotations
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import GpuCountOpt, PerGpuOpt
-from rtmodel_cli.plot_common import OutOpt, check_out, merged, plotted_scenario, render
+from rtmodel_cli.plot_common import OutOpt, check_outputs, data_opt, merged, plotted_answer, render
 from rtmodel_cli.plot_variance import WITHOUT
+
+CrossoverDataOpt = data_opt(
+    "kind (curve; flip: where it crosses 1; this cluster: its bandwidth; too close to call: the band's two "
+    "edges; what a preset can miss by: that band's two edges), x_name (inter_bandwidth_gbit_s), x, "
+    "topology, speedup"
+)
 
 
 @takes_model_inputs(without=WITHOUT)
 def crossover(
     out: OutOpt,
+    data: CrossoverDataOpt = None,
     gpus: GpuCountOpt = 64,
     batch_per_gpu: PerGpuOpt = None,
     *,
@@ -26,13 +33,11 @@ def crossover(
     """Speedup of the pick (or, where All-Reduce is kept, the best gossip option) over All-Reduce from
     1/64x to 64x this cluster's inter-node bandwidth; marks where it flips and the too-close band."""
     import rtmodel_plots as plots
-    from runtime_model.advice.advisor import advise
-    from runtime_model.advice.crossover import with_crossovers
     from runtime_model.core.scenario import check_gpus
 
-    check_out(out)
+    check_outputs(out, data)
     check_gpus("gpus", gpus)
     o, taken = merged(inputs)
     with scenario_file.blamed(o.scenario, taken):
-        sc, margin, where = plotted_scenario(o, gpus, batch_per_gpu)
-        render(lambda: plots.crossover_curve(with_crossovers(advise(sc, margin=margin)), where), out)
+        answer, where = plotted_answer(o, gpus, batch_per_gpu)
+        render(lambda: plots.crossover_curve(answer, where), out, data)

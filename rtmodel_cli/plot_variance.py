@@ -16,8 +16,9 @@ from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import GpuCountOpt, PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
     OutOpt,
-    check_out,
+    check_outputs,
     check_topology,
+    data_opt,
     merged,
     plotted_scenario,
     render,
@@ -29,11 +30,16 @@ CV_MAX = Interval(0.0, 1.0, closed="right")  # the sweep starts at 0 (no jitter)
 # No flag for how the collectives use the links either (--nics-per-node, --nccl-algo): a profile measured
 # them, and with presets a scenario file may still set them.
 WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, "nics_per_node", "nccl_algo")
+VarianceDataOpt = data_opt(
+    "x_name (the panel: straggler_factor or compute_cv), x, topology, iteration_ms, speedup; one row per "
+    "point drawn, topology 'allreduce' being All-Reduce's own time at that x (speedup 1)"
+)
 
 
 @takes_model_inputs(without=WITHOUT)
 def variance(
     out: OutOpt,
+    data: VarianceDataOpt = None,
     straggler_max: Annotated[
         float,
         typer.Option(help=f"Largest slowdown of the one slow rank in panel (a), {STRAGGLER_MAX.describe()}."),
@@ -53,7 +59,7 @@ def variance(
     from rtmodel_plots.variance import POINTS, grid
     from runtime_model.core.scenario import check_gpus
 
-    check_out(out)
+    check_outputs(out, data)
     STRAGGLER_MAX.check("straggler_max", straggler_max)
     CV_MAX.check("cv_max", cv_max)
     check_gpus("gpus", gpus)
@@ -63,7 +69,7 @@ def variance(
     with scenario_file.blamed(o.scenario, taken):
         sc = _scenario(o, gpus, batch_per_gpu)
         factors, cvs = grid(straggler_max, 1.0, POINTS), grid(cv_max, 0.0, POINTS)
-        render(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out)
+        render(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out, data)
 
 
 def _scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):

@@ -6,7 +6,7 @@ matplotlib); the figures and their pandas data layer live here, one concern per
 module. Two layers: `sweeps` turns presets into tidy DataFrames; the figure modules (speedup,
 factors, whatif, variance, paper, parity_plot, crossover_plot) draw such frames or the numbers the caller
 passes (the paper's rows, parity points: read by rtmodel_literature and validation, never here); `style`
-holds the looks and `save`.
+holds the looks and `save`; `plotted(fig)` gives the numbers a figure draws (long_form; `rtmodel plot --data`).
 
 `import rtmodel_plots as plots` gives every public name below; importing it never loads matplotlib.
 No module is named like a function it exports (`plots.sweep`, `plots.parity` are the functions).
@@ -15,6 +15,7 @@ No module is named like a function it exports (`plots.sweep`, `plots.parity` are
 from rtmodel_plots.crossover_plot import crossover_curve
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.factors import factor_breakdown_bars
+from rtmodel_plots.long_form import PlotTable, plotted
 from rtmodel_plots.paper import paper_comparison
 from rtmodel_plots.parity_plot import parity
 from rtmodel_plots.speedup import speedup_vs_gpus
@@ -39,6 +40,7 @@ __all__ = [
     "FIGURE_FORMATS",
     "TOPOLOGY_STYLE",
     "PlotError",
+    "PlotTable",
     "WhatIf",
     "best_per_gpus",
     "crossover_curve",
@@ -46,6 +48,7 @@ __all__ = [
     "paper_comparison",
     "parity",
     "pays_from",
+    "plotted",
     "preset_scenario",
     "save",
     "speedup_vs_gpus",

@@ -12,10 +12,14 @@ from collections.abc import Sequence
 import pandas as pd
 
 from rtmodel_plots.errors import PlotError
+from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach
 from rtmodel_plots.progress import CurveProgress
 from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis, topology_style
 from rtmodel_plots.sweeps import best_per_gpus, pays_from, sweep
 from runtime_model.core.defaults import MARGIN
+
+# --data: the sweep's columns after the panel's model and its network or cluster (the other one empty)
+COLUMNS = ("model", "network", "cluster", *SWEEP_COLUMNS)
 
 
 def speedup_vs_gpus(
@@ -34,7 +38,8 @@ def speedup_vs_gpus(
     Rows are models, columns are networks (or named clusters, if given). A dashed line marks 1.0
     (All-Reduce); a dotted vertical line marks where decentralization starts to pay (best topology
     >= 1 + margin from there on). Pass a dict as `data` to get the swept DataFrames back, keyed by
-    (model, network-or-cluster). preset_kw's `local_sgd`: local-SGD configurations (runtime_model.prediction.local_sgd.LocalSgd)
+    (model, network-or-cluster); `plotted(fig)` gives the points drawn (COLUMNS; "allreduce" rows: its
+    own time). preset_kw's `local_sgd`: local-SGD configurations (runtime_model.prediction.local_sgd.LocalSgd)
     drawn beside the topologies, in black dash-dot (another training algorithm: never the pays mark). preset_kw: gpu, gpus_per_node, intra, batch_per_gpu, global_batch, ...
     """
     gpus_list = sorted(set(int(g) for g in gpus_list))
@@ -45,6 +50,7 @@ def speedup_vs_gpus(
         columns, key = _as_list(clusters), "cluster"
     else:
         columns, key = _as_list(networks if networks is not None else "ib-100"), "network"
+    table = PlotTable(COLUMNS)
     fig = new_figure(4.6 * len(columns) + 0.6, 3.6 * len(models) + 0.9)
     axes = fig.subplots(len(models), len(columns), squeeze=False, sharex=True, sharey=True)
     seen: dict[str, object] = {}
@@ -54,21 +60,20 @@ def speedup_vs_gpus(
         for j, col in enumerate(columns):
             ax = axes[i][j]
             # the factor columns only for a caller who asked for the frames (the figure draws speedups)
-            df = sweep(gpus_list, model=model, topologies=topologies, factors=data is not None, **{key: col},
-                       **preset_kw)
+            df = sweep(
+                gpus_list,
+                model=model,
+                topologies=topologies,
+                factors=data is not None,
+                **{key: col},
+                **preset_kw,
+            )
             if data is not None:
                 data[(model, col)] = df
             speedups.extend(df["speedup"].dropna())
-            for topo, part in df.groupby("topology", sort=False):
-                part = part.sort_values("gpus")
-                color, marker, ls = topology_style(topo)
-                if part["family"].iloc[0] == "local-sgd":
-                    color, marker, ls = "black", "*", "-."
-                hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
-                (line,) = ax.plot(part["gpus"], part["speedup"], color=color, marker=marker, ls=ls,
-                                  ms=7 if hollow else 4.5, mfc="none" if hollow else color, lw=1.6, label=topo)
+            panel = {"model": model, **_where(key, col, preset_kw)}
+            for topo, line in _draw_lines(ax, df, table, panel).items():
                 seen.setdefault(topo, line)
-            ax.axhline(1.0, color="black", ls="--", lw=1.0)
             _mark_pays(ax, df, margin)
             log2_gpu_axis(ax, gpus_list)
             progress.step(f"{model} on {col}")
@@ -80,16 +85,71 @@ def speedup_vs_gpus(
                 ax.set_xlabel("")
     speedup_y_axis(axes[0][0], speedups)
     handles = list(seen.values()) + [_dashed_handle()]
-    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center",
-               ncol=min(len(handles), 4), fontsize=9, frameon=False)
+    fig.legend(
+        handles,
+        [h.get_label() for h in handles],
+        loc="outside lower center",
+        ncol=min(len(handles), 4),
+        fontsize=9,
+        frameon=False,
+    )
     fig.suptitle(_speedup_title(preset_kw), fontsize=11)
-    return fig
+    return attach(fig, table)
 
 
 def _as_list(x) -> list:
     if x is None:
         return [None]
     return [x] if isinstance(x, str) else list(x)
+
+
+def _where(key: str, col, preset_kw: dict) -> dict:
+    """A panel's network and cluster columns: its own, and a network a cluster's panel was given."""
+    if key == "cluster":
+        return {"network": preset_kw.get("network"), "cluster": col}
+    return {"network": col, "cluster": None}
+
+
+def _draw_lines(ax, df: pd.DataFrame, table: PlotTable, panel: dict) -> dict:
+    """A panel's line per topology and the dashed All-Reduce line at 1 (its rows: All-Reduce's own time),
+    each recorded in `table` from the very values drawn; returns the lines by topology."""
+    lines = {}
+    for topo, part in df.groupby("topology", sort=False):
+        part = part.sort_values("gpus")
+        color, marker, ls = topology_style(topo)
+        if part["family"].iloc[0] == "local-sgd":
+            color, marker, ls = "black", "*", "-."
+        hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
+        (lines[topo],) = ax.plot(
+            part["gpus"],
+            part["speedup"],
+            color=color,
+            marker=marker,
+            ls=ls,
+            ms=7 if hollow else 4.5,
+            mfc="none" if hollow else color,
+            lw=1.6,
+            label=topo,
+        )
+        table.add_points(
+            **panel,
+            x_name="gpus",
+            x=part["gpus"],
+            topology=topo,
+            iteration_ms=part["topology_ms"],
+            speedup=part["speedup"],
+        )
+    ax.axhline(1.0, color="black", ls="--", lw=1.0)
+    ar = df.drop_duplicates("gpus").sort_values("gpus")
+    table.add_points(
+        **panel,
+        x_name="gpus",
+        x=ar["gpus"],
+        topology=ALLREDUCE,
+        iteration_ms=ar["allreduce_ms"],
+        speedup=1.0,
+    )
+    return lines
 
 
 def _dashed_handle():
@@ -100,12 +160,18 @@ def _dashed_handle():
 
 def _speedup_title(preset_kw: dict) -> str:
     from runtime_model.presets import to_model as presets
+
     extra = [str(preset_kw["gpu"])] if preset_kw.get("gpu") else []
     per_gpu = preset_kw.get("batch_per_gpu")
     if isinstance(per_gpu, dict):
         units = (preset_kw.get("library") or presets.builtin_library()).models
-        extra.append("weak scaling: " + ", ".join(
-            f"{v:g} {units[m].unit}s/GPU ({m})" if m in units else f"{v:g}/GPU ({m})" for m, v in per_gpu.items()))
+        extra.append(
+            "weak scaling: "
+            + ", ".join(
+                f"{v:g} {units[m].unit}s/GPU ({m})" if m in units else f"{v:g}/GPU ({m})"
+                for m, v in per_gpu.items()
+            )
+        )
     elif per_gpu:
         extra.append(f"weak scaling, {per_gpu:g} per GPU")
     elif preset_kw.get("global_batch"):
@@ -127,6 +193,9 @@ def _mark_pays(ax, df: pd.DataFrame, margin: float) -> None:
     row = best[best["gpus"] == n0].iloc[0]
     ax.axvline(n0, color="0.35", ls=":", lw=1.3)
     first = n0 == best["gpus"].min()
-    text = (f"pays at every n swept\n(n={n0}: {row['topology']} {row['speedup']:.2f}x)" if first
-            else f"pays from n = {n0}\n({row['topology']} {row['speedup']:.2f}x)")
+    text = (
+        f"pays at every n swept\n(n={n0}: {row['topology']} {row['speedup']:.2f}x)"
+        if first
+        else f"pays from n = {n0}\n({row['topology']} {row['speedup']:.2f}x)"
+    )
     ax.text(0.03, 0.96, text, transform=ax.transAxes, va="top", fontsize=8.5, bbox=box)

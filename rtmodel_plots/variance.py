@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rtmodel_plots.errors import PlotError
+from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach
 from rtmodel_plots.style import new_figure, speedup_y_axis, topology_style
 from runtime_model.core.distributions import NormalCompute
 from runtime_model.core.scenario import Compute, Scenario
@@ -26,6 +27,9 @@ from runtime_model.core.scenario import Compute, Scenario
 DEFAULT_STRAGGLER_MAX = 3.0
 DEFAULT_CV_MAX = 0.5
 POINTS = 9
+# --data: the sweep's columns; x_name names the panel: (a) straggler_factor, (b) compute_cv
+COLUMNS = SWEEP_COLUMNS
+X_NAMES = {"factor": "straggler_factor", "cv": "compute_cv"}
 
 
 def grid(high: float, low: float, points: int = POINTS) -> list[float]:
@@ -110,8 +114,10 @@ def variance_panels(
 ):
     """Two panels: speedup over All-Reduce of each runnable topology vs (a) the slowdown of one rank and
     (b) the i.i.d. compute CV, at the scenario's n. Pass a dict as `data` to get the two DataFrames back
-    (keys "straggler" and "cv")."""
+    (keys "straggler" and "cv"); `plotted(fig)` gives the points drawn (COLUMNS; "allreduce" rows: its
+    time at each x)."""
     df_straggler, df_cv = variance_sweeps(scenario, factors, cvs, topologies=topologies)
+    table = PlotTable(COLUMNS)
     if data is not None:
         data["straggler"], data["cv"] = df_straggler, df_cv
     fig = new_figure(10.4, 4.6)
@@ -124,24 +130,8 @@ def variance_panels(
         (axes[1], df_cv, "cv", "(b) i.i.d. compute jitter", "i.i.d. compute CV (sd / mean, every rank)"),
     )  # fmt: skip
     for ax, df, key, title, xlabel in panels:
-        shown = df[df["applicable"] & df["runnable"] & np.isfinite(df["speedup"])]
-        speedups.extend(shown["speedup"])
-        for topo, part in shown.groupby("topology", sort=False):
-            color, marker, ls = topology_style(topo)
-            hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
-            (line,) = ax.plot(
-                part[key],
-                part["speedup"],
-                color=color,
-                marker=marker,
-                ls=ls,
-                ms=7 if hollow else 4.5,
-                mfc="none" if hollow else color,
-                lw=1.6,
-                label=topo,
-            )
+        for topo, line in _draw_panel(ax, df, key, table, speedups).items():
             seen.setdefault(topo, line)
-        ax.axhline(1.0, color="black", ls="--", lw=1.0, label="All-Reduce (speedup 1.0)")
         ar = df.drop_duplicates(key)
         ax.text(
             0.03,
@@ -171,4 +161,39 @@ def variance_panels(
         f"{sh.gpus_per_node}, network {scenario.network.name}",
         fontsize=11,
     )
-    return fig
+    return attach(fig, table)
+
+
+def _draw_panel(ax, df: pd.DataFrame, key: str, table: PlotTable, speedups: list[float]) -> dict:
+    """One panel's line per runnable topology (extending `speedups`) and the dashed All-Reduce line at 1,
+    each recorded in `table` from the very values drawn; returns the lines by topology."""
+    shown = df[df["applicable"] & df["runnable"] & np.isfinite(df["speedup"])]
+    speedups.extend(shown["speedup"])
+    lines = {}
+    for topo, part in shown.groupby("topology", sort=False):
+        color, marker, ls = topology_style(topo)
+        hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
+        (lines[topo],) = ax.plot(
+            part[key],
+            part["speedup"],
+            color=color,
+            marker=marker,
+            ls=ls,
+            ms=7 if hollow else 4.5,
+            mfc="none" if hollow else color,
+            lw=1.6,
+            label=topo,
+        )
+        table.add_points(
+            x_name=X_NAMES[key],
+            x=part[key],
+            topology=topo,
+            iteration_ms=part["topology_ms"],
+            speedup=part["speedup"],
+        )
+    ax.axhline(1.0, color="black", ls="--", lw=1.0, label="All-Reduce (speedup 1.0)")
+    ar = df.drop_duplicates(key)
+    table.add_points(
+        x_name=X_NAMES[key], x=ar[key], topology=ALLREDUCE, iteration_ms=ar["allreduce_ms"], speedup=1.0
+    )
+    return lines

@@ -19,7 +19,7 @@ from rtmodel_cli.scenario_file import KEYS, PLOT_FROM_FILE_ONLY, PLOT_IGNORES, P
 
 CLI = Path(__file__).resolve().parent.parent / "rtmodel_cli"
 # What a command asks (not the model's inputs): its output, the sweep, and --scenario itself.
-PLOT_OWN = {"out", "gpus", "topology", "batch_per_gpu", "scenario"}
+PLOT_OWN = {"out", "data", "gpus", "topology", "batch_per_gpu", "scenario"}
 # command -> (its own options, the file keys it takes from the file only, the inputs it takes as flags only)
 COMMANDS = {
     ("advise",): ({"verbose", "brief", "format", "scenario"}, set(), set()),

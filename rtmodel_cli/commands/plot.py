@@ -1,4 +1,5 @@
-"""`rtmodel plot ...`: the figures of rtmodel_plots as PNG or SVG files.
+"""`rtmodel plot ...`: the figures of rtmodel_plots as PNG or SVG files, and with --data the numbers drawn
+as a long-form CSV (each command's help names its columns).
 
 Why a separate module with `register(app)`: the main CLI stays free of matplotlib (imported only
 when a plot command runs), and every input mistake becomes one line and a non-zero exit.
@@ -18,6 +19,7 @@ from rtmodel_cli.options import PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
     OutOpt,
     check_topology,
+    data_opt,
     merged,
     preset_kw,
     refuse_nccl_tests,
@@ -45,6 +47,25 @@ ClustersOpt = Annotated[
     list[str] | None,
     typer.Option(help="Named cluster preset; repeat for one panel each (instead of --network)."),
 ]
+SpeedupDataOpt = data_opt(
+    "model, network, cluster (the panel's), x_name (gpus), x, topology, iteration_ms, speedup; one row per "
+    "panel, n and topology, topology 'allreduce' being All-Reduce's own time (speedup 1)"
+)
+FactorsDataOpt = data_opt(
+    "x_name (gpus), x, topology, iteration_ms, speedup, factor (overlap, links, variance, uneven; net: "
+    "their sum, the diamond), saved_ms; one row per bar and factor"
+)
+WhatIfDataOpt = data_opt(
+    "what_if, x_name (gpus), x, topology (the one the curve takes at that n), iteration_ms, speedup; one row "
+    "per what-if and n, topology 'allreduce' being All-Reduce's time in that what-if (speedup 1)"
+)
+PaperDataOpt = data_opt(
+    "cluster, x_name (gpus), x, topology (the method), bar (published or predicted), iteration_ms, error "
+    "(predicted / published - 1, on predicted bars); one row per bar"
+)
+ParityDataOpt = data_opt(
+    "label (the method), measured, predicted, unit (ms), error (predicted / measured - 1); one row per point"
+)
 # The inputs a sweep has no flag for: the plots' file-only ones, --profile, --calibration and --nccl-tests
 # (the one-n plots', variance and crossover, alone).
 SWEEP_WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, *scenario_file.MEASURED_KEYS, "nccl_tests")
@@ -85,14 +106,16 @@ def parse_gpus(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _draw_sweep(o: ModelInputs, gpus: list[int], batch_per_gpu: float | None, out: Path, draw) -> None:
+def _draw_sweep(
+    o: ModelInputs, gpus: list[int], batch_per_gpu: float | None, out: Path, data: Path | None, draw
+) -> None:
     """A sweep plot's one path: merge the --scenario file under the inputs, check the preset keywords
-    before any work, then `draw(merged_inputs, preset_keywords)` into --out."""
+    before any work, then `draw(merged_inputs, preset_keywords)` into --out (and --data)."""
     o, taken = merged(o)
     with scenario_file.blamed(o.scenario, taken):
         refuse_nccl_tests(o)
         o, kw = preset_kw(o, batch_per_gpu, min(gpus))
-        render(lambda: draw(o, kw), out)
+        render(lambda: draw(o, kw), out, data)
 
 
 def _as_list(value: str | list[str] | None) -> list[str] | None:
@@ -106,6 +129,7 @@ def _as_list(value: str | list[str] | None) -> list[str] | None:
 @takes_local_sgd
 def speedup(
     out: OutOpt,
+    data: SpeedupDataOpt = None,
     gpus: GpusOpt = "8:1024",
     topology: TopologiesOpt = None,
     batch_per_gpu: PerGpuOpt = None,
@@ -141,12 +165,14 @@ def speedup(
                 **kw,
             ),
             out,
+            data,
         )
 
 
 @takes_model_inputs(without=SWEEP_WITHOUT)
 def factors(
     out: OutOpt,
+    data: FactorsDataOpt = None,
     gpus: Annotated[
         str,
         typer.Option(
@@ -175,12 +201,13 @@ def factors(
         model = o.model or "transformer-base"
         return plots.factor_breakdown_bars(what, o.network, model, topology=topology, cluster=o.cluster, **kw)
 
-    _draw_sweep(inputs, gl, batch_per_gpu, out, draw)
+    _draw_sweep(inputs, gl, batch_per_gpu, out, data, draw)
 
 
 @takes_model_inputs(without=SWEEP_WITHOUT)
 def what_if(
     out: OutOpt,
+    data: WhatIfDataOpt = None,
     gpus: GpusOpt = "8:1024",
     topology: Annotated[
         str | None,
@@ -202,15 +229,15 @@ def what_if(
         model = o.model or "transformer-base"
         return plots.what_if(gl, o.network, model, topology=topology, cluster=o.cluster, **kw)
 
-    _draw_sweep(inputs, gl, batch_per_gpu, out, draw)
+    _draw_sweep(inputs, gl, batch_per_gpu, out, data, draw)
 
 
-def paper(out: OutOpt):
+def paper(out: OutOpt, data: PaperDataOpt = None):
     """The model next to the paper's published per-iteration times (Wang et al., ICLR 2025, Fig. 6)."""
     import rtmodel_plots as plots
     from rtmodel_literature import paper as paper_mod
 
-    render(lambda: plots.paper_comparison(paper_mod.compare()), out)
+    render(lambda: plots.paper_comparison(paper_mod.compare()), out, data)
 
 
 def parity(
@@ -221,6 +248,7 @@ def parity(
             help="Validation results JSONL (from `rtmodel validate`): predicted and measured mean iteration time per run."
         ),
     ],
+    data: ParityDataOpt = None,
     title: Annotated[str, typer.Option(help="Figure title.")] = "Predicted vs measured per-iteration time",
 ):
     """Predicted vs measured mean iteration time with the y = x line and ±5% / ±10% bands."""
@@ -231,10 +259,15 @@ def parity(
         points = read_parity_points(results)
         synthetic = sorted({p.source for p in points} - {"measured"})
         note = f"NOT MEASURED: source = {', '.join(synthetic)}" if synthetic else None
-        return plots.parity([p.predicted_ms for p in points], [p.measured_ms for p in points],
-                            [p.method for p in points], title=title, note=note)
+        return plots.parity(
+            [p.predicted_ms for p in points],
+            [p.measured_ms for p in points],
+            [p.method for p in points],
+            title=title,
+            note=note,
+        )
 
-    render(make, out)
+    render(make, out, data)
 
 
 def register(app: typer.Typer) -> None:
@@ -243,7 +276,9 @@ def register(app: typer.Typer) -> None:
     from rtmodel_cli.plot_variance import variance
 
     plot = typer.Typer(
-        help="Draw the model's predictions as figures (PNG or SVG).", no_args_is_help=True, rich_markup_mode=None
+        help="Draw the model's predictions as figures (PNG or SVG); --data FILE.csv also writes the numbers drawn.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
     )
     plot.command("speedup")(speedup)
     plot.command("factors")(factors)
