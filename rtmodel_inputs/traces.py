@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from rtmodel_inputs.sources import refuse_options_a_profile_replaces, with_compute_ms
+from rtmodel_inputs.compute_scaling import with_compute_ms
+from rtmodel_inputs.refusals import refuse_options_a_profile_replaces
+
+# Options that size the gradients (with --message-dtype): where the trace records no sizes, the bytes
+SIZE_KEYS = ("model", "params", "param_mb")
 
 
 def traced_scenario(opts: dict, request: dict):
@@ -26,23 +30,33 @@ def traced_scenario(opts: dict, request: dict):
     paths, preset_dirs, nccl_tests = opts["trace"], opts["presets"], opts["nccl_tests"]
     if opts["profile"] is not None or opts["calibration"] is not None:
         raise UserError("--trace and --profile/--calibration both measure your training: give one")
-    given = {k: v for k, v in request.items() if k not in ("compute_ms", "batch_per_gpu")}
+    sized = any(request.get(k) is not None for k in SIZE_KEYS)
+    skip = ("compute_ms", "batch_per_gpu", *SIZE_KEYS, *(("message_dtype",) if sized else ()))
+    given = {k: v for k, v in request.items() if k not in skip}
     refuse_options_a_profile_replaces(given, "--trace")
     batches = _batches(opts.get("traced_batch"), request)  # checked before any file is read
     library = presets.load_library(preset_dirs or ())
+    sizes = _gradient_bytes(request, library)
     traces = read_traces(paths)
     first = traces[0]
-    gpu = gpu_preset_of(first.gpu_name, first.gpu_memory_bytes, library.gpus)
-    if gpu is None and request.get("intra") is None:
+    gpu = None if first.on_cpu else gpu_preset_of(first.gpu_name, first.gpu_memory_bytes, library.gpus)
+    if gpu is None and request.get("intra") is None and not first.on_cpu:
         raise TraceError(
             f"--trace {first.path}: ran on '{first.gpu_name}', which no GPU preset describes "
             f"({', '.join(sorted(library.gpus))}): give --intra LINK for its node's links"
         )
+    if first.on_cpu and request.get("nccl_algo") is not None:
+        raise UserError(
+            f"--nccl-algo cannot be used with --trace {first.path}: its CPU ranks ran gloo; drop it"
+        )
     network, intra = presets.link_names(request.get("network"), request.get("intra"), gpu, library)
     net = presets.network_preset(network, intra, library, **_network_kw(request))
-    traced = scenario_from_traces(traces, request["gpus"], request.get("gpus_per_node"), net, gpu)
+    traced = scenario_from_traces(traces, request["gpus"], request.get("gpus_per_node"), net, gpu, sizes)
     scenario, provenance, notes = traced.scenario, dict(traced.provenance), list(traced.notes)
     inputs = {"trace": [str(p) for p in paths], "traced_shape": _shape(traced.traced_shape), "trace_gpu": gpu}
+    inputs["trace_device"] = "CPU ranks (gloo)" if traced.on_cpu else first.gpu_name
+    inputs["bucket_bytes"] = traced.bytes_source
+    inputs.update(traced.stats.as_inputs())
     inputs["trace_check"] = {
         "measured_ms": traced.check.measured_s * 1e3,
         "predicted_ms": traced.check.predicted_s * 1e3,
@@ -97,6 +111,35 @@ def _batches(traced_batch: float | None, request: dict) -> tuple[float, float] |
             batch_per_gpu=wanted,
         )
     return traced_batch, wanted
+
+
+def _gradient_bytes(request: dict, library):
+    """GradientBytes from --params/--param-mb or --model (at --message-dtype, fp32 unless given), for a
+    trace whose all-reduces record no sizes (bucket_bytes); None when none is given."""
+    from calibration.trace.bucket_bytes import GradientBytes
+    from rtmodel_inputs.request import flag_of
+    from runtime_model.core.errors import UserError
+    from runtime_model.presets.own_model import params_of
+    from runtime_model.presets.preset_choice import MESSAGE_DTYPE_BYTES
+
+    dtype = request.get("message_dtype") or "fp32"
+    element = MESSAGE_DTYPE_BYTES[dtype]
+    named = [k for k in ("params", "param_mb", "model") if request.get(k) is not None]
+    if len(named) > 1:
+        raise UserError(f"{' and '.join(flag_of(k) for k in named)} both size your model: give one")
+    if not named:
+        return None
+    key = named[0]
+    if key == "model":
+        m = library.model(request["model"])
+        count = m.params if m.params_only else sum(m.backward_numels)
+        said = f"--model {m.name}'s {count:,} parameters x {element} bytes ({dtype})"
+    else:
+        count = params_of(request.get("params"), request.get("param_mb"), element)
+        value = float(request[key])
+        shown = f"{value:,.0f}" if value.is_integer() else f"{value:g}"
+        said = f"{flag_of(key)} {shown}: {count:,} parameters x {element} bytes ({dtype})"
+    return GradientBytes(float(count * element), said, flag_of(key))
 
 
 def _network_kw(request: dict) -> dict:

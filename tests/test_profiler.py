@@ -333,7 +333,7 @@ def test_four_ranks_as_two_pretend_nodes_form_inter_node_patterns(tmp_path):
 def test_trace_out_writes_each_ranks_ddp_trace(two_rank):
     """--trace-out: one torch.profiler trace per rank, its three active DDP iterations as ProfilerSteps,
     with the run's rank and world and DDP's all-reduce calls (what `advise --trace` reads on a GPU host;
-    a CPU host's trace is refused there as CPU-only)."""
+    a CPU host's trace is read there as CPU ranks over gloo)."""
     import gzip
 
     from profiler.trace_out import ACTIVE

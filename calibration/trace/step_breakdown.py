@@ -43,6 +43,12 @@ class TracedStep:
     other_collectives_s: float  # NCCL time of collectives that are not DDP's buckets (as measured)
     forward_busy_s: float = 0.0  # the GPU's compute kernels' time inside forward's window (their union)
     backward_busy_s: float = 0.0  # and inside backward's
+    idle_s: float = 0.0  # the iteration's time with nothing on the device (no kernel, no collective)
+
+    @property
+    def allreduce_s(self) -> float:
+        """The buckets' all-reduce time in this step (their kernels' sum, as traced)."""
+        return sum(b.duration_s for b in self.buckets)
 
     @property
     def compute_s(self) -> float:
@@ -88,7 +94,8 @@ def _step(trace: RankTrace, number: int, iteration_us: float, mask: np.ndarray) 
     tail_us = max(0.0, ar_end - b1)
     others = ~compute & (kind != ALL_REDUCE)
     if on_wire.size:
-        timeline = _Timeline(start, end, corr, compute, busy, b0, b1)
+        launched = g.launch_us[mask] if trace.on_cpu else None
+        timeline = _Timeline(start, end, corr, compute, busy, b0, b1, launched)
         buckets = tuple(_bucket(i, timeline, nbytes[i]) for i in on_wire)
     else:
         buckets = _unsent_buckets(trace, number, mask, b0, b1)
@@ -103,6 +110,7 @@ def _step(trace: RankTrace, number: int, iteration_us: float, mask: np.ndarray) 
         float((end[others] - start[others]).sum()) * 1e-6,
         _covered(start.min(), b0, busy) * 1e-6,
         _covered(b0, b1, busy) * 1e-6,
+        max(0.0, iteration_us - _covered(end.max() - iteration_us, end.max(), _union(start, end))) * 1e-6,
     )
 
 
@@ -132,12 +140,16 @@ class _Timeline:
     busy: np.ndarray  # the compute's union, disjoint rows
     b0: float
     b1: float
+    launch: np.ndarray | None = None  # CPU ranks: when each was issued (the host runs in order)
 
 
 def _bucket(i: int, t: _Timeline, nbytes: float) -> TracedBucket:
-    """Ready when the compute launched before its all-reduce has run (its stream waits for that)."""
+    """Ready when the compute launched before its all-reduce has run (its stream waits for that); on CPU
+    ranks when its call issued it (the ops before it have run: the host is the device)."""
     before = t.compute & (t.corr < t.corr[i])
     ready = t.end[before].max() if before.any() else t.start[i]
+    if t.launch is not None:
+        ready = t.launch[i]
     fraction = _into_backward(ready, t.b0, t.b1)
     duration = t.end[i] - t.start[i]
     hidden = _covered(t.start[i], t.end[i], t.busy)

@@ -36,19 +36,22 @@ def check_file(path: Path) -> None:
         )
 
 
-def check_document(path: Path, meta: dict) -> tuple[int, int, str, int, str]:
-    """(rank, world size, GPU name, GPU memory bytes, NCCL version) from the trace's header; a trace
-    that ran on no GPU is refused."""
+def check_document(path: Path, meta: dict, cpu_ranks: bool = False) -> tuple[int, int, str, int, str]:
+    """(rank, world size, GPU name, GPU memory bytes, NCCL version) from the trace's header; CPU ranks
+    (host_events.is_cpu_ranks) are named "CPU"; a GPU run traced without its GPU is refused."""
     if not isinstance(meta, dict):
         raise TraceError(f"--trace {path}: not a torch.profiler trace (no header)")
     devices = [d for d in meta.get("deviceProperties") or [] if isinstance(d, dict) and d.get("name")]
-    if not devices:
+    if not devices and not cpu_ranks:
         raise TraceError(
-            f"--trace {path}: recorded no GPU (CPU-only): profile with "
+            f"--trace {path}: recorded no GPU (CPU-only) of ranks that ran on GPUs (NCCL, CUDA launches): profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on the GPUs you train on"
         )
-    name, _ = Counter(str(d["name"]) for d in devices).most_common(1)[0]
-    memory = next(int(d.get("totalGlobalMem", 0)) for d in devices if str(d["name"]) == name)
+    if devices:
+        name, _ = Counter(str(d["name"]) for d in devices).most_common(1)[0]
+        memory = next(int(d.get("totalGlobalMem", 0)) for d in devices if str(d["name"]) == name)
+    else:
+        name, memory = "CPU", 0
     info = meta.get("distributedInfo") or {}
     rank, world = info.get("rank", 0), info.get("world_size", 1)
     if not isinstance(rank, int) or not isinstance(world, int) or not 0 <= rank < max(world, 1):
@@ -56,8 +59,9 @@ def check_document(path: Path, meta: dict) -> tuple[int, int, str, int, str]:
     return rank, world, name, memory, str(info.get("nccl_version", ""))
 
 
-def check_steps(path: Path, steps, frame) -> None:
-    """ProfilerStep spans from one process, each number once, with GPU work launched inside them."""
+def check_steps(path: Path, steps, frame, cpu_ranks: bool = False) -> None:
+    """ProfilerStep spans from one process, each number once, with GPU work (CPU ranks: ops) launched
+    inside them."""
     if steps.empty:
         raise TraceError(
             f"--trace {path}: no ProfilerStep#N spans: profile with schedule=torch.profiler.schedule(...) "
@@ -68,6 +72,10 @@ def check_steps(path: Path, steps, frame) -> None:
             f"--trace {path}: holds several processes' steps (ProfilerStep spans from {steps['pid'].nunique()} "
             "processes or repeated numbers): give one file per rank"
         )
+    if cpu_ranks:
+        if not ((frame["cat_s"] == "cpu_op") & (frame["iteration"] >= 0)).any():
+            raise TraceError(f"--trace {path}: no ops inside its ProfilerStep spans (CPU ranks)")
+        return
     on_gpu = frame["stream"] > 0
     launched = frame[on_gpu & (frame["iteration"] >= 0)]
     if launched.empty and on_gpu.any():

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.trace.gpu_work import GpuWork
 from calibration.trace.trace_errors import TraceError
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -33,21 +34,6 @@ DTYPE_BYTES = {
 }  # fmt: skip
 ALL_REDUCE = "allreduce"
 ANNOTATED_ALL_REDUCE = "nccl:all_reduce"  # older traces: the collective's size sits on this annotation
-
-
-@dataclass(frozen=True)
-class GpuWork:
-    """Every GPU event of the profiled steps, as parallel arrays (microseconds, the trace's own clock)."""
-
-    step: np.ndarray  # the ProfilerStep number that launched it (-1: outside every step)
-    start_us: np.ndarray
-    end_us: np.ndarray
-    correlation: np.ndarray  # launch order: CUDA correlation ids grow as the host launches
-    launch_us: np.ndarray  # when the host launched it (NaN where the trace does not say)
-    on_main_thread: np.ndarray  # launched by the thread that runs the steps (else autograd's backward)
-    collective: np.ndarray  # "" for compute; else NCCL's collective name ("allreduce", "broadcast", ...)
-    nbytes: np.ndarray  # a collective's message bytes (NaN where the trace does not say)
-    stream: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -69,6 +55,8 @@ class RankTrace:
     gpu: GpuWork
     optimizer_us: tuple[tuple[float, float], ...]  # host spans of `Optimizer.step#...` annotations
     host_all_reduce: HostCalls  # DDP's all-reduce calls on autograd's thread, as the host recorded them
+    on_cpu: bool = False  # CPU ranks (gloo, no GPU): `gpu` holds the host's ops (host_events)
+    backend: str = ""  # distributedInfo's backend: nccl, gloo ("" where the header does not say)
 
 
 @dataclass(frozen=True)
@@ -83,23 +71,25 @@ class HostCalls:
 
 def read_rank_trace(path: Path) -> RankTrace:
     """Read one trace file; TraceError (one line) for anything the model cannot use (trace_errors)."""
+    from calibration.trace.host_events import host_work, is_cpu_ranks
     from calibration.trace.trace_errors import check_document, check_steps
 
     meta, frame, names = _parse(path)
-    rank, world, gpu_name, memory, nccl = check_document(path, meta)
+    on_cpu = isinstance(meta, dict) and is_cpu_ranks(meta, frame, names)
+    rank, world, gpu_name, memory, nccl = check_document(path, meta, on_cpu)
     on_host = len(meta.get("deviceProperties") or [])
     frame["name_s"] = frame["name"].map(names.__getitem__)
     frame["cat_s"] = frame["cat"].map(names.__getitem__)
     # the host's spans: on a GPU Kineto may repeat each step on the device's timeline (gpu_user_annotation)
     host_side = ~frame["cat_s"].str.startswith("gpu_")
     steps = frame[frame["name_s"].str.match(STEP_NAME) & host_side].sort_values("ts")
-    check_steps(path, steps, frame)
-    gpu = _gpu_work(frame, int(steps["tid"].iloc[0]))
+    check_steps(path, steps, frame, on_cpu)
+    main = int(steps["tid"].iloc[0])
+    gpu = host_work(frame, main) if on_cpu else _gpu_work(frame, main)
     numbers = tuple(int(STEP_NAME.match(n).group(1)) for n in steps["name_s"])
     optimizer = frame[
         (frame["cat_s"] == "user_annotation") & frame["name_s"].str.startswith("Optimizer.step")
     ]
-    main_tid = int(steps["tid"].iloc[0])
     return RankTrace(
         str(path),
         rank,
@@ -119,7 +109,9 @@ def read_rank_trace(path: Path) -> RankTrace:
                 optimizer["ts"].astype(float), (optimizer["ts"] + optimizer["dur"]).astype(float), strict=True
             )
         ),
-        _host_all_reduce(frame, main_tid),
+        _host_all_reduce(frame, main),
+        on_cpu,
+        str((meta.get("distributedInfo") or {}).get("backend") or ""),
     )
 
 

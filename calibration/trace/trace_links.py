@@ -25,10 +25,12 @@ SOURCE = "measured: the trace's all-reduce kernels"
 
 
 def traced_network(
-    network: Network, shape: ClusterShape, buckets: tuple[Bucket, ...], times_s
-) -> tuple[Network, str]:
+    network: Network, shape: ClusterShape, buckets: tuple[Bucket, ...], times_s, algo: str | None = "ring",
+    sizes_recorded: bool = True,
+) -> tuple[Network, str]:  # fmt: skip
     """(`network` with the trace's group cost and, where its times resolve one, its link; the line that
-    says which)."""
+    says which). `algo`: the algorithm the traced all-reduces ran (NCCL's ring; None: gloo's flat ring).
+    Sizes the trace did not record (bucket_bytes) resolve no link: they were split by the times."""
     if shape.gpus < 2:
         return network, "a world of one sends nothing: the links are the presets'"
     group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, network.nics_per_node)
@@ -39,10 +41,11 @@ def traced_network(
     per_byte = fit.per_byte_s if resolved else max(times_s) / max(nbytes)  # beyond the sizes: their rate
     cost = tabulated_cost(nbytes, times_s, min(times_s), per_byte, SOURCE)
     net = replace(network, group_costs={**network.group_costs, group.key: cost})
-    if fit is None:
+    if fit is None or not sizes_recorded:
+        why = "one bucket size" if sizes_recorded else "bucket sizes not recorded"
         return (
             net,
-            f"one bucket size: the trace's own group ({group.key}) keeps its time, other groups the presets' links",
+            f"{why}: the trace's own group ({group.key}) keeps its times, other groups the presets' links",
         )
     if not resolved:
         return (
@@ -52,14 +55,14 @@ def traced_network(
     line = MeasuredLine(
         group, f"trace {group.key}", fit.fixed_s, fit.fixed_sd_s, fit.per_byte_s, fit.per_byte_rel_sd
     )
-    est = invert_line(line, "ring", network.intra)
+    est = invert_line(line, algo, network.intra)
     cls = line.link_class
     preset = getattr(network, cls)
     latency_resolved = "fixed_s" not in fit.unresolved and est.latency_s > 0
     link = Link(
         est.latency_s if latency_resolved else preset.latency_s,
         est.bandwidth_Bps,
-        source=f"{SOURCE} ({group.key}, {len(sizes)} bucket sizes, NCCL's ring inverted)",
+        source=f"{SOURCE} ({group.key}, {len(sizes)} bucket sizes, {'NCCL' if algo else 'gloo'}'s ring inverted)",
         latency_sd_s=est.latency_sd_s if latency_resolved else preset.latency_sd_s,
         bandwidth_rel_sd=min(est.bandwidth_rel_sd, 1.0),
     )

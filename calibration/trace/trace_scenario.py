@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.trace.bucket_bytes import GradientBytes, bucket_bytes
 from calibration.trace.step_breakdown import TracedStep, traced_steps
+from calibration.trace.step_stats import StepStats, step_stats
 from calibration.trace.trace_errors import TraceError, check_same_run
 from calibration.trace.trace_events import RankTrace, read_rank_trace
 from calibration.trace.trace_links import traced_network
@@ -103,6 +105,9 @@ class TracedScenario:
     spread: RankSpread
     gpu_preset: str | None
     busy_s: tuple[float, float] = (0.0, 0.0)  # the GPU's compute kernels in forward's and backward's windows
+    stats: StepStats | None = None  # the all-reduce's spread over steps, the device's idle share
+    on_cpu: bool = False  # CPU ranks over gloo (host_events)
+    bytes_source: str = "measured"  # else where the buckets' bytes came from (bucket_bytes)
 
 
 def read_traces(paths: list[Path]) -> list[RankTrace]:
@@ -128,18 +133,22 @@ def _trace_files(paths: list[Path]) -> list[Path]:
 
 
 def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int | None, network: Network,
-                         gpu_preset: str | None) -> TracedScenario:  # fmt: skip
+                         gpu_preset: str | None, gradient_bytes: GradientBytes | None = None) -> TracedScenario:  # fmt: skip
     """The model's scenario for `gpus` from the traces, on `network` (presets or nccl-tests) beyond the
-    trace's own all-reduce, which keeps its measured times at the trace's group shape."""
+    trace's own all-reduce, which keeps its measured times at the trace's group shape; `gradient_bytes`
+    (the user's model) sizes buckets whose bytes the trace does not record."""
     steps = {t.rank: traced_steps(t) for t in traces}
     first = traces[0]
     traced_shape, shape_note = _traced_shape(traces, gpus_per_node)
-    buckets = _buckets(first, steps[first.rank])
-    times = _bucket_times(traces, steps, len(buckets))
+    count = _bucket_count(first, steps[first.rank])
+    times = _bucket_times(traces, steps, count)
+    buckets, bytes_source = _buckets(first, steps[first.rank], count, times, gradient_bytes)
     compute = _compute(steps, traced_shape.gpus_per_node)
     if len(traces) < first.world_size:
         compute = _without_wait(compute, traced_shape)
-    net, link_line = traced_network(network, traced_shape, buckets, times)
+    network = _backend_network(network, first)
+    algo = network.nccl_algo and "ring"  # NCCL's ring; gloo's flat ring (None)
+    net, link_line = traced_network(network, traced_shape, buckets, times, algo, bytes_source == "measured")
     at_trace = Scenario(traced_shape, net, compute, BucketLayout(buckets, buckets), "traced")
     check = _check(at_trace, steps, network, float(times.sum()))
     k = gpus_per_node or min(traced_shape.gpus_per_node, gpus)
@@ -149,11 +158,30 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
         tuple(float(np.mean([s.iteration_s for s in v])) for v in steps.values()),
         tuple(float(np.mean([s.compute_s for s in v])) for v in steps.values()),
     )
+    stats = step_stats(steps, count, first.on_cpu)
+    provenance = _provenance(traces, steps, compute, buckets, check, net) | {"links": link_line}
+    provenance |= {"allreduce per step": stats.allreduce_line(), "idle": stats.idle_line()}
+    if bytes_source != "measured":
+        provenance["buckets"] = f"{len(buckets)} DDP buckets, bytes {bytes_source}"
     return TracedScenario(
-        scenario, traced_shape, _provenance(traces, steps, compute, buckets, check, net) | {"links": link_line},
-        _notes(traces, spread, shape_note),
-        check, spread, gpu_preset, _busy(steps),
+        scenario, traced_shape, provenance, _notes(traces, spread, shape_note),
+        check, spread, gpu_preset, _busy(steps), stats, first.on_cpu, bytes_source,
     )  # fmt: skip
+
+
+def _backend_network(network: Network, first: RankTrace) -> Network:
+    """Gloo's collectives as profile calibration takes them: its flat ring (no NCCL algorithm) on its two
+    worker threads at once; CPU ranks' network is named as theirs."""
+    if first.backend.lower() != "gloo" and not first.on_cpu:
+        return network
+    from calibration.calibrate_profile import GLOO_WORKER_THREADS
+
+    name = (
+        f"CPU ranks over gloo, traced; presets {network.name} where it measured no link"
+        if first.on_cpu
+        else network.name
+    )
+    return replace(network, nccl_algo=None, concurrent_collectives=GLOO_WORKER_THREADS, name=name)
 
 
 def _busy(steps: dict[int, tuple[TracedStep, ...]]) -> tuple[float, float]:
@@ -186,26 +214,29 @@ def _traced_shape(traces: list[RankTrace], given_k: int | None) -> tuple[Cluster
     )
 
 
-def _buckets(trace: RankTrace, steps: tuple[TracedStep, ...]) -> tuple[Bucket, ...]:
-    """DDP's buckets as the steps saw them: the count most steps saw; per bucket the median bytes and
-    readiness (their all-reduce times: _bucket_times, over every traced rank)."""
+def _bucket_count(trace: RankTrace, steps: tuple[TracedStep, ...]) -> int:
+    """The number of DDP buckets most steps saw; TraceError where none ran one."""
     counts = [len(s.buckets) for s in steps]
     count = max(set(counts), key=counts.count)
     if count == 0:
         raise TraceError(
-            f"--trace {trace.path}: no DDP gradient all-reduce on autograd's thread with its size "
+            f"--trace {trace.path}: no DDP gradient all-reduce on autograd's thread "
             "(is this DistributedDataParallel training? profile with record_shapes=True)"
         )
+    return count
+
+
+def _buckets(
+    trace: RankTrace, steps: tuple[TracedStep, ...], count: int, times, given: GradientBytes | None
+) -> tuple[tuple[Bucket, ...], str]:
+    """(DDP's buckets as the steps saw them: per bucket the median bytes (else bucket_bytes' from the
+    user's model) and readiness, where the bytes came from)."""
     seen = [s.buckets for s in steps if len(s.buckets) == count]
-    nbytes = np.median([[b.nbytes for b in row] for row in seen], axis=0)
-    if not np.all(np.isfinite(nbytes)):
-        raise TraceError(
-            f"--trace {trace.path}: its all-reduces do not record their sizes (PyTorch 2.0 or later writes "
-            "them; profile with record_shapes=True)"
-        )
+    recorded = np.median([[b.nbytes for b in row] for row in seen], axis=0)
+    nbytes, source = bucket_bytes(recorded, times, given, trace.path)
     ready = np.median([[b.ready_fraction for b in row] for row in seen], axis=0)
     ready = np.maximum.accumulate(ready)  # DDP launches buckets in order: each ready no earlier
-    return tuple(Bucket(int(round(b)), float(r)) for b, r in zip(nbytes, ready, strict=True))
+    return tuple(Bucket(int(round(b)), float(r)) for b, r in zip(nbytes, ready, strict=True)), source
 
 
 def _bucket_times(
@@ -293,10 +324,11 @@ def _provenance(traces, steps, compute: Compute, buckets, check: TraceCheck, net
     first = traces[0]
     count = sum(len(v) for v in steps.values())
     files = first.path if len(traces) == 1 else f"{len(traces)} files ({first.path}, ...)"
+    device = "CPU ranks over gloo" if first.on_cpu else first.gpu_name
     gpu = (
-        f"{first.gpu_name}, rank {first.rank} of {first.world_size}"
+        f"{device}, rank {first.rank} of {first.world_size}"
         if len(traces) == 1
-        else f"{first.gpu_name}, {len(traces)} of {first.world_size} ranks"
+        else f"{device}, {len(traces)} of {first.world_size} ranks"
     )
     return {
         "compute": (
@@ -312,6 +344,11 @@ def _provenance(traces, steps, compute: Compute, buckets, check: TraceCheck, net
 
 def _notes(traces, spread: RankSpread, shape_note: str) -> tuple[str, ...]:
     notes = []
+    if traces[0].on_cpu:
+        notes.append(
+            "CPU ranks: the trace ran on CPUs over gloo, no GPU: their compute is the host's ops, their "
+            "all-reduce gloo's (2 worker threads); the answer is for CPU ranks like them"
+        )
     if len(traces) > 1:
         notes.append(spread.line())
     if shape_note:
