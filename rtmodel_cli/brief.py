@@ -13,10 +13,11 @@ from rich.text import Text
 
 from runtime_model.advice.advisor import Advice
 from runtime_model.advice.confidence import speedup_uncertainty
-from runtime_model.advice.crossover import settle_line
+from runtime_model.advice.crossover import named_option, settle_line
 from runtime_model.core.errors import UserError
 
 BRIEF_MAX_LINES = 15
+MARKS = ("  <- pick", "  <- validate")  # the row the verdict names: the pick, a too-close verdict's candidate
 BRIEF_TOPOLOGIES = 3  # the fastest runnable topologies listed under All-Reduce (the pick always among them)
 
 
@@ -42,7 +43,7 @@ def brief_lines(advice: Advice, width: int, assumed: str | None = None) -> list[
         if settle:
             settle = []
         elif len(rows) > 2:
-            rows = rows[:-1]
+            rows = _without_one(rows)
         else:
             hint = []
             break
@@ -68,7 +69,7 @@ def _verdict(advice: Advice) -> str:
     nodes = f"{sc.shape.nodes} node{'' if sc.shape.nodes == 1 else 's'}"
     head = f"{sc.shape.gpus} GPUs ({nodes} x {sc.shape.gpus_per_node}), {sc.network.name}: "
     rows = {r.topology: r for r in advice.rows if r.prediction is not None}
-    name = rec.candidate if rec.too_close_to_call and rec.candidate else rec.topology
+    name = named_option(advice)
     row = rows.get(name)
     if row is None:
         return (
@@ -94,20 +95,29 @@ def _verdict(advice: Advice) -> str:
 
 
 def _rows(advice: Advice) -> list[str]:
-    """All-Reduce and the fastest runnable topologies (the pick marked), one line each."""
+    """All-Reduce and the fastest runnable topologies, one line each, the option the verdict names marked
+    as the full view names it (crossover.named_option): the pick, or a too-close verdict's candidate."""
     rec, ar = advice.recommendation, advice.allreduce
     ranked = sorted(
         (r for r in advice.rows if r.prediction is not None and r.runnable), key=lambda r: r.prediction.mean_s
     )
     shown = ranked[:BRIEF_TOPOLOGIES]
-    pick = next((r for r in ranked if r.topology in (rec.topology, rec.candidate)), None)
+    named = named_option(advice)
+    pick = next((r for r in ranked if r.topology == named), None)
     if pick is not None and pick not in shown:
         shown = [*shown[: BRIEF_TOPOLOGIES - 1], pick]
     lines = [f"  {'allreduce (DDP)':<22}{ar.mean_s * 1e3:>10.1f} ms   1.00x"]
     for r in shown:
-        mark = "  <- pick" if r is pick and rec.topology != "allreduce" else ""
+        mark = MARKS[rec.too_close_to_call] if r is pick else ""
         lines.append(f"  {r.topology:<22}{r.prediction.mean_s * 1e3:>10.1f} ms {r.speedup:>6.2f}x{mark}")
     return lines
+
+
+def _without_one(rows: list[str]) -> list[str]:
+    """The rows less the last one the verdict does not name (All-Reduce's, the first, stays): a brief
+    that must shorten never drops the row it marks."""
+    i = max(i for i, line in enumerate(rows) if i > 0 and not line.endswith(MARKS))
+    return rows[:i] + rows[i + 1 :]
 
 
 def _wrapped(text: str, width: int) -> list[str]:

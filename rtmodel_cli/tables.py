@@ -48,7 +48,9 @@ LEGEND = (
     (
         EQUIVALENT_MARK,
         "\u2248 best = mean iteration time within the advisor's margin ({margin}) of the fastest "
-        "runnable one: equivalent within the model's accuracy; among them the best consensus is picked.",
+        "runnable one: equivalent within the model's accuracy; among them the best consensus is picked. best = "
+        "the option the verdict names (a too-close verdict's candidate too), or the fastest where that is not "
+        "within the margin of it.",
     ),
     (
         "agreement",
@@ -62,7 +64,7 @@ LEGEND = (
         "runs on = what runs it: Decent-DP (a built-in); Decent-DP + rtmodel (after `import "
         "rtmodel_decentdp`); SGP / SGP --overlap (facebookresearch/stochastic_gradient_push) and BlueFog "
         "(neighbor_allreduce): shown to compare, picks stay with Decent-DP; local SGD: `rtmodel validate "
-        "--local-sgd-h` runs it with torch.distributed (as OpenDiLoCo and PrimeIntellect's prime do); model "
+        "--profile PROFILE --local-sgd-h 30` runs it with torch.distributed (as OpenDiLoCo and PrimeIntellect's prime do); model "
         "only = predicted, nothing here runs it (why: above).",
     ),
     (

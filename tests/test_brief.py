@@ -42,3 +42,18 @@ def test_brief_is_refused_beside_verbose_or_another_format():
         assert res.exit_code == 2 and res.stderr.strip().startswith(
             "error: --brief is the table view's short form"
         )
+
+
+@pytest.mark.parametrize("width", [60, 72])
+def test_a_brief_that_must_shorten_keeps_the_row_it_names(width):
+    """Narrow terminals wrap the verdict onto more lines and rows are dropped to keep 15: never the row the
+    verdict names (a too-close verdict's candidate here), the others first."""
+    args = ["--gpus", "8", "--gpus-per-node", "8"]
+    rec = advise_json(*args)["recommendation"]
+    assert rec["too_close_to_call"] and rec["candidate"]
+    res = run("advise", *args, "--brief", env={"COLUMNS": str(width)})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.rstrip("\n").splitlines()
+    assert len(lines) <= 15
+    marked = [ln.split()[0] for ln in lines if ln.endswith("<- validate")]
+    assert marked == [rec["candidate"]]

@@ -306,3 +306,22 @@ def test_validate_result_and_summary_fit_every_width(width):
     assert {"run", "n", "mean |error|"} <= set(
         _check_headers_whole(text, ["run", "n", "mean |error|", "max |error|", "mean signed error"])
     )
+
+
+def test_a_too_close_verdict_marks_its_candidate_best_not_a_slower_all_reduce():
+    """Too close to call at 1.3x (a 40 % margin): All-Reduce is kept, but the row marked best is the candidate the verdict
+    names, never All-Reduce beyond the margin of the rows marked equivalent (issue 64)."""
+    adv = _advice(8, 8, margin=0.4)
+    rec = adv.recommendation
+    assert rec.too_close_to_call and rec.topology == "allreduce"
+    doc = advice_to_dict(adv)
+    vs = {e["topology"]: e["vs_best"] for e in doc["predictions"]}
+    assert vs[rec.candidate] == "best" and list(vs.values()).count("best") == 1
+    means = {e["topology"]: e["iteration_s"]["mean"] for e in doc["predictions"] if e["iteration_s"]}
+    if vs["allreduce"] is not None:
+        assert means["allreduce"] <= (1 + adv.margin) * min(means.values())
+    assert doc["recommendation"]["equivalent"] == [t for t, v in vs.items() if v == "equivalent"]
+    console = _console(240)
+    render_advice(adv, console)
+    line = next(ln for ln in console.export_text().splitlines() if ln.startswith(f"│ {rec.candidate} "))
+    assert "│ best " in line

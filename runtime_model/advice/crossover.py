@@ -1,9 +1,11 @@
 """Where the verdict flips: the inter-node bandwidth, compute per iteration and compute cv at which the
-pick (or, when All-Reduce is kept, the best gossip option) ties All-Reduce, found by the model itself.
+option the verdict names (the pick or a too-close verdict's candidate; with All-Reduce kept outright, the
+best gossip option) ties All-Reduce, found by the model itself.
 
 Why: a preset guesses the network; a user whose cluster is not a preset must see at once whether the
 verdict depends on what they do not know. One quantity is moved at a time, everything else as the
-advice assumed: the NIC's bandwidth (and the per-byte part of every measured multi-node fit with it),
+advice assumed: the NIC's bandwidth (and the per-byte part of every measured multi-node cost with it,
+an nccl-tests run's table size by size too: Network.scaled),
 forward + backward + optimizer scaled together, or the compute's spread across ranks and iterations.
 
 Search: the speedup over All-Reduce on a geometric grid of 7 points (bandwidth, compute: 1/64x to 64x
@@ -17,12 +19,12 @@ round is one batch of recurrences (recurrence.run_pending). The tie holds to wel
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from runtime_model.advice.run_lines import validate_line
 from runtime_model.convergence.consensus_cost import HOPELESS
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.scenario import Compute, Network, Scenario
@@ -60,22 +62,26 @@ class Crossover:
         return {BANDWIDTH: " Gbit/s per NIC", COMPUTE: " ms per iteration", CV: ""}[self.quantity]
 
 
+def named_option(advice) -> str:
+    """The option the verdict names (advisor.Recommendation.named)."""
+    return advice.recommendation.named
+
+
 def crossover_topology(advice) -> str | None:
-    """The option the crossover is for: the pick, or with All-Reduce kept the fastest runnable gossip whose
-    consensus is not hopeless at this n (a verdict made too close by the network's doubt names it as the
-    option to try: one that cannot train to All-Reduce's loss must not be that option)."""
-    pick = advice.recommendation.topology
-    if pick != "allreduce":
-        return pick
-    runnable = [
-        r
-        for r in advice.rows
-        if r.applicable
-        and r.runnable
-        and r.prediction is not None
-        and (r.convergence is None or r.convergence.kind != HOPELESS)
-    ]
-    return min(runnable, key=lambda r: r.prediction.mean_s).topology if runnable else None
+    """The option the crossover is for: the one the verdict names (named_option), or with All-Reduce kept
+    outright the best decentralized option the verdict weighs (advisor.pick), passed over for the next
+    best where its consensus is hopeless (a verdict the network's doubt makes too close names this one as
+    the option to try: one that cannot train to All-Reduce's loss must not be that option)."""
+    from runtime_model.advice.advisor import pick
+
+    name = named_option(advice)
+    if name != "allreduce":
+        return name
+    best = pick(advice.rows, advice.margin, advice.objective)
+    if best is not None and best.convergence.kind == HOPELESS:
+        hopeful = [r for r in advice.rows if r.convergence is None or r.convergence.kind != HOPELESS]
+        best = pick(hopeful, advice.margin, advice.objective)
+    return None if best is None else best.topology
 
 
 def crossovers(advice) -> list[Crossover]:
@@ -262,23 +268,9 @@ def _bandwidth_search(sc: Scenario) -> _Search:
 
 
 def inter_scaled(net: Network, factor: float) -> Network:
-    """The network with every NIC `factor` times as fast: the link class, its per-flow cap, and the
-    per-byte part of every measured fit that spans nodes (a group key's `-s{nodes}`, GroupShape.key)."""
-    inter = replace(
-        net.inter,
-        bandwidth_Bps=net.inter.bandwidth_Bps * factor,
-        flow_cap_Bps=net.inter.flow_cap_Bps * factor,
-    )
-    costs = {
-        key: replace(fit, per_byte_s=fit.per_byte_s / factor) if _spans_nodes(key) else fit
-        for key, fit in net.group_costs.items()
-    }
-    return replace(net, inter=inter, group_costs=costs)
-
-
-def _spans_nodes(group_key: str) -> bool:
-    m = re.search(r"-s(\d+)", group_key)
-    return bool(m) and int(m.group(1)) > 1
+    """The network with every NIC `factor` times as fast: the link class, its per-flow cap, and every
+    measured fit that spans nodes, its table too (Network.scaled: the one rule every what-if uses)."""
+    return net.scaled(inter_bandwidth=factor)
 
 
 def _compute_search(sc: Scenario) -> _Search:
@@ -350,7 +342,7 @@ PRESET_NETWORK_SPREAD = 4.0
 def network_crossover(advice) -> Crossover | None:
     """The bandwidth crossover, where the network is a preset's guess and the crossover lies within
     PRESET_NETWORK_SPREAD of its figure: the verdict then hangs on what the preset does not know."""
-    if not advice.scenario.network.inter.source.startswith("preset"):
+    if BANDWIDTH in given_measurements(advice):
         return None
     return next(
         (
@@ -364,11 +356,35 @@ def network_crossover(advice) -> Crossover | None:
     )
 
 
+def given_measurements(advice) -> frozenset[str]:
+    """The crossovers' quantities the user measured, so the settle line never asks for them again: read
+    from the advice's provenance, as rtmodel_inputs fills it ("network": an nccl-tests run's line; a
+    profile's or calibration's "inter.bandwidth_Bps" / "compute.*": "measured (...)"; "compute": a
+    trace's "measured: ...", or "your ..." for --compute-ms, --step-ms and your own model; "step anchor"),
+    and from the scenario's own sources where an advice carries none (a plot's)."""
+    prov, sc = advice.provenance, advice.scenario
+    network = (prov.get("network", ""), prov.get("inter.bandwidth_Bps", ""), sc.network.inter.source)
+    compute = prov.get("compute", "")
+    profiled = [v for k, v in prov.items() if k.startswith("compute.") and v.startswith("measured")]
+    given = set()
+    if any(line.startswith(("nccl-tests", "measured")) for line in network):
+        given.add(BANDWIDTH)
+    if compute.startswith(("measured", "your")) or sc.compute.source.startswith(("measured", "your")):
+        given.add(COMPUTE)
+    if profiled or "step anchor" in prov:
+        given.add(COMPUTE)
+    if compute.startswith("measured") or sc.compute.source.startswith("measured"):
+        given.add(CV)  # a trace's or a profile's steps, rank by rank and iteration by iteration
+    if prov.get("compute.distribution", "").startswith("measured"):
+        given.add(CV)
+    return frozenset(given)
+
+
 def settle_line(advice) -> str:
     """The one measurement that would settle the verdict ("" when nothing in reach would flip it): the
     network when its crossover lies within PRESET_NETWORK_SPREAD of a preset's figure, else (a
-    too-close verdict) the quantity whose crossover is nearest."""
-    found = [c for c in advice.crossovers if c.at is not None]
+    too-close verdict) the quantity whose crossover is nearest; a validation run where that quantity
+    was measured already (given_measurements: never ask for what was given) or nothing flips in range."""
     c = network_crossover(advice)
     too_close = advice.recommendation.too_close_to_call
     if c is not None and (not too_close or advice.recommendation.on_network):
@@ -379,9 +395,18 @@ def settle_line(advice) -> str:
         )
     if not too_close:
         return ""
-    if not found:
+    nearest = _nearest_crossover(advice.crossovers)
+    if nearest is None or nearest.quantity in given_measurements(advice):
         return f"What would settle it: {MEASUREMENTS['validation']}"
-    c = min(
+    return f"What would settle it: {MEASUREMENTS[nearest.quantity]}"
+
+
+def _nearest_crossover(found: list[Crossover]) -> Crossover | None:
+    """The crossover nearest the current value (a factor for bandwidth and compute, a difference for cv)."""
+    found = [c for c in found if c.at is not None]
+    if not found:
+        return None
+    return min(
         found,
         key=lambda c: (
             abs(math.log(max(c.at, 1e-9) / max(c.current, 1e-9)))
@@ -389,14 +414,13 @@ def settle_line(advice) -> str:
             else abs(c.at - c.current)
         ),
     )
-    return f"What would settle it: {MEASUREMENTS[c.quantity]}"
 
 
 MEASUREMENTS = {
     BANDWIDTH: "run nccl-tests' all_reduce_perf across 2 of your nodes and give its output as --nccl-tests FILE.",
     COMPUTE: "your own step time: --compute-ms from your training logs, or rtmodel profile on one node.",
     CV: "the spread of your step times: rtmodel profile measures it per rank and iteration.",
-    "validation": "a short real run of both: rtmodel validate --recommended.",
+    "validation": f"a short real run of both: {validate_line()}.",
 }
 
 
@@ -433,8 +457,7 @@ def too_close_on_network(advice, topology: str, flips_at: str):
     verdict = (
         f"Too close to call: {topology} is predicted at {row.speedup:.2f}x All-Reduce's speed, but that "
         f"flips at {flips_at}, within reach of what a preset network can miss by. Keep All-Reduce until "
-        "the network is measured (below), or validate (rtmodel validate --topology "
-        f"{topology})."
+        f"the network is measured (below), or validate ({validate_line(topology)})."
     )
     rec = keep_allreduce(advice.scenario, verdict, candidate=topology)
     return replace(rec, too_close_to_call=True, on_network=True)

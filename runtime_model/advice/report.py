@@ -17,19 +17,23 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
                  runs_on_decent_dp: Schedule.decent_dp_runnable (reason: the note why not)
                  convergence: what the consensus costs in iterations (runtime_model.convergence.consensus_cost), and
                               time_to_loss_vs_allreduce (null where not known) / _at_least
-                 vs_best: "best" (the recommended option), "equivalent" (mean within `margin` of the
-                          fastest runnable mean, All-Reduce included) or null
+                 vs_best: "best" (the option the verdict names: the pick, or a too-close verdict's
+                          candidate; the fastest where that is not within `margin` of it: vs_best()),
+                          "equivalent" (mean within `margin` of the fastest runnable mean, All-Reduce
+                          included) or null
   recommendation: {topology, speedup_vs_allreduce, too_close_to_call, verdict, code, torchrun, equivalent,
                    candidate, objective}
                   equivalent: the options whose vs_best is "equivalent"; candidate: with too_close_to_call,
                   the decentralized option to validate; objective: "iteration" or "accuracy"
   margin: relative margin on speedups used for "too close to call" and for "equivalent"
   crossover[] (advise's answer, not a sweep's): {quantity, topology, unit, current, crossover, wins,
-              searched}: where `topology` (the pick, or the best gossip option when All-Reduce is kept)
+              searched}: where `topology` (the option the verdict names, or the best gossip option when
+              All-Reduce is kept outright: crossover.crossover_topology)
               ties All-Reduce as inter_bandwidth_gbit_s, compute_ms or compute_cv moves alone; crossover
               null where it wins (or loses) over the whole `searched` range; that topology's prediction
               entry repeats the three as `crossover: {quantity: value}` (the CSV's crossover_* columns)
-  settle (with crossover[]): the one measurement that would settle the verdict, or null (crossover.settle_line)
+  settle (with crossover[]): the one measurement that would settle the verdict, never one given (the
+          validation run then), or null (crossover.settle_line)
 """
 
 from __future__ import annotations
@@ -76,9 +80,9 @@ def _convergence_dict(cost: ConsensusCost, time_vs_allreduce: float) -> dict:
 
 def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
     """The JSON document of schema `rtmodel-advice/1` (module doc); `inputs` are added to its inputs."""
-    standing = advice.standing()
-    preds = [_allreduce_entry(advice, standing)]
-    preds += [_topology_entry(r, standing) for r in advice.rows]
+    marks = vs_best(advice)
+    preds = [_allreduce_entry(advice, marks)]
+    preds += [_topology_entry(r, marks) for r in advice.rows]
     for entry, row in zip(preds[1:], advice.rows, strict=True):
         entry.update(gossip_shared(advice.scenario, row))
     preds[0].update(allreduce_shared(advice.scenario, advice.allreduce.mean_s))
@@ -89,7 +93,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
         "provenance": advice.provenance,
         "notes": advice.notes,
         "predictions": preds,
-        "recommendation": _recommendation_dict(advice),
+        "recommendation": _recommendation_dict(advice, marks),
         "margin": advice.margin,
     }
     if advice.local_sgd:
@@ -192,7 +196,14 @@ def _inputs_dict(sc: Scenario, inputs: dict | None) -> dict:
     }
 
 
-def _recommendation_dict(advice: Advice) -> dict:
+def vs_best(advice: Advice) -> dict[str, str]:
+    """The "vs best" marks (advisor.marks): 'best' on the option the verdict names, where it is within the
+    margin of the fastest ranked option, else on the fastest."""
+    return advice.standing()
+
+
+def _recommendation_dict(advice: Advice, marks: dict[str, str]) -> dict:
+    """The recommendation; `equivalent` the options `marks` (vs_best) calls equivalent, as documented."""
     rec = advice.recommendation
     return {
         "topology": rec.topology,
@@ -201,7 +212,7 @@ def _recommendation_dict(advice: Advice) -> dict:
         "verdict": rec.verdict,
         "code": rec.code_line,
         "torchrun": rec.torchrun_line,
-        "equivalent": list(rec.equivalent),
+        "equivalent": [name for name, mark in marks.items() if mark == "equivalent"],
         "candidate": rec.candidate,
         "objective": advice.objective,
     }

@@ -41,7 +41,7 @@ class TunedDdp:
     def head(self) -> str:
         """The setting and what it recovers of the gap to the fastest option."""
         gap = self.today_s - self.best_s
-        share = f" of the {gap * 1e3:.1f} ms gap to {self.best}" if gap > 0 else ""
+        share = f" of the {gap * 1e3:.1f} ms gap to the fastest, {self.best}" if gap > 0 else ""
         return (
             f"DDP's own {self.setting} takes All-Reduce from {self.today_s * 1e3:.1f} to {self.tuned_s * 1e3:.1f} ms "
             f"(recovers {self.recovered_s * 1e3:.1f} ms{share})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 from runtime_model.core.constraints import AT_LEAST_ONE, FRACTION, GAIN, NON_NEGATIVE, POSITIVE
@@ -117,6 +118,16 @@ class AffineCost:
     def time_s(self, nbytes: float) -> float:
         return self.fixed_s + nbytes * self.per_byte_s
 
+    def scaled(self, bandwidth: float = 1.0, latency: float = 1.0) -> AffineCost:
+        """The fit on links `bandwidth` times as fast and with `latency` times the latency: the fixed part
+        times `latency`, the per-byte part divided by `bandwidth` (Network.scaled)."""
+        return replace(
+            self,
+            fixed_s=self.fixed_s * latency,
+            per_byte_s=self.per_byte_s / bandwidth,
+            fixed_sd_s=self.fixed_sd_s * latency,
+        )
+
 
 @dataclass(frozen=True)
 class TabulatedCost(AffineCost):
@@ -141,6 +152,15 @@ class TabulatedCost(AffineCost):
         (s0, s1), (t0, t1) = self.sizes[i - 1 : i + 1], self.times_s[i - 1 : i + 1]
         w = math.log(nbytes / s0) / math.log(s1 / s0)
         return t0 * (t1 / t0) ** w
+
+    def scaled(self, bandwidth: float = 1.0, latency: float = 1.0) -> TabulatedCost:
+        """As AffineCost.scaled, each measured time split as the model splits it (collectives.py): the
+        fixed part, and the rest as the bandwidth's (so the table and the line beyond it move together)."""
+        if bandwidth == 1.0 and latency == 1.0:
+            return self
+        line = AffineCost.scaled(self, bandwidth, latency)
+        times = tuple(self.fixed_s * latency + max(0.0, t - self.fixed_s) / bandwidth for t in self.times_s)
+        return replace(line, times_s=times)
 
 
 NCCL_ALGORITHMS = ("auto", "ring", "tree")
@@ -181,13 +201,28 @@ class Network:
             raise InvalidValue("nccl_algo", f"one of {', '.join(NCCL_ALGORITHMS)}", self.nccl_algo)
 
     def scaled(self, inter_bandwidth: float = 1.0, inter_latency: float = 1.0) -> Network:
-        """What-if copy: inter-node bandwidth and latency multiplied (measured shape fits dropped)."""
+        """What-if copy: every NIC `inter_bandwidth` times as fast (its per-flow cap too) with
+        `inter_latency` times the latency, and every measured fit that spans nodes moved with it
+        (AffineCost.scaled); fits inside one node stay. Why not drop the measured fits: the shape they
+        cover would then be priced by the link alone at factor 1, and a fit left as measured (an
+        nccl-tests run's pairs on one GPU per node) would not slow down with the NIC while the rest does."""
         inter = replace(
             self.inter,
             bandwidth_Bps=self.inter.bandwidth_Bps * inter_bandwidth,
             latency_s=self.inter.latency_s * inter_latency,
+            flow_cap_Bps=self.inter.flow_cap_Bps * inter_bandwidth,
         )
-        return replace(self, inter=inter, group_costs={})
+        costs = {
+            key: fit.scaled(inter_bandwidth, inter_latency) if key_spans_nodes(key) else fit
+            for key, fit in self.group_costs.items()
+        }
+        return replace(self, inter=inter, group_costs=costs)
+
+
+def key_spans_nodes(group_key: str) -> bool:
+    """Does the measured fit under `group_key` (GroupShape.key: p{size}-s{nodes}-...) cross the network?"""
+    m = re.search(r"-s(\d+)", group_key)
+    return bool(m) and int(m.group(1)) > 1
 
 
 @dataclass(frozen=True)
