@@ -204,6 +204,8 @@ def render_advice(
         f"{sc.shape.gpus} GPUs = {sc.shape.nodes} node{'' if sc.shape.nodes == 1 else 's'} x "
         f"{sc.shape.gpus_per_node}, network {sc.network.name}"
     )
+    if measured := advice.provenance.get("measured"):
+        title += f"; measured: {measured}"
     if assumed is not None:
         title += "\n" + assumed.line()
     entries = advice_to_dict(advice)["predictions"]

@@ -59,7 +59,21 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
     if opts["margin"] is not None:
         given = opts["margin"]
         resolved = replace(resolved, margin=Margin(given, given, f"±{given:.1%} on the speedup (--margin)"))
-    return replace(resolved, provenance={**resolved.provenance, "margin": resolved.margin.why})
+    provenance = {**resolved.provenance, "margin": resolved.margin.why}
+    if resolved.sources:  # the header's and JSON's one line naming every measured source
+        provenance["measured"] = ", ".join(_source_named(s, opts) for s in resolved.sources)
+    return replace(resolved, provenance=provenance)
+
+
+def _source_named(source: str, opts: dict) -> str:
+    """A measured source as the header names it: its kind and its file (or the step's figure)."""
+    files = {PROFILE: opts["profile"], CALIBRATION: opts["calibration"], NCCL_TESTS: opts["nccl_tests"]}
+    if source == TRACE:
+        return f"{TRACE} ({len(opts['trace'])} file{'s' if len(opts['trace']) > 1 else ''})"
+    if source in files:
+        return f"{source} ({Path(files[source]).name})"
+    at = opts["step_gpus"] or opts["gpus"] or DEFAULT_GPUS
+    return f"DDP step ({opts['step_ms']:g} ms at {at} GPUs)"
 
 
 def _measured_at(opts: dict, request: dict, gpus: int) -> AdviceInputs:

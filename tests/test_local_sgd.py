@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from rtmodel_cli.app import app
 from runtime_model.advice.advisor import advise
 from runtime_model.advice.families import ACCURACY, ITERATION
+from runtime_model.advice.run_lines import validate_line
 from runtime_model.core.distributions import NormalCompute
 from runtime_model.core.errors import InvalidCombination, InvalidValue
 from runtime_model.prediction.collectives import allreduce_s, global_allreduce_shape
@@ -275,5 +276,6 @@ def test_the_family_sentence_never_ranks_local_sgd_of_unknown_time_ahead_of_the_
     assert sentence.startswith(f"Across the three families, ranked by time per iteration: gossip ({pick})")
     assert "Not ranked: local SGD (local-sgd H=30)" in sentence
     assert sentence.endswith(
-        "its time to All-Reduce's loss is not known (rtmodel validate --local-sgd-h 30 measures it)."
+        f"its time to All-Reduce's loss is not known ({validate_line(local_sgd_h=30)} measures its time per "
+        "iteration beside the pick, not its loss)."
     )

@@ -382,3 +382,15 @@ def test_validate_runs_local_sgd_for_whole_periods(tmp_path, monkeypatch):
     assert len(res.times_s["allreduce"][0]) == 6  # DDP's and Decent-DP's runs as before
     (rec,), _ = read_records(results)
     assert rec["local_sgd"]["measured"]["mean_s"] == pytest.approx(c.measured.mean_s)
+
+
+def test_the_local_sgd_flags_are_the_inputs_keys_in_order():
+    """The shell's option group and the inputs' keys name the same five options, H first."""
+    from dataclasses import fields
+
+    from rtmodel_cli.local_sgd_options import LocalSgdFlags
+    from rtmodel_inputs.fields import OPTION_NAMES
+    from rtmodel_inputs.local_sgd import KEYS
+
+    assert KEYS == tuple(f.name for f in fields(LocalSgdFlags))
+    assert set(KEYS) <= set(OPTION_NAMES)

@@ -40,7 +40,9 @@ VerboseOpt = Annotated[
 ]
 BriefOpt = Annotated[
     bool,
-    typer.Option("--brief", help="Only the verdict, the fastest rows and the lines to run (15 lines at most)."),
+    typer.Option(
+        "--brief", help="Only the verdict, the fastest rows and the lines to run (15 lines at most)."
+    ),
 ]
 
 
