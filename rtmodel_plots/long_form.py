@@ -81,6 +81,34 @@ def _cell(value) -> str:
     return str(value)
 
 
+def draw_speedup_line(ax, table: PlotTable, part, x_col: str, x_name: str, topo: str, style, **panel):
+    """One topology's speedup line on `ax` (style: (color, marker, linestyle); one-peer-exp, drawn under
+    base-2 at n = 2^p, a larger open marker), recorded in `table` from the very values drawn (`panel`:
+    the table's other columns). Returns the line."""
+    color, marker, ls = style
+    hollow = topo == "one-peer-exp"
+    (line,) = ax.plot(
+        part[x_col],
+        part["speedup"],
+        color=color,
+        marker=marker,
+        ls=ls,
+        ms=7 if hollow else 4.5,
+        mfc="none" if hollow else color,
+        lw=1.6,
+        label=topo,
+    )
+    table.add_points(
+        **panel,
+        x_name=x_name,
+        x=part[x_col],
+        topology=topo,
+        iteration_ms=part["topology_ms"],
+        speedup=part["speedup"],
+    )
+    return line
+
+
 def attach(fig, table: PlotTable):
     """`fig`, carrying `table` (the numbers it draws) for `plotted`."""
     setattr(fig, _ATTRIBUTE, table)

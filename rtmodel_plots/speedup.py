@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from rtmodel_plots.errors import PlotError
-from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach
+from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach, draw_speedup_line
 from rtmodel_plots.progress import CurveProgress
 from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis, topology_style
 from rtmodel_plots.sweeps import best_per_gpus, pays_from, sweep
@@ -119,26 +119,7 @@ def _draw_lines(ax, df: pd.DataFrame, table: PlotTable, panel: dict) -> dict:
         color, marker, ls = topology_style(topo)
         if part["family"].iloc[0] == "local-sgd":
             color, marker, ls = "black", "*", "-."
-        hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
-        (lines[topo],) = ax.plot(
-            part["gpus"],
-            part["speedup"],
-            color=color,
-            marker=marker,
-            ls=ls,
-            ms=7 if hollow else 4.5,
-            mfc="none" if hollow else color,
-            lw=1.6,
-            label=topo,
-        )
-        table.add_points(
-            **panel,
-            x_name="gpus",
-            x=part["gpus"],
-            topology=topo,
-            iteration_ms=part["topology_ms"],
-            speedup=part["speedup"],
-        )
+        lines[topo] = draw_speedup_line(ax, table, part, "gpus", "gpus", topo, (color, marker, ls), **panel)
     ax.axhline(1.0, color="black", ls="--", lw=1.0)
     ar = df.drop_duplicates("gpus").sort_values("gpus")
     table.add_points(

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rtmodel_plots.errors import PlotError
-from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach
+from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach, draw_speedup_line
 from rtmodel_plots.style import new_figure, speedup_y_axis, topology_style
 from runtime_model.core.distributions import NormalCompute
 from runtime_model.core.scenario import Compute, Scenario
@@ -171,26 +171,7 @@ def _draw_panel(ax, df: pd.DataFrame, key: str, table: PlotTable, speedups: list
     speedups.extend(shown["speedup"])
     lines = {}
     for topo, part in shown.groupby("topology", sort=False):
-        color, marker, ls = topology_style(topo)
-        hollow = topo == "one-peer-exp"  # drawn under base-2 at n = 2^p: a larger open marker
-        (lines[topo],) = ax.plot(
-            part[key],
-            part["speedup"],
-            color=color,
-            marker=marker,
-            ls=ls,
-            ms=7 if hollow else 4.5,
-            mfc="none" if hollow else color,
-            lw=1.6,
-            label=topo,
-        )
-        table.add_points(
-            x_name=X_NAMES[key],
-            x=part[key],
-            topology=topo,
-            iteration_ms=part["topology_ms"],
-            speedup=part["speedup"],
-        )
+        lines[topo] = draw_speedup_line(ax, table, part, key, X_NAMES[key], topo, topology_style(topo))
     ax.axhline(1.0, color="black", ls="--", lw=1.0, label="All-Reduce (speedup 1.0)")
     ar = df.drop_duplicates(key)
     table.add_points(

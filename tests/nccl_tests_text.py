@@ -81,3 +81,24 @@ def nccl_tests_output(
     elif label == "prepend-rank":
         text = "".join(f"[0] {line}\n" for line in text.splitlines())
     return text
+
+
+MIB = 1 << 20
+SIZES = [MIB << i for i in range(11)]  # 1 MiB .. 1 GiB, as all_reduce_perf -b 1M -e 1G -f 2 runs
+
+
+def small_network(algo="ring", inter_Bps=12e9, nics=1, intra_Bps=1e12):
+    """A two-class network for the readers' tests (NCCL's `algo`; 12 GB/s NICs, fast links inside)."""
+    from runtime_model.core.scenario import Link, Network
+
+    return Network(
+        Link(2e-6, intra_Bps), Link(5e-6, inter_Bps), nics_per_node=nics, nccl_algo=algo, name="test"
+    )
+
+
+def model_times(net, ranks=16, hosts=2) -> dict[int, float]:
+    """The model's own all-reduce times (us) over SIZES for a run of `ranks` on `hosts` on `net`."""
+    from runtime_model.prediction.collectives import allreduce_s, global_allreduce_shape
+
+    group = global_allreduce_shape(ranks, ranks // hosts, net.nics_per_node)
+    return {s: allreduce_s(group, s, net) * 1e6 for s in SIZES}

@@ -19,24 +19,14 @@ from calibration.nccl_tests_output import (
     read_nccl_tests,
 )
 from rtmodel_cli.app import app
-from runtime_model.core.scenario import Link, Network, TabulatedCost
-from runtime_model.prediction.collectives import allreduce_s, global_allreduce_shape
-from tests.nccl_tests_text import nccl_tests_output
+from runtime_model.core.scenario import Link, TabulatedCost
+from tests.nccl_tests_text import MIB, SIZES, model_times, nccl_tests_output, small_network
 
 runner = CliRunner()
-MIB = 1 << 20
-SIZES = [MIB << i for i in range(11)]  # 1 MiB .. 1 GiB
 
 
-def _net(algo="ring", inter_Bps=12e9, nics=1, intra_Bps=1e12) -> Network:
-    return Network(
-        Link(2e-6, intra_Bps), Link(5e-6, inter_Bps), nics_per_node=nics, nccl_algo=algo, name="test"
-    )
-
-
-def _times_by_model(net: Network, ranks=16, hosts=2) -> dict[int, float]:
-    group = global_allreduce_shape(ranks, ranks // hosts, net.nics_per_node)
-    return {s: allreduce_s(group, s, net) * 1e6 for s in SIZES}
+def _net(algo="ring", *args, **kw):
+    return small_network(algo, *args, **kw)
 
 
 @pytest.mark.parametrize("layout", ["new", "old", "slurm"])
@@ -61,7 +51,7 @@ def test_the_collective_comes_from_the_footer_or_else_from_busbw_over_algbw():
 @pytest.mark.parametrize(("algo", "nics"), [("ring", 1), ("ring", 4), ("tree", 1), ("auto", 8)])
 def test_a_run_made_by_the_model_gives_its_link_back(algo, nics):
     truth = _net(algo, inter_Bps=12e9, nics=nics)
-    run = parse_nccl_tests(nccl_tests_output(_times_by_model(truth)))
+    run = parse_nccl_tests(nccl_tests_output(model_times(truth)))
     got = nccl_tests_link(run, _net(algo, inter_Bps=3e9, nics=nics))  # the preset guessed 4x too slow
     assert got.network.inter.bandwidth_Bps == pytest.approx(12e9, rel=0.02)
     assert got.busbw_worst_rel <= 0.05
@@ -88,14 +78,14 @@ def test_tabulated_cost_interpolates_log_log_and_extends_with_the_lines_slope():
 def test_where_the_link_inside_the_node_bounds_the_run_the_nic_is_a_lower_bound_and_said_so():
     """8 NICs of 12 GB/s behind a 150 GB/s intra-node link: the run shows the chain, not the NICs."""
     truth = _net("auto", inter_Bps=12e9, nics=8, intra_Bps=150e9)
-    run = parse_nccl_tests(nccl_tests_output(_times_by_model(truth)))
+    run = parse_nccl_tests(nccl_tests_output(model_times(truth)))
     got = nccl_tests_link(run, _net("auto", inter_Bps=3e9, nics=8, intra_Bps=150e9))
     assert got.network.inter.bandwidth_Bps <= 12e9 * 1.02
     assert "at least" in got.provenance(run)
 
 
 def test_a_run_faster_than_the_presets_nic_says_so():
-    run = parse_nccl_tests(nccl_tests_output(_times_by_model(_net(inter_Bps=50e9))))
+    run = parse_nccl_tests(nccl_tests_output(model_times(_net(inter_Bps=50e9))))
     assert "above the preset's rate" in nccl_tests_link(run, _net(inter_Bps=12e9)).provenance(run)
 
 
@@ -151,7 +141,7 @@ def test_a_missing_or_huge_file_is_one_line(tmp_path):
 
 def _run_file(tmp_path, inter_Bps=30e9):
     path = tmp_path / "all_reduce.txt"
-    path.write_text(nccl_tests_output(_times_by_model(_net("auto", inter_Bps, 8), ranks=16, hosts=2)))
+    path.write_text(nccl_tests_output(model_times(_net("auto", inter_Bps, 8), ranks=16, hosts=2)))
     return path
 
 

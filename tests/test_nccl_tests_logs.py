@@ -12,25 +12,15 @@ from typer.testing import CliRunner
 from calibration.nccl_tests_link import nccl_tests_link
 from calibration.nccl_tests_output import NcclTestsError, parse_nccl_tests
 from rtmodel_cli.app import app
-from runtime_model.core.scenario import Link, Network
-from runtime_model.prediction.collectives import allreduce_s, global_allreduce_shape
-from tests.nccl_tests_text import nccl_tests_output
+from runtime_model.core.scenario import Network
+from tests.nccl_tests_text import SIZES, model_times, nccl_tests_output, small_network
 
 runner = CliRunner()
-MIB = 1 << 20
-SIZES = [MIB << i for i in range(11)]  # 1 MiB .. 1 GiB
 NET_IB_8 = "NET/IB : Using " + " ".join(f"[{i}]mlx5_{i}:1/IB" for i in range(8)) + " ; OOB eth0:10.0.0.1<0>"
 
 
-def _net(algo="auto", inter_Bps=12e9, nics=1, intra_Bps=1e12) -> Network:
-    return Network(
-        Link(2e-6, intra_Bps), Link(5e-6, inter_Bps), nics_per_node=nics, nccl_algo=algo, name="test"
-    )
-
-
-def _times(net: Network, ranks=16, hosts=2) -> dict[int, float]:
-    group = global_allreduce_shape(ranks, ranks // hosts, net.nics_per_node)
-    return {s: allreduce_s(group, s, net) * 1e6 for s in SIZES}
+def _net(algo="auto", *args, **kw):
+    return small_network(algo, *args, **kw)
 
 
 def _link(text: str, net: Network | None = None, gpus_per_node: int | None = None):
@@ -42,7 +32,7 @@ def _link(text: str, net: Network | None = None, gpus_per_node: int | None = Non
     "launcher", [{"label": "tag-output"}, {"label": "prepend-rank"}, {"layout": "slurm"}]
 )
 def test_a_launchers_labelled_log_gives_the_same_link_as_the_plain_log(launcher):
-    times = _times(_net(inter_Bps=20e9))
+    times = model_times(_net(inter_Bps=20e9))
     _, plain = _link(nccl_tests_output(times))
     run, got = _link(nccl_tests_output(times, **launcher))
     assert got.network.inter == plain.network.inter and got.algorithm == plain.algorithm
@@ -50,7 +40,7 @@ def test_a_launchers_labelled_log_gives_the_same_link_as_the_plain_log(launcher)
 
 
 def test_two_runs_in_one_file_are_not_blended_the_last_complete_one_is_used():
-    first, rerun = _times(_net(inter_Bps=10e9)), _times(_net(inter_Bps=20e9))
+    first, rerun = model_times(_net(inter_Bps=10e9)), model_times(_net(inter_Bps=20e9))
     run, got = _link(nccl_tests_output(first) + nccl_tests_output(rerun))
     _, alone = _link(nccl_tests_output(rerun))
     assert got.network.inter == alone.network.inter
@@ -63,17 +53,19 @@ def test_two_runs_in_one_file_are_not_blended_the_last_complete_one_is_used():
 
 
 def test_runs_of_different_shapes_in_one_file_are_refused_in_one_line_naming_both():
-    text = nccl_tests_output(_times(_net())) + nccl_tests_output(_times(_net(), 8, 2), ranks=8, hosts=2)
+    text = nccl_tests_output(model_times(_net())) + nccl_tests_output(
+        model_times(_net(), 8, 2), ranks=8, hosts=2
+    )
     with pytest.raises(NcclTestsError, match="16 ranks / 2 hosts.*8 ranks / 2 hosts") as err:
         parse_nccl_tests(text, "f.txt")
     assert "\n" not in str(err.value)
 
 
 def test_a_run_of_another_collective_in_the_same_file_is_skipped_and_said():
-    other = nccl_tests_output(_times(_net())).replace(
+    other = nccl_tests_output(model_times(_net())).replace(
         "concluded: all_reduce_perf", "concluded: all_gather_perf"
     )
-    run, got = _link(other + nccl_tests_output(_times(_net(inter_Bps=20e9))))
+    run, got = _link(other + nccl_tests_output(model_times(_net(inter_Bps=20e9))))
     assert "skipped its all_gather_perf run(s)" in got.provenance(run)
 
 
@@ -90,7 +82,7 @@ def test_one_test_per_process_without_mpi_is_refused_in_one_line():
 
 
 def test_a_2x8_log_under_4_gpus_per_node_is_adapted_with_a_line_naming_both_shapes():
-    times = _times(_net(nics=8), 16, 2)
+    times = model_times(_net(nics=8), 16, 2)
     run, asked = _link(nccl_tests_output(times), _net(nics=8), gpus_per_node=4)
     _, same = _link(nccl_tests_output(times), _net(nics=8), gpus_per_node=8)
     assert asked.network.inter == same.network.inter  # the per-NIC rate is the run's own shape's
@@ -100,7 +92,7 @@ def test_a_2x8_log_under_4_gpus_per_node_is_adapted_with_a_line_naming_both_shap
 
 def test_ncclS_nic_list_gives_the_runs_nics_per_host():
     """The question says 1 NIC per node; NCCL's NET/IB line lists the run's 8: the rate is per one of 8."""
-    times = _times(_net(nics=8, inter_Bps=40e9))
+    times = model_times(_net(nics=8, inter_Bps=40e9))
     run, got = _link(nccl_tests_output(times, info=(NET_IB_8,)), _net(nics=1))
     assert run.nics_per_host == 8
     assert got.network.inter.bandwidth_Bps == pytest.approx(40e9, rel=0.02)
@@ -118,7 +110,7 @@ def test_ncclS_nic_list_gives_the_runs_nics_per_host():
 )
 def test_the_algorithm_the_log_says_nccl_ran_is_the_one_inverted(info, algo):
     truth = _net(algo, inter_Bps=12e9, nics=8)
-    run, got = _link(nccl_tests_output(_times(truth), info=(info,)), _net("auto", inter_Bps=3e9, nics=8))
+    run, got = _link(nccl_tests_output(model_times(truth), info=(info,)), _net("auto", inter_Bps=3e9, nics=8))
     assert run.algorithm == algo and got.algorithm == algo
     assert got.network.inter.bandwidth_Bps == pytest.approx(12e9, rel=0.02)
     assert f"({algo}, as {run.algorithm_from} says" in got.provenance(run)
@@ -130,7 +122,7 @@ def test_the_fit_is_reported_in_bus_bandwidth_too():
 
 
 def test_a_rate_beyond_any_nic_is_a_note_naming_the_likely_causes_not_a_refusal():
-    times = _times(_net(inter_Bps=150e9, nics=8))  # 1,200 Gbit/s per NIC under 1 NIC per node x 8 ...
+    times = model_times(_net(inter_Bps=150e9, nics=8))  # 1,200 Gbit/s per NIC under 1 NIC per node x 8 ...
     run, got = _link(nccl_tests_output(times), _net(nics=1, inter_Bps=25e9))
     line = next(w for w in got.warnings if "beyond any NIC made" in w)
     assert "NVLS or SHARP/CollNet" in line and "more than 1 NIC(s)" in line
@@ -165,7 +157,7 @@ def test_a_bandwidth_or_size_no_machine_has_is_refused_in_one_line(times, says):
 
 def test_advise_reads_a_tag_output_log_and_says_the_shape_it_adapted(tmp_path):
     path = tmp_path / "all_reduce.txt"
-    path.write_text(nccl_tests_output(_times(_net(inter_Bps=25e9, nics=8)), label="tag-output"))
+    path.write_text(nccl_tests_output(model_times(_net(inter_Bps=25e9, nics=8)), label="tag-output"))
     args = [
         "advise",
         "--gpus",
@@ -186,7 +178,8 @@ def test_advise_reads_a_tag_output_log_and_says_the_shape_it_adapted(tmp_path):
 def test_advise_refuses_a_file_of_runs_of_different_shapes_in_one_line(tmp_path):
     path = tmp_path / "all_reduce.txt"
     path.write_text(
-        nccl_tests_output(_times(_net())) + nccl_tests_output(_times(_net(), 8, 2), ranks=8, hosts=2)
+        nccl_tests_output(model_times(_net()))
+        + nccl_tests_output(model_times(_net(), 8, 2), ranks=8, hosts=2)
     )
     res = runner.invoke(app, ["advise", "--gpus", "16", "--nccl-tests", str(path)])
     assert res.exit_code == 2 and "runs of different shapes" in res.output and "Traceback" not in res.output
