@@ -10,6 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime_model.core.constraints import (
+    AT_LEAST_ONE,
+    BUCKET_CAP_MIB_RANGE,
+    COMPUTE_CV,
+    COMPUTE_MS,
+    DISPATCH_US,
+    GLOBAL_BATCH,
+    MFU,
+    NICS_PER_NODE,
+    OPTIMIZER_MS,
+    PARAMS_RANGE,
+    STEP_MS,
+    Interval,
+)
+
+AT_LEAST_ONE_UNIT = Interval(1.0, None, closed="left")  # a batch per GPU: one unit at least
+MARGIN_RANGE = Interval(0.0, 1.0, closed="left")
+
 # The types a value may have, as a scenario file spells them (the option's type).
 INT, FLOAT, TEXT, TEXTS, BOOL = "an integer", "a number", "a string", "a list of strings", "true or false"
 NUMBER_TEXT = 'a number or a string (such as "1.5:4")'
@@ -25,7 +43,8 @@ class InputField:
     `measured`: a cluster's measured parameters (advise's scenario file only, never a plot's);
     `plot_ignores`: the question a plot asks itself (its own flags), dropped from a scenario file;
     `plot_file_only`: a plot has no flag for it and takes it from its scenario file; `choices`: the
-    enum (rtmodel_inputs.request) its text must name."""
+    enum (rtmodel_inputs.request) its text must name; `bounds`: the range the model checks it against
+    (runtime_model.core.constraints), from which tests generate a value outside it."""
 
     name: str
     value: str
@@ -39,38 +58,49 @@ class InputField:
     plot_ignores: bool = False
     plot_file_only: bool = False
     choices: str | None = None
+    bounds: Interval | None = None
 
 
 F = InputField
 FIELDS: tuple[InputField, ...] = (
-    F("gpus", INT, plot_ignores=True),
-    F("gpus_per_node", INT, request=True),
+    F("gpus", INT, plot_ignores=True, bounds=AT_LEAST_ONE),
+    F("gpus_per_node", INT, request=True, bounds=AT_LEAST_ONE),
     F("gpu", TEXT, request=True, profile_replaces=True),
     F("network", TEXT, request=True, link="inter", calibration_fixed=True),
     F("intra", TEXT, request=True, link="intra", calibration_fixed=True),
     F("model", TEXT, request=True, profile_replaces=True),
-    F("params", FLOAT, profile_replaces=True),  # your own model instead of a preset: parameters
+    F(
+        "params", FLOAT, profile_replaces=True, bounds=PARAMS_RANGE
+    ),  # your own model instead of a preset: parameters
     F("param_mb", FLOAT, profile_replaces=True),  # or its gradient message in MiB
-    F("global_batch", FLOAT, request=True, profile_replaces=True),
+    F("global_batch", FLOAT, request=True, profile_replaces=True, bounds=GLOBAL_BATCH),
     F("precision", TEXT, request=True, profile_replaces=True, plot_file_only=True),
-    F("mfu", FLOAT, request=True, profile_replaces=True, plot_file_only=True),
-    F("compute_cv", FLOAT, request=True, profile_replaces=True, plot_file_only=True),
+    F("mfu", FLOAT, request=True, profile_replaces=True, plot_file_only=True, bounds=MFU),
+    F("compute_cv", FLOAT, request=True, profile_replaces=True, plot_file_only=True, bounds=COMPUTE_CV),
     F("straggler", NUMBER_TEXT, profile_replaces=True),  # FACTOR[:COUNT]: 1.5 or "1.3:8"
-    F("rank_cv", FLOAT, profile_replaces=True),
-    F("node_cv", FLOAT, profile_replaces=True),
-    F("bucket_cap_mb", FLOAT, request=True, profile_replaces=True),
+    F("rank_cv", FLOAT, profile_replaces=True, bounds=COMPUTE_CV),
+    F("node_cv", FLOAT, profile_replaces=True, bounds=COMPUTE_CV),
+    F("bucket_cap_mb", FLOAT, request=True, profile_replaces=True, bounds=BUCKET_CAP_MIB_RANGE),
     F("ddp_bucket_view", BOOL, request=True, profile_replaces=True),  # gradient_as_bucket_view=True
     F("cluster", TEXT, request=True, profile_replaces=True),
-    F("compute_ms", FLOAT),  # with a profile or trace: replaces its compute (with_compute_ms)
-    F("optimizer_ms", FLOAT, profile_replaces=True),
-    F("dispatch_us", FLOAT, profile_replaces=True),  # your host's profiler.opcount --dispatch, us per op
+    F(
+        "compute_ms", FLOAT, bounds=COMPUTE_MS
+    ),  # with a profile or trace: replaces its compute (with_compute_ms)
+    F("optimizer_ms", FLOAT, profile_replaces=True, bounds=OPTIMIZER_MS),
+    F(
+        "dispatch_us", FLOAT, profile_replaces=True, bounds=DISPATCH_US
+    ),  # your host's profiler.opcount --dispatch, us per op
     F("message_dtype", TEXT, profile_replaces=True, choices="MessageDtype"),
-    F("nics_per_node", INT, request=True, profile_measures=True),
+    F("nics_per_node", INT, request=True, profile_measures=True, bounds=NICS_PER_NODE),
     F("nccl_algo", TEXT, request=True, profile_measures=True, choices="NcclAlgo"),
-    F("step_ms", FLOAT, plot_ignores=True),  # your measured DDP iteration: scales any source's compute
-    F("step_gpus", INT, plot_ignores=True),  # where it was measured
-    F("batch_per_gpu", FLOAT, profile_replaces=True, plot_ignores=True),  # weak scaling: global = it x n
-    F("margin", FLOAT, plot_ignores=True),
+    F(
+        "step_ms", FLOAT, plot_ignores=True, bounds=STEP_MS
+    ),  # your measured DDP iteration: scales any source's compute
+    F("step_gpus", INT, plot_ignores=True, bounds=AT_LEAST_ONE),  # where it was measured
+    F(
+        "batch_per_gpu", FLOAT, profile_replaces=True, plot_ignores=True, bounds=AT_LEAST_ONE_UNIT
+    ),  # weak scaling: global = it x n
+    F("margin", FLOAT, plot_ignores=True, bounds=MARGIN_RANGE),
     F("objective", TEXT, plot_ignores=True),  # iteration | accuracy
     F("topology", TEXTS, plot_ignores=True),
     F("local_sgd_h", INT, plot_ignores=True),  # local SGD's row (0: none)
@@ -106,3 +136,4 @@ PLOT_IGNORES = names(plot_ignores=True)
 PLOT_KEYS = tuple(f.name for f in FIELDS if not (f.plot_ignores or f.measured))
 PLOT_FROM_FILE_ONLY = names(plot_file_only=True)
 CHOICE_KEYS = {f.name: f.choices for f in FIELDS if f.choices is not None}
+BOUNDS = {f.name: f.bounds for f in FIELDS if f.bounds is not None}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rtmodel_inputs.compute_scaling import with_compute_ms
 from rtmodel_inputs.fields import (
+    BOUNDS,
     CALIBRATION_FIXED,
     LINK_OPTIONS,
     OPTION_NAMES,
@@ -40,11 +41,10 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
     profile / its calibration, or your training's traces; an nccl-tests log for the link between nodes
     with any of them; your measured DDP step scaling any of them; --margin over the sources' own."""
     from runtime_model.advice.confidence import Margin
-    from runtime_model.core.constraints import Interval
 
     opts = {name: _as_paths(name, opts.get(name)) for name in OPTION_NAMES}
     if opts["margin"] is not None:
-        Interval(0.0, 1.0, closed="left").check("margin", opts["margin"])
+        BOUNDS["margin"].check("margin", opts["margin"])
     request = scenario_request(opts)
     check_step(request)
     if opts["trace"] or opts["profile"] is not None or opts["calibration"] is not None:
