@@ -737,6 +737,9 @@ def test_advise_reads_the_calibration_file_as_it_reads_the_profile(profile, gpus
     assert b["inputs"] == a["inputs"]  # the profile it came from, the measured shape, the margins
     for key in ("predictions", "recommendation", "margin", "crossover"):
         assert b[key] == a[key], key
+    # the header's line names each answer's own source, the rest of the provenance is the same
+    assert a["provenance"].pop("measured") == f"profile ({profile})"
+    assert b["provenance"].pop("measured") == "calibration (params.json)"
     if profile.startswith("synthetic"):  # every link measured
         assert b["provenance"] == a["provenance"] and b["notes"] == a["notes"]
     else:
