@@ -173,3 +173,20 @@ def test_a_too_close_candidate_slower_than_all_reduce_leaves_best_on_the_fastest
     assert _check_json(doc) == row.topology
     assert _table_marks(table)["allreduce"] == "best" and _table_marks(table)[row.topology] == ""
     assert _brief_marked(brief) == row.topology and _flips_for(table) == row.topology
+
+
+@pytest.mark.parametrize("args", [SCENARIOS[0], SCENARIOS[4], SCENARIOS[5]], ids=" ".join)
+def test_the_crossover_plots_data_names_the_option_advise_names(args, logs, tmp_path):
+    """`rtmodel plot crossover --data` draws advise's own answer (tuned DDP included): its curve is for the
+    option the JSON's crossover is for, at advise's speedup at this cluster's bandwidth."""
+    import csv
+
+    args = [str(logs / a) if a in LOGS else a for a in args]
+    doc = advise_json(*args)
+    plot_args = [a for a in args if a not in ("--topology",)]
+    made = run("plot", "crossover", *plot_args, "--out", tmp_path / "x.png", "--data", tmp_path / "x.csv")
+    assert made.exit_code == 0, made.output
+    rows = list(csv.DictReader((tmp_path / "x.csv").open()))
+    curve = {r["topology"] for r in rows if r["kind"] == "curve"}
+    network = [c for c in doc.get("crossover", []) if c.get("quantity", "").startswith("inter")]
+    assert curve == {network[0]["topology"] if network else _named(doc)}
