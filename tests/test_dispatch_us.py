@@ -123,7 +123,7 @@ def test_plot_speedup_passes_it_to_the_sweep(tmp_path, monkeypatch):
 
     seen = {}
     monkeypatch.setattr(plots, "speedup_vs_gpus", lambda *a, **kw: seen.update(kw))
-    monkeypatch.setattr(plot, "render", lambda make, out: make())
+    monkeypatch.setattr(plot, "render", lambda make, out, data=None: make())
     res = runner.invoke(app, ["plot", "speedup", "--out", str(tmp_path / "f.svg"), "--dispatch-us", "30.2"])
     assert res.exit_code == 0, res.output
     assert seen["dispatch_us"] == 30.2

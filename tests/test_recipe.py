@@ -164,8 +164,9 @@ def test_old_jobs_load_as_fp32_adam_and_the_profiles_recipe_reaches_the_rank_job
 def test_compute_ms_with_a_profile_replaces_only_the_compute(capsys):
     from rtmodel_inputs.sources import scenario_for
 
-    base, _, _, _ = scenario_for({"gpus": 4}, PROFILE)
-    sc, prov, notes, _ = scenario_for({"gpus": 4, "compute_ms": 123.0}, PROFILE)
+    base = scenario_for({"gpus": 4}, PROFILE).scenario
+    given = scenario_for({"gpus": 4, "compute_ms": 123.0}, PROFILE)
+    sc, prov, notes = given.scenario, given.provenance, given.notes
     assert sc.compute.compute_s == pytest.approx(0.123)
     assert sc.compute.forward_s / sc.compute.compute_s == pytest.approx(
         base.compute.forward_s / base.compute.compute_s

@@ -232,6 +232,7 @@ def test_advise_without_marks_is_unchanged(tmp_path):
     empty = advise_json("--profile", write(tmp_path, marked(doc)), *args)
     for out in (plain, empty):
         out["inputs"].pop("profile")  # the file's name
+        assert out["provenance"].pop("measured").startswith("profile (")  # with the file's name
     assert empty == plain and not any(k.endswith("-node link") for k in plain["provenance"])
 
 
