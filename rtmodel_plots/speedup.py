@@ -14,7 +14,7 @@ import pandas as pd
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach, draw_speedup_line
 from rtmodel_plots.progress import CurveProgress
-from rtmodel_plots.style import log2_gpu_axis, new_figure, speedup_y_axis, topology_style
+from rtmodel_plots.style import lines_legend, log2_gpu_axis, new_figure, speedup_y_axis, topology_style
 from rtmodel_plots.sweeps import best_per_gpus, pays_from, sweep
 from runtime_model.core.defaults import MARGIN
 
@@ -85,14 +85,7 @@ def speedup_vs_gpus(
                 ax.set_xlabel("")
     speedup_y_axis(axes[0][0], speedups)
     handles = list(seen.values()) + [_dashed_handle()]
-    fig.legend(
-        handles,
-        [h.get_label() for h in handles],
-        loc="outside lower center",
-        ncol=min(len(handles), 4),
-        fontsize=9,
-        frameon=False,
-    )
+    lines_legend(fig, handles)
     fig.suptitle(_speedup_title(preset_kw), fontsize=11)
     return attach(fig, table)
 

@@ -79,6 +79,14 @@ def speedup_y_axis(ax, speedups: Sequence[float]) -> None:
         ax.set_ylim(lo - pad, hi + pad)
 
 
+def lines_legend(fig, handles) -> None:
+    """The figure's legend of its lines, under the panels, at most four to a row."""
+    labels = [h.get_label() for h in handles]
+    fig.legend(
+        handles, labels, loc="outside lower center", ncol=min(len(handles), 4), fontsize=9, frameon=False
+    )
+
+
 def plain_log_axes(ax) -> None:
     """Log axes labelled 10, 20, 50, 100 ... instead of 2x10^1."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -95,5 +103,7 @@ def save(fig, path: str | Path) -> Path:
     ext = path.suffix.lower().lstrip(".")
     if ext not in FIGURE_FORMATS:
         raise PlotError(f"output must end in .png or .svg, got '{path.name}'")
-    fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight")  # keep wide legends and titles whole
+    fig.savefig(
+        path, dpi=150 if ext == "png" else None, bbox_inches="tight"
+    )  # keep wide legends and titles whole
     return path

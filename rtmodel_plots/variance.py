@@ -20,7 +20,7 @@ import pandas as pd
 
 from rtmodel_plots.errors import PlotError
 from rtmodel_plots.long_form import ALLREDUCE, SWEEP_COLUMNS, PlotTable, attach, draw_speedup_line
-from rtmodel_plots.style import new_figure, speedup_y_axis, topology_style
+from rtmodel_plots.style import lines_legend, new_figure, speedup_y_axis, topology_style
 from runtime_model.core.distributions import NormalCompute
 from runtime_model.core.scenario import Compute, Scenario
 
@@ -147,14 +147,7 @@ def variance_panels(
     axes[0].set_ylabel("speedup over All-Reduce (x, mean iteration time)")
     speedup_y_axis(axes[0], speedups)
     handles = [*seen.values(), axes[0].get_lines()[-1]]
-    fig.legend(
-        handles,
-        [h.get_label() for h in handles],
-        loc="outside lower center",
-        ncol=min(len(handles), 4),
-        fontsize=9,
-        frameon=False,
-    )
+    lines_legend(fig, handles)
     sh = scenario.shape
     fig.suptitle(
         f"Speedup over All-Reduce under compute variation: {sh.gpus} GPUs = {sh.nodes} nodes x "
