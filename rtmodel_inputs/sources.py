@@ -1,7 +1,7 @@
 """What `rtmodel advise`, the plots and notebooks predict from: `resolve_inputs(options)`, every source
 resolved once into one `AdviceInputs` (presets, a profile calibrated on the fly or the calibration file
 `rtmodel calibrate --out` wrote, traces; an nccl-tests log for the link between nodes beside any of them;
-your DDP step on presets), with where each input came from and what a preset answer assumed.
+your DDP step scaling any of them), with where each input came from and what a preset answer assumed.
 
 Why below the shell: each view of an answer (the verdict, the tuned DDP, the crossovers, the plots)
 must draw on the same measured inputs; which option may meet which is the table of inputs (fields.py).
@@ -40,6 +40,14 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
     missing name is not given) resolved once into the inputs an answer is drawn from: presets, or a
     profile / its calibration, or your training's traces; an nccl-tests log for the link between nodes
     with any of them; your measured DDP step scaling any of them; --margin over the sources' own."""
+    from rtmodel_inputs.nccl_tests import said_once
+
+    with said_once():  # an nccl-tests run's warnings once, for every scenario it is applied to
+        return _resolved(opts)
+
+
+def _resolved(opts: dict) -> AdviceInputs:
+    """resolve_inputs' work."""
     from runtime_model.advice.confidence import Margin
 
     opts = {name: _as_paths(name, opts.get(name)) for name in OPTION_NAMES}
@@ -53,7 +61,12 @@ def resolve_inputs(opts: dict) -> AdviceInputs:
             from rtmodel_inputs.step import with_step
 
             what = "your trace" if opts["trace"] else "your profile"
-            resolved = with_step(resolved, lambda n: _measured_at(opts, request, n).scenario, request, what)
+            here = resolved.scenario
+
+            def at_n(n: int):
+                return here if n == request["gpus"] else _measured_at(opts, request, n).scenario
+
+            resolved = with_step(resolved, at_n, request, what)
     else:
         resolved = scenario_for(request, None, opts["presets"], opts["nccl_tests"])
     if opts["margin"] is not None:

@@ -151,3 +151,16 @@ def test_a_step_count_without_its_step_is_one_line():
         app, ["advise", "--profile", "tests/data/synthetic_profile_2x2.json", "--step-gpus", "4"]
     )
     assert res.exit_code == 2 and "give the step too" in res.output and "Traceback" not in res.output
+
+
+def test_an_nccl_tests_warning_is_said_once_however_many_scenarios_take_the_run(tmp_path):
+    """The log's shape differs from the question's (2 x 8 under 4 GPUs per node): the answer's, the tuned
+    DDP's and the step's scenarios all take the run, and its note is said once."""
+    log = tmp_path / "k8s_2x8.txt"
+    log.write_text(nccl_tests_output({s: 60.0 + s / 45e3 for s in SIZES}, ranks=16, hosts=2))
+    res = runner.invoke(
+        app, ["advise", "--gpus", "64", "--nccl-tests", str(log), "--step-ms", "120", "--step-gpus", "32"]
+    )
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.stderr.splitlines() if line.startswith("note: --nccl-tests")]
+    assert notes and len(notes) == len(set(notes))
