@@ -67,22 +67,16 @@ def advise(**options):
     local_sgd_h=0."""
     from rtmodel_inputs.fields import OPTION_NAMES
     from rtmodel_inputs.local_sgd import local_sgd_configs
+    from rtmodel_inputs.sources import resolve_inputs
     from runtime_model.core.errors import UserError
 
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
         raise UserError(f"unknown input(s) {', '.join(unknown)}: expected some of {', '.join(OPTION_NAMES)}")
-    inputs = resolve(options)
+    inputs = resolve_inputs(options)
     question = Question(
         topologies=tuple(options.get("topology") or ()) or None,
         objective=options.get("objective"),
         local_sgd=tuple(local_sgd_configs(options, by_default=True)),
     )
     return advise_from(inputs, question)
-
-
-def resolve(options: dict) -> AdviceInputs:
-    """`sources.resolve_inputs`, named for the entry point."""
-    from rtmodel_inputs.sources import resolve_inputs
-
-    return resolve_inputs(options)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rtmodel_inputs.compute_scaling import scaled_compute
 from rtmodel_inputs.inputs import NCCL_TESTS, STEP
 
 STEP_KEYS = ("step_ms", "step_gpus")  # your measured DDP step and its n (advise's, not presets.resolve's)
@@ -61,19 +60,19 @@ def preset_parts(preset_request: dict, library, nccl_tests: Path | None) -> Pres
         tuned_choice = replace(choice, ddp_bucket_view=True)
         tuned = replace(sc, compute=presets.scenario_from_choice(tuned_choice, library).compute)
     if step_ms is not None or step_gpus is not None:
-        from rtmodel_inputs.step import anchor_step
+        from rtmodel_inputs.step import anchor_step, scaled_to_step
 
-        per_gpu = preset_request.get("batch_per_gpu")
+        per_gpu, here = preset_request.get("batch_per_gpu"), sc
 
         def at_step_n(n: int):
+            if n == request["gpus"]:  # the answer's own n: the scenario just built
+                return here
             at_n = {**request, "gpus": n, **({} if per_gpu is None else {"global_batch": per_gpu * n})}
             choice_n = presets.resolve(presets.PresetRequest(**at_n), library=library)
             return link(presets.scenario_from_choice(choice_n, library))[0]
 
         anchor, factor = anchor_step(at_step_n, given, step_ms, step_gpus, presets_known=not own)
-        why = f"; x {factor:.4g} to reproduce your DDP step (--step-ms)"
-        sc = scaled_compute(sc, factor, sc.compute.source + why)
-        tuned = tuned and scaled_compute(tuned, factor, tuned.compute.source + why)
+        sc, tuned = scaled_to_step(sc, factor), tuned and scaled_to_step(tuned, factor)
         sources += (STEP,)
     prov = _provenance(sc, choice, library, preset_request)
     prov["network"] = network_line or f"preset {choice.intra} (intra-node) + {choice.network} (inter-node)"

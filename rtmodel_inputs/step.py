@@ -73,6 +73,12 @@ def anchor_step(
     return anchor, anchor.compute_ms / base_ms
 
 
+def scaled_to_step(scenario, factor: float):
+    """`scenario` with forward + backward scaled by your step's factor, its compute source saying so."""
+    why = f"{scenario.compute.source}; x {factor:.4g} to reproduce your DDP step (--step-ms)"
+    return scaled_compute(scenario, factor, why)
+
+
 def with_step(inputs, at_step_n, request: dict, model_from: str):
     """`inputs` (AdviceInputs of a profile, calibration or trace) with forward + backward scaled to your
     DDP step, found at the step's n on `at_step_n(n)` (the same source rebuilt there)."""
@@ -83,10 +89,7 @@ def with_step(inputs, at_step_n, request: dict, model_from: str):
     anchor, factor = anchor_step(
         at_step_n, request, request["step_ms"], request.get("step_gpus"), True, inputs.margin, model_from
     )
-    sc = inputs.scenario
-    sc = scaled_compute(
-        sc, factor, f"{sc.compute.source}; x {factor:.4g} to reproduce your DDP step (--step-ms)"
-    )
+    sc = scaled_to_step(inputs.scenario, factor)
     provenance = {**inputs.provenance, "compute": sc.compute.source, "step anchor": anchor.line()}
     document = {**inputs.document, "step_anchor": anchor.to_dict()}
     return replace(
