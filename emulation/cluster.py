@@ -38,7 +38,8 @@ from emulation import guardian, netns, settings
 from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from emulation.settings import SHAPINGS, InvalidSetting
 from rtmodel_util.host_share import omp_threads_env
-from rtmodel_util.processes import NODE_NAME_ENV, run_directory, stop_processes
+from rtmodel_util.processes import NODE_NAME_ENV, stop_processes
+from rtmodel_util.run_dirs import child_tmpdir, run_directory
 
 # Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR
 # the same 4 MB gloo all-reduce took 341 ms back to back but 351-359 ms, with stalls of +75..+180 ms,
@@ -136,7 +137,9 @@ class EmulatedCluster:
         try:
             # the forwarder's config, log and stats; removed however this process ends (a SIGKILL too)
             self._workdir_stack = contextlib.ExitStack()
-            run = self._workdir_stack.enter_context(run_directory(f"{netns.PREFIX}{self.token}-"))
+            # rtmemu-<pid>-<token's random part>-XXXXXXXX; a killed run's is removed by the next (run_dirs)
+            tag = self.token.rpartition("-")[2]
+            run = self._workdir_stack.enter_context(run_directory(netns.PREFIX, tag=f"{tag}-"))
             self._workdir = str(run.path)
             self._guardian = guardian.start(self.namespaces, self.python, _pythonpath())
             for i, ns in enumerate(self.namespaces):
@@ -291,9 +294,11 @@ class EmulatedCluster:
         if not module_args:
             raise EmulationConfigError("torchrun needs a script or `-m module` to run")
         settings.PORT_RANGE.check("master_port", master_port, InvalidSetting)
+        # torchrun's torchelastic_* logs and its ranks' temp files go with the run directory at teardown
+        env = {"TMPDIR": child_tmpdir(self._workdir)} if self._workdir else None
         cmds = []
         for node in range(self.nodes):
-            cmds.append(self.exec_prefix(node) + [
+            cmds.append(self.exec_prefix(node, env) + [
                 self.python, "-m", "torch.distributed.run",
                 f"--nnodes={self.nodes}", f"--node_rank={node}", f"--nproc-per-node={self.ranks_per_node}",
                 f"--master_addr={self.node_ip(0)}", f"--master_port={int(master_port)}",

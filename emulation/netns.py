@@ -1,7 +1,8 @@
 """Thin wrappers over `ip`/`tc` for the run-owned network namespaces, stale-run cleanup and capability checks.
 
 Every name we create is `rtmemu-<owner pid>-<token>-n<i>`, so parallel runs never collide and a later run
-can tell leftovers of a killed run (owner pid dead) from namespaces of a run still going.
+can tell leftovers of a killed run (owner pid dead) from namespaces of a run still going. The run's work
+directory (TMPDIR/rtmemu-<owner pid>-...) is told the same way (`cleanup_stale_dirs`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import re
 import secrets
 import shutil
 import subprocess
+from pathlib import Path
 
 from emulation.errors import EmulationError
 from rtmodel_util.processes import terminate_then_kill
+from rtmodel_util.run_dirs import sweep_stale
 
 PREFIX = "rtmemu-"
 _NAME_RE = re.compile(r"^rtmemu-(\d+)-([0-9a-z]+)-n(\d+)$")
@@ -100,6 +103,12 @@ def cleanup_stale() -> list[str]:
             delete_namespace(name)
             removed.append(name)
     return removed
+
+
+def cleanup_stale_dirs() -> list[Path]:
+    """Remove TMPDIR/rtmemu-* work directories of runs whose owner and its guardian were both killed
+    (rtmodel_util.run_dirs.sweep_stale: ours, owner surely dead); returns the paths removed."""
+    return sweep_stale((PREFIX,))
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,7 +8,7 @@
 - starting children that die with their launcher (`die_with_parent`, PR_SET_PDEATHSIG), turning the
   SIGTERM a scheduler sends into SystemExit so cleanup runs (`sigterm_exits`), stopping processes
   (`stop_processes`: SIGTERM, a grace period, SIGKILL), and a run's temp directory that goes however
-  its launcher ends (`run_directory`).
+  its launcher ends (`run_directory`, from rtmodel_util.run_dirs, which also removes killed runs' ones).
 
 Standard library only (plus the model's error type): launchers and ranks call it without torch.
 """
@@ -19,17 +19,15 @@ import ctypes
 import importlib.util
 import math
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
+from rtmodel_util.run_dirs import RunDirectory, run_directory  # here too: launchers take both from here
 from runtime_model.core.defaults import MAX_GPUS
 from runtime_model.core.errors import DEBUG_ENV, UserError
 
@@ -353,51 +351,3 @@ def stop_processes(procs: Iterable[subprocess.Popen], grace_s: float = 10.0, gro
         return bool(running) or (group and any(_group_exists(p.pid) for p in procs))
 
     return terminate_then_kill(send, alive, grace_s)
-
-
-# ---- a run's temp directory, removed however the launcher ends ---------------------------------------------
-_GUARDIAN = (
-    "import shutil, sys\n"
-    "if sys.stdin.buffer.read() != b'keep':\n"  # EOF without 'keep': the launcher ended, however it ended
-    "    for p in sys.argv[1:]:\n"
-    "        shutil.rmtree(p, ignore_errors=True)\n"
-)
-
-
-@contextmanager
-def run_directory(prefix: str) -> Iterator[RunDirectory]:
-    """A fresh temp directory for one run, removed when the block ends unless `keep()` was called, and
-    removed even when this process is SIGKILLed: a guardian process in its own session waits on a pipe
-    only this process holds open, and the kernel closes that pipe however this process ends."""
-    import tempfile  # here: it pulls random, and most commands never make a run directory
-
-    path = Path(tempfile.mkdtemp(prefix=prefix))
-    guardian = subprocess.Popen(
-        [sys.executable, "-c", _GUARDIAN, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # a Ctrl-C to the terminal's process group does not stop it first
-    )
-    run = RunDirectory(path)
-    try:
-        yield run
-    finally:
-        if not run.kept:
-            shutil.rmtree(path, ignore_errors=True)
-        try:
-            guardian.stdin.write(b"keep" if run.kept else b"")
-            guardian.stdin.close()
-        except OSError:
-            pass
-        guardian.wait()
-
-
-class RunDirectory:
-    """The directory `run_directory` made; `keep()` leaves it for the user (an error names a log in it)."""
-
-    def __init__(self, path: Path):
-        self.path, self.kept = path, False
-
-    def keep(self) -> None:
-        self.kept = True

@@ -9,6 +9,10 @@ Nothing outlives the launcher: Ctrl-C and SIGTERM (scancel, SLURM's time limit) 
 its workers (rtmodel_util.processes: sigterm_exits, stop_processes); a launcher killed outright (SIGKILL,
 OOM) sends torchrun SIGTERM through the kernel's parent-death signal, and each worker dies with torchrun
 the same way (validation.worker). Rank 0 notes each phase in the work directory; the launcher echoes it.
+
+Nothing left on disk either: torchrun and its workers get a TMPDIR inside the work directory
+(rtmodel_util.run_dirs.child_tmpdir), so torchrun's `torchelastic_*` log directories and torch's
+`torchinductor_<user>` go with it when validate removes it (and a killed run's go with the next run's sweep).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import RANK_VARS, die_with_parent, sigterm_exits, stop_processes
+from rtmodel_util.run_dirs import child_tmpdir
 from validation.errors import RankFailure, ValidationError
 from validation.job import RankJob, RankReport
 from validation.worker import PHASES_FILE
@@ -34,8 +39,9 @@ STOP_GRACE_S = 10.0  # torchrun's own grace for its workers is 30 s; after this 
 POLL_S = 0.2
 
 
-def _env(nproc: int) -> dict[str, str]:
+def _env(nproc: int, workdir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    env["TMPDIR"] = child_tmpdir(workdir)  # torchrun's torchelastic_* and the workers' temp files: in the run
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(omp_threads_env(nproc))  # torchrun would pin 1 only for nproc > 1, and keeps a set value
     env["PYTHONSAFEPATH"] = "1"  # the workers import rtmodel's `validation`, even beside a user's own folder
@@ -103,8 +109,14 @@ def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
         "--nproc-per-node", str(nproc), "-m", "validation.worker", "--job", str(job_path), "--out", str(workdir),
     ]
     with log.open("w") as fh, sigterm_exits():
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(nproc), start_new_session=True,
-                                preexec_fn=die_with_parent(signal.SIGTERM))  # torchrun stops its workers
+        proc = subprocess.Popen(
+            cmd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=_env(nproc, workdir),
+            start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),  # torchrun stops its workers
+        )
         try:
             rc = _wait(proc, timeout_s, workdir / PHASES_FILE, progress)
             if rc is None:
@@ -123,6 +135,8 @@ def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
         raise RankFailure(None, "the validation job", f"exit code {rc}: {_last_line(log)} (log: {log})")
     reports_path = workdir / "reports.json"
     if not reports_path.exists():
-        raise RankFailure(0, "reporting", f"the validation job finished but rank 0 wrote no reports (log: {log})")
+        raise RankFailure(
+            0, "reporting", f"the validation job finished but rank 0 wrote no reports (log: {log})"
+        )
     reports = [RankReport.from_json(r) for r in json.loads(reports_path.read_text())]
     return sorted(reports, key=lambda r: r.rank)
