@@ -43,7 +43,9 @@ def _report(exc: RankFailure, code: int) -> int:
     if os.environ.get(DEBUG_ENV):
         traceback.print_exception(exc)
     if not record_failure(exc.rank, exc.phase, exc):
-        print(f"rtmodel profile: error: {exc}", file=sys.stderr)
+        from rtmodel_util.shown import shown  # a rank's output passes no shell: a name read may carry escapes
+
+        print(f"rtmodel profile: error: {shown(str(exc))}", file=sys.stderr)
     return code
 
 

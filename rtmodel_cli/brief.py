@@ -11,6 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from rtmodel_util.shown import shown
 from runtime_model.advice.advisor import Advice
 from runtime_model.advice.confidence import speedup_uncertainty
 from runtime_model.advice.crossover import named_option, settle_line
@@ -60,7 +61,7 @@ def refuse_beside(verbose: bool, other_format: str | None) -> None:
 def render_brief(advice: Advice, console: Console, assumed=None) -> None:
     """`assumed` (a preset answer's assumptions.Assumptions): its short line follows the verdict."""
     for line in brief_lines(advice, max(console.width, 20), None if assumed is None else assumed.short()):
-        console.print(Text(line), soft_wrap=True)
+        console.print(Text(shown(line)), soft_wrap=True)
 
 
 def _verdict(advice: Advice) -> str:

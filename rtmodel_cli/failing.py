@@ -2,7 +2,8 @@
 
 Commands raise; they never print errors themselves. `guarded` turns rtmodel's own errors
 (`runtime_model.core.errors`: user mistakes exit 2, run failures exit 1) and `OSError` into one line on
-stderr; anything else is a bug and keeps its traceback. `RTMODEL_DEBUG=1` prints the traceback of
+stderr (`say_error`: control characters escaped, as a name read from a file may carry them); anything
+else is a bug and keeps its traceback. `RTMODEL_DEBUG=1` prints the traceback of
 every error as well.
 """
 
@@ -20,6 +21,7 @@ from typer.core import TyperGroup
 
 from rtmodel_cli.terminal import prepare_terminal
 from rtmodel_inputs.request import flag_of  # noqa: F401 (the shell's name for it)
+from rtmodel_util.shown import shown
 from runtime_model.core.errors import DEBUG_ENV, RtmodelError, UserError
 
 # OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
@@ -38,9 +40,15 @@ def command_options() -> dict:
     return dict(_OPTIONS.get() or {})
 
 
+def say_error(message: str) -> None:
+    """The error line on stderr: `error: ` and the message on one line, its control characters escaped
+    (rtmodel_util.shown: a name read from a file may carry an escape sequence)."""
+    typer.echo(f"error: {' '.join(shown(message).split())}", err=True)
+
+
 def fail(message: str, code: int = 2) -> None:
     """One clear line on stderr and a non-zero exit: never a traceback for a user mistake."""
-    typer.echo(f"error: {message}", err=True)
+    say_error(message)
     raise typer.Exit(code)
 
 
@@ -71,7 +79,7 @@ def report(exc: BaseException, option_names: frozenset[str] = frozenset()) -> No
     if isinstance(exc, UserError) and not isinstance(exc, LaunchEnvError) and not is_lead_process():
         raise typer.Exit(exit_code_of(exc))
     if os.environ.get(DEBUG_ENV) == "1":
-        traceback.print_exception(exc, file=sys.stderr)
+        sys.stderr.write(shown("".join(traceback.format_exception(exc))))
     fail(describe(exc, option_names), exit_code_of(exc))
 
 
@@ -127,7 +135,7 @@ class OneLineUsageErrors(TyperGroup):
         except typer.TyperException as exc:  # click's exceptions, as typer vendors them
             code = getattr(exc, "exit_code", 1)
             if type(exc).__name__ != "NoArgsIsHelpError":  # typer has already printed the help
-                typer.echo(f"error: {usage_line(exc)}", err=True)
+                say_error(usage_line(exc))
         sys.exit(code if isinstance(code, int) else 0)
 
 

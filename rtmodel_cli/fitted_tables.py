@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from rtmodel_util.shown import shown as escaped_controls
 
 Cell = str | Text
 
@@ -78,6 +81,15 @@ def plain(cell: Cell) -> str:
     return cell.plain if isinstance(cell, Text) else cell
 
 
+def shown_cell(cell: Cell) -> Cell:
+    """A cell with its control characters escaped (rtmodel_util.shown) before its width is measured: a
+    cell may be a name read from a file."""
+    if not isinstance(cell, Text):
+        return escaped_controls(cell)
+    text = escaped_controls(cell.plain)
+    return cell if text == cell.plain else Text(text, style=cell.style)
+
+
 def fitted_table(
     console: Console,
     title: str,
@@ -89,12 +101,14 @@ def fitted_table(
     row_styles: Sequence[str | None] | None = None,
 ) -> tuple[Table, list[str]]:
     """A rich table with the columns that fit `console.width` (fit_columns); returns it and the headers
-    of the columns left out. Cells are plain text (a str is never read as markup)."""
+    of the columns left out. Cells are plain text (a str is never read as markup), and so is the title;
+    their control characters are escaped (shown_cell)."""
+    rows = [[shown_cell(c) for c in r] for r in rows]
     cands = [
         FitColumn(h, tuple(plain(r[i]) for r in rows), priorities[i], wrap[i]) for i, h in enumerate(headers)
     ]
     shown, widths, dropped = fit_columns(cands, console.width, cell_len)
-    t = Table(title=title, title_justify="left")
+    t = Table(title=escape(escaped_controls(title)), title_justify="left")
     for i, w in zip(shown, widths, strict=True):
         # no_wrap stays off (it would also cut the header with "..."): the width holds every unwrappable cell
         t.add_column(headers[i], justify="right" if right[i] else "left", width=w)

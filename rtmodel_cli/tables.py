@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rtmodel_cli.fitted_tables import Cell, fitted_table, print_dropped, shown_text
+from rtmodel_cli.shown_console import terminal_console
 from runtime_model.advice.advisor import Advice
 from runtime_model.advice.columns import (
     EQUIVALENT_MARK,
@@ -97,12 +98,6 @@ FACTORS_LEGEND = (
     "uneven = what waiting only for the own group gains where exchanges differ by round or rank."
 )
 FACTOR_LABELS = ("overlap ms", "links ms", "variance ms", "uneven ms")
-
-
-def terminal_console() -> Console:
-    """rich's own width: the terminal's, $COLUMNS, or 80 when piped. Tables fit it (module doc). No
-    automatic highlighting: every style printed is ours (and its regexes cost a hundredth of advise)."""
-    return Console(highlight=False)
 
 
 def _plain(console: Console, text: str, style: str | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
+from rich.markup import escape
 
 from rtmodel_cli.fitted_tables import fitted_table, print_dropped
 from validation.results import ResultsSummary, ValidationResult
@@ -81,7 +82,7 @@ def render_result(res: ValidationResult, console: Console) -> None:
     v = res.verdict
     mark = "[green]held[/]" if v.held else "[red]did not hold[/]"
     console.print(
-        f"speedup of {res.topology} over All-Reduce: predicted {v.predicted_speedup:.3f}x, measured "
+        f"speedup of {escape(res.topology)} over All-Reduce: predicted {v.predicted_speedup:.3f}x, measured "
         f"{v.measured_speedup:.3f}x; verdict ({v.predicted} predicted, {v.measured} measured, margin "
         f"{v.margin:.0%}): {mark}",
         highlight=False,
@@ -110,7 +111,7 @@ def render_result(res: ValidationResult, console: Console) -> None:
         highlight=False,
     )
     for note in res.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 def render_summary(summary: ResultsSummary, console: Console) -> None:

@@ -11,9 +11,10 @@ many scenarios it applies the run to (the answer's, the tuned DDP's, the one a s
 from __future__ import annotations
 
 import contextlib
-import sys
 from contextvars import ContextVar
 from pathlib import Path
+
+from rtmodel_util.shown import say
 
 _SAID: ContextVar[set | None] = ContextVar("rtmodel_nccl_tests_said", default=None)
 
@@ -41,7 +42,7 @@ def with_nccl_tests(scenario, path: Path):
     for line in link.warnings:
         text = f"note: --nccl-tests {path.name}: {line}"
         if said is None or text not in said:
-            print(text, file=sys.stderr)
+            say(text)
         if said is not None:
             said.add(text)
     return replace(scenario, network=link.network), link.provenance(run)

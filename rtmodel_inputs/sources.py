@@ -13,7 +13,6 @@ replaces the profile's compute: with_compute_ms), and --gpus, --gpus-per-node an
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from rtmodel_inputs.preset_inputs import STEP_KEYS
 from rtmodel_inputs.refusals import refuse_options_a_profile_measured, refuse_options_a_profile_replaces
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 from rtmodel_inputs.step import check_step
+from rtmodel_util.shown import say
 
 DEFAULT_GPUS = 64
 
@@ -163,7 +163,7 @@ def scenario_for(
         scenario, line = with_compute_ms(scenario, preset_request["compute_ms"])
         provenance["compute"] = scenario.compute.source
         notes.append(line)
-        print(line, file=sys.stderr)  # stderr: --format json keeps stdout one document
+        say(line)  # stderr: --format json keeps stdout one document
     return AdviceInputs(
         scenario, {**provenance, "margin": margin.why}, margin, tuple(notes), inputs, None, sources
     )

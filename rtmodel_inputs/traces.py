@@ -7,10 +7,9 @@ group are the presets' (or --nccl-tests'), so the preset network's source class 
 
 from __future__ import annotations
 
-import sys
-
 from rtmodel_inputs.compute_scaling import with_compute_ms
 from rtmodel_inputs.refusals import refuse_options_a_profile_replaces
+from rtmodel_util.shown import say
 
 # Options that size the gradients (with --message-dtype): where the trace records no sizes, the bytes
 SIZE_KEYS = ("model", "params", "param_mb")
@@ -80,7 +79,7 @@ def traced_scenario(opts: dict, request: dict):
         scenario, line = with_compute_ms(scenario, request["compute_ms"])
         provenance["compute"] = scenario.compute.source
         notes.append(line)
-        print(line, file=sys.stderr)
+        say(line)
     return scenario, provenance, notes, inputs
 
 

@@ -100,10 +100,11 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
         sys.stdout.write(report.to_csv(adv, inputs.document))
     elif view == "brief":
         from rtmodel_cli.brief import render_brief
-        from rtmodel_cli.tables import terminal_console
+        from rtmodel_cli.shown_console import terminal_console
 
         render_brief(adv, terminal_console(), inputs.assumptions)
     else:
-        from rtmodel_cli.tables import render_advice, terminal_console
+        from rtmodel_cli.shown_console import terminal_console
+        from rtmodel_cli.tables import render_advice
 
         render_advice(adv, terminal_console(), verbose=view == "verbose", assumed=inputs.assumptions)

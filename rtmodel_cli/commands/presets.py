@@ -217,7 +217,7 @@ def _tables(library, kinds: list[Kind]):
 
 def render_presets(library, kinds: list[Kind], console=None) -> None:
     from rtmodel_cli.fitted_tables import fitted_table, print_dropped
-    from rtmodel_cli.tables import terminal_console
+    from rtmodel_cli.shown_console import terminal_console
     from runtime_model.presets.preset_loading import FILES
 
     console = console or terminal_console()
