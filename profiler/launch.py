@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from rtmodel_harness.local_launch import check_local_launch
 from rtmodel_harness.model_choice import check_model_choice
 from rtmodel_harness.recipe import Recipe
 from rtmodel_util.backend_choice import HOST_RANKS_ENV, visible_gpus
-from rtmodel_util.files import lock_env, output_lock
+from rtmodel_util.files import HeldLock, output_lock, pass_locks
 from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import (
     DEBUG_ENV,
@@ -47,6 +48,7 @@ from rtmodel_util.processes import (
     stop_processes,
 )
 from rtmodel_util.profile_schema import PRETEND_NODES_ENV
+from rtmodel_util.run_dirs import child_tmpdir
 
 GRACE_S = 10.0  # after the first rank fails, how long the others get to fail on their own
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a rank gets before SIGKILL
@@ -65,9 +67,16 @@ def run_profile(opts: ProfileOptions) -> dict | None:
     require_modules("torch", error=ProfilingError)  # before any rank starts, not in each rank's traceback
     check_model_choice(opts.model, opts.model_args)
     if in_launched_rank() and not is_lead_process():
-        return run_rank(opts)
-    with output_lock(opts.out, "--out"):  # a second profile naming this file is refused, not lost
-        return run_rank(opts) if in_launched_rank() else launch_local(opts)
+        return run_rank(opts)  # writes no output but its own trace, under the lead's lock on DIR
+    if opts.trace_out is not None:
+        from profiler.trace_out import check_trace_out
+
+        check_trace_out(opts.trace_out, opts.out)  # before any rank starts, as --out is (the shell)
+    with ExitStack() as held:  # a second command naming one of these outputs is refused, not lost
+        locks = [held.enter_context(output_lock(opts.out, "--out"))]
+        if opts.trace_out is not None:
+            locks.append(held.enter_context(output_lock(opts.trace_out, "--trace-out", what="directory")))
+        return run_rank(opts) if in_launched_rank() else launch_local(opts, locks)
 
 
 def default_nproc(gpus: int) -> int:
@@ -81,21 +90,39 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, out: str) -> dict:
+def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, locks: dict[str, str]) -> dict:
     env = dict(os.environ)
-    env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank % k), LOCAL_WORLD_SIZE=str(k),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **{ERROR_DIR_ENV: errdir,
-               RANKS_PER_NODE_ENV: str(k), DEVICE_INDEX_ENV: str(rank), HOST_RANKS_ENV: str(n)})
-    env[PRETEND_NODES_ENV] = "1" if k != n else ""  # its nodes share this machine: no inter-node link to measure
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(n),
+        LOCAL_RANK=str(rank % k),
+        LOCAL_WORLD_SIZE=str(k),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        **{
+            ERROR_DIR_ENV: errdir,
+            RANKS_PER_NODE_ENV: str(k),
+            DEVICE_INDEX_ENV: str(rank),
+            HOST_RANKS_ENV: str(n),
+        },
+    )
+    env[PRETEND_NODES_ENV] = (
+        "1" if k != n else ""
+    )  # its nodes share this machine: no inter-node link to measure
     if k != n and not os.environ.get(NODE_NAME_ENV):
         env[NODE_NAME_ENV] = f"{socket.gethostname()}-node{rank // k}"
     env.update(omp_threads_env(n))  # its ranks share this machine's cores
-    env.update(lock_env(out))  # the launcher holds the output's lock for its rank 0
+    if rank == 0:  # the rank that writes the profile holds the launcher's locks (by their descriptors)
+        env.update(locks)
+    env["TMPDIR"] = child_tmpdir(errdir)  # what the ranks (torch) put in TMPDIR goes with the run directory
     return env
 
 
-def launch_local(opts: ProfileOptions) -> dict:
-    """Start nproc_per_node ranks of `python -m profiler` on this machine and wait for all of them."""
+def launch_local(opts: ProfileOptions, locks: list[HeldLock] | None = None) -> dict:
+    """Start nproc_per_node ranks of `python -m profiler` on this machine and wait for all of them.
+
+    locks: the output locks this launcher holds (run_profile), passed to rank 0, which writes the
+    profile (rtmodel_util.files.pass_locks: its descriptors, not an environment flag)."""
     from rtmodel_util.files import check_output_path
 
     check_output_path(opts.out, "--out")  # the shell checked it too; this is for run_profile's callers
@@ -103,8 +130,9 @@ def launch_local(opts: ProfileOptions) -> dict:
     n = opts.nproc_per_node or default_nproc(gpus)
     k = opts.ranks_per_node or n
     if n < 2:
-        raise ProfilingError("a profile needs at least 2 ranks (an all-reduce needs a partner); "
-                           "use --nproc-per-node 2 or more")
+        raise ProfilingError(
+            "a profile needs at least 2 ranks (an all-reduce needs a partner); use --nproc-per-node 2 or more"
+        )
     if n % k:
         raise ProfilingError(f"--ranks-per-node {k} does not divide the {n} local processes")
     recipe = Recipe(opts.precision, opts.optimizer)  # fp16 without a GPU is refused before any rank starts
@@ -115,6 +143,7 @@ def launch_local(opts: ProfileOptions) -> dict:
     if opts.progress:
         print(f"[rtmodel profile] launching {n} local ranks ({n // k} pretend node(s) x {k})", flush=True)
     payload = opts.to_json()
+    lock_env, lock_fds = pass_locks(locks or [])
     port = _free_port()
     procs: list[subprocess.Popen] = []
     killed: set[int] = set()
@@ -125,9 +154,14 @@ def launch_local(opts: ProfileOptions) -> dict:
         try:
             for r in range(n):
                 # -P: rtmodel's own `profiler`, even in a folder that holds one of the user's (safe path)
-                procs.append(subprocess.Popen([sys.executable, "-P", "-m", "profiler", "--options-json", payload],
-                                              env=_rank_env(r, n, k, port, errdir, opts.out),
-                                              preexec_fn=die_with_parent()))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-P", "-m", "profiler", "--options-json", payload],
+                        env=_rank_env(r, n, k, port, errdir, lock_env),
+                        pass_fds=lock_fds if r == 0 else (),
+                        preexec_fn=die_with_parent(),
+                    )
+                )
             first_failure = None
             while any(p.poll() is None for p in procs):
                 if first_failure is None and any(p.returncode not in (None, 0) for p in procs):
@@ -158,9 +192,11 @@ def _failure(errdir: Path, codes: dict[int, int], killed: set[int], out: str) ->
     try:
         doc = json.loads(Path(out).read_text(encoding="utf-8"))
         if not doc.get("complete") and doc.get("sections_done"):
-            partial = (f"; partial profile kept in {out} (sections done: {', '.join(doc['sections_done'])}); "
-                       f"finish it with `rtmodel profile --resume {shlex.quote(str(out))}` and the options "
-                       "of this run")
+            partial = (
+                f"; partial profile kept in {out} (sections done: {', '.join(doc['sections_done'])}); "
+                f"finish it with `rtmodel profile --resume {shlex.quote(str(out))}` and the options "
+                "of this run"
+            )
     except (OSError, ValueError):
         pass
     err.args = (str(err) + extra + partial,)

@@ -43,7 +43,9 @@ class PhaseTracker:
 def run_rank(opts: ProfileOptions) -> dict | None:
     """Profile as one rank of an already launched job; returns the document (as written) on rank 0."""
     opts = opts.resolved()
-    rank = check_launch_env().rank  # before the rendezvous: a bad RANK / WORLD_SIZE would wait out the timeout
+    rank = (
+        check_launch_env().rank
+    )  # before the rendezvous: a bad RANK / WORLD_SIZE would wait out the timeout
     from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
 
     quiet_decent_dp_setup()  # the wrapped iterations build Decent-DP
@@ -77,8 +79,11 @@ class _Run:
         self.world = dist.get_world_size()
         self.lead = rank == 0
         self.doc: ProfileDocument = new_document()
-        self.say = (lambda msg: print(f"[rtmodel profile] {msg}", flush=True)) if (
-            self.lead and opts.progress) else None
+        self.say = (
+            (lambda msg: print(f"[rtmodel profile] {msg}", flush=True))
+            if (self.lead and opts.progress)
+            else None
+        )
 
     def gather(self, obj) -> list:
         out: list = [None] * self.world
@@ -94,7 +99,8 @@ class _Run:
             write_json_atomic(self.opts.out, self.doc.to_json())
         except OSError as exc:  # a full disk, a quota, a file system gone read-only: one line, not a trace
             raise RankFailure(
-                self.rank, f"writing the profile after {section or 'its start'}",
+                self.rank,
+                f"writing the profile after {section or 'its start'}",
                 f"could not write {self.opts.out}: {exc.strerror or exc}",
             ) from exc
 
@@ -117,12 +123,20 @@ class _Run:
             layouts = self.gather((lay.ddp_buckets_bytes, lay.gossip_buckets_bytes))
             bad = [r for r, other in enumerate(layouts) if other != layouts[0]]
             if bad:
-                raise RuntimeError(f"rank {bad[0]} forms different gradient buckets than rank 0 (another model?)")
+                raise RuntimeError(
+                    f"rank {bad[0]} forms different gradient buckets than rank 0 (another model?)"
+                )
             self.workload_doc = ProfileWorkload(
-                model=o.model, model_args=self.work.model_args, batch_per_rank=o.batch_per_rank,
-                precision=o.precision, optimizer=o.optimizer,
-                param_bytes=self.work.param_bytes, bucket_cap_mb=cap, ddp_first_bucket_mb=first,
-                ddp_buckets_bytes=tuple(lay.ddp_buckets_bytes), gossip_buckets_bytes=tuple(lay.gossip_buckets_bytes),
+                model=o.model,
+                model_args=self.work.model_args,
+                batch_per_rank=o.batch_per_rank,
+                precision=o.precision,
+                optimizer=o.optimizer,
+                param_bytes=self.work.param_bytes,
+                bucket_cap_mb=cap,
+                ddp_first_bucket_mb=first,
+                ddp_buckets_bytes=tuple(lay.ddp_buckets_bytes),
+                gossip_buckets_bytes=tuple(lay.gossip_buckets_bytes),
             )
             self.sizes = message_sizes(max(lay.ddp_buckets_bytes + lay.gossip_buckets_bytes), o.size_factor)
 
@@ -147,11 +161,16 @@ class _Run:
             if self.lead:
                 lay = self.layout
                 if self.say:
-                    self.say(f"shape: {self.world} ranks = {shape.nodes} node(s) x {k}, backend {self.backend}, "
-                             f"device {self.device.type}; model {self.opts.model} "
-                             f"({self.work.param_bytes / 2**20:.1f} MiB, {len(lay.ddp_buckets_bytes)} DDP / "
-                             f"{len(lay.gossip_buckets_bytes)} gossip buckets)")
-                    self.say(f"recipe: {self.recipe.describe()}" + (f" ({self.recipe_note})" if self.recipe_note else ""))
+                    self.say(
+                        f"shape: {self.world} ranks = {shape.nodes} node(s) x {k}, backend {self.backend}, "
+                        f"device {self.device.type}; model {self.opts.model} "
+                        f"({self.work.param_bytes / 2**20:.1f} MiB, {len(lay.ddp_buckets_bytes)} DDP / "
+                        f"{len(lay.gossip_buckets_bytes)} gossip buckets)"
+                    )
+                    self.say(
+                        f"recipe: {self.recipe.describe()}"
+                        + (f" ({self.recipe_note})" if self.recipe_note else "")
+                    )
                     for w in warnings:
                         self.say(f"warning: {w}")
                 kept, message = None, None
@@ -184,24 +203,42 @@ class _Run:
                 mine = measure_compute(self.work, self.layout, o.warmup, o.iterations, self.say, self.recipe)
                 per_rank = self.gather(mine)  # every rank is alive before the wrapped iterations start
                 cap = self.workload_doc.bucket_cap_mb
-                ddp = self.gather(measure_ddp_work(self._fresh_workload, self.layout, self.recipe, cap, self.say))
+                ddp = self.gather(
+                    measure_ddp_work(self._fresh_workload, self.layout, self.recipe, cap, self.say)
+                )
                 if o.trace_out is not None:
                     from profiler.trace_out import record_ddp_trace
 
-                    record_ddp_trace(self._fresh_workload, self.recipe, cap, o.trace_out, self.rank, self.say)
+                    record_ddp_trace(
+                        self._fresh_workload,
+                        self.recipe,
+                        cap,
+                        o.trace_out,
+                        self.rank,
+                        self.say,
+                        quiet=not o.progress,
+                    )
                 wrapped = self.gather(
-                    measure_gossip_step(self.work, self.recipe, cap, self.ranks_per_node, o.timeout_s, self.say)
+                    measure_gossip_step(
+                        self.work, self.recipe, cap, self.ranks_per_node, o.timeout_s, self.say
+                    )
                 )
                 if self.lead:
                     measured = all("gossip_step_s" in w for w in wrapped)
                     if not measured and self.say:
-                        self.say(f"compute: Decent-DP's per-bucket work not measured: {wrapped[0].get('skipped')}")
-                    self.doc = replace(self.doc, compute=ProfileCompute(
-                        warmup=o.warmup, iterations=o.iterations,
-                        **{key: frozen([r[key] for r in per_rank]) for key in mine},
-                        **{key: frozen([r[key] for r in ddp]) for key in DDP_WRAPPED_KEYS},
-                        gossip_step_s=frozen([w["gossip_step_s"] for w in wrapped]) if measured else None,
-                    ))
+                        self.say(
+                            f"compute: Decent-DP's per-bucket work not measured: {wrapped[0].get('skipped')}"
+                        )
+                    self.doc = replace(
+                        self.doc,
+                        compute=ProfileCompute(
+                            warmup=o.warmup,
+                            iterations=o.iterations,
+                            **{key: frozen([r[key] for r in per_rank]) for key in mine},
+                            **{key: frozen([r[key] for r in ddp]) for key in DDP_WRAPPED_KEYS},
+                            gossip_step_s=frozen([w["gossip_step_s"] for w in wrapped]) if measured else None,
+                        ),
+                    )
         if self.lead:
             self.checkpoint("compute")
         del self.work  # free the model before large communication buffers
@@ -213,9 +250,16 @@ class _Run:
 
         if self.lead:
             comm = self.doc.communication
-            self.doc = replace(self.doc, communication=ProfileCommunication(
-                sizes_bytes=tuple(self.sizes), reps=self.opts.reps, warmup_reps=1,
-                patterns=comm.patterns if comm else (), in_flight=comm.in_flight if comm else None))
+            self.doc = replace(
+                self.doc,
+                communication=ProfileCommunication(
+                    sizes_bytes=tuple(self.sizes),
+                    reps=self.opts.reps,
+                    warmup_reps=1,
+                    patterns=comm.patterns if comm else (),
+                    in_flight=comm.in_flight if comm else None,
+                ),
+            )
         measured: dict[tuple, str] = {}
         for pattern in self.patterns:
             if pattern.name in done:
@@ -225,8 +269,9 @@ class _Run:
             with self.tracker.phase(f"communication/{pattern.name}"):
                 twin = measured.get(pattern.groups)
                 if twin is None:
-                    per_rank = self.gather(measure_pattern(pattern, self.sizes, self.opts.reps, self.device,
-                                                           self.say))
+                    per_rank = self.gather(
+                        measure_pattern(pattern, self.sizes, self.opts.reps, self.device, self.say)
+                    )
                     measured[pattern.groups] = pattern.name
                 if self.lead:
                     comm = self.doc.communication
@@ -234,9 +279,14 @@ class _Run:
                         entry = pattern_entry(pattern, self.sizes, per_rank)
                         self._report(entry)
                     else:
-                        entry = replace(next(p for p in comm.patterns if p.pattern == twin), pattern=pattern.name,
-                                        same_as=twin)
-                    self.doc = replace(self.doc, communication=replace(comm, patterns=(*comm.patterns, entry)))
+                        entry = replace(
+                            next(p for p in comm.patterns if p.pattern == twin),
+                            pattern=pattern.name,
+                            same_as=twin,
+                        )
+                    self.doc = replace(
+                        self.doc, communication=replace(comm, patterns=(*comm.patterns, entry))
+                    )
                     self.checkpoint()
         self._in_flight("in-flight" in done)
         if self.lead:
@@ -263,25 +313,37 @@ class _Run:
         for pattern, buckets in plan:
             with self.tracker.phase(f"communication/in-flight/{pattern.name}"):
                 gossip = pattern.name != "all"  # Decent-DP's rounds use groups of their own
-                timed = measure_in_flight(pattern, list(buckets), self.opts.reps, self.device, two_groups=gossip)
+                timed = measure_in_flight(
+                    pattern, list(buckets), self.opts.reps, self.device, two_groups=gossip
+                )
                 per_rank = self.gather(timed)
                 if self.lead:
                     entry = in_flight_entry(pattern, list(buckets), per_rank)
                     entries.append(entry)
                     if self.say:
-                        two = "" if entry.group_gain is None else f", {entry.group_gain:.2f}x that over two groups"
-                        self.say(f"communication in flight: {entry.whose} {len(buckets)} bucket(s) on {pattern.name} "
-                                 f"moved {entry.gain:.2f}x the one-at-a-time rate{two}")
+                        two = (
+                            ""
+                            if entry.group_gain is None
+                            else f", {entry.group_gain:.2f}x that over two groups"
+                        )
+                        self.say(
+                            f"communication in flight: {entry.whose} {len(buckets)} bucket(s) on {pattern.name} "
+                            f"moved {entry.gain:.2f}x the one-at-a-time rate{two}"
+                        )
         if self.lead and entries:
-            self.doc = replace(self.doc, communication=replace(self.doc.communication, in_flight=tuple(entries)))
+            self.doc = replace(
+                self.doc, communication=replace(self.doc.communication, in_flight=tuple(entries))
+            )
             self.checkpoint()
 
     def _report(self, entry) -> None:
         if self.say:
             r0, r1 = entry.results[0], entry.results[-1]
-            self.say(f"communication {entry.pattern}: {r0.median_s * 1e6:.0f} us at {r0.bytes} B, "
-                     f"{r1.median_s * 1e3:.2f} ms at {r1.bytes} B "
-                     f"(busbw {r1.busbw_Bps / 1e9:.2f} GB/s)")
+            self.say(
+                f"communication {entry.pattern}: {r0.median_s * 1e6:.0f} us at {r0.bytes} B, "
+                f"{r1.median_s * 1e3:.2f} ms at {r1.bytes} B "
+                f"(busbw {r1.busbw_Bps / 1e9:.2f} GB/s)"
+            )
 
     def finish(self) -> dict | None:
         if not self.lead:

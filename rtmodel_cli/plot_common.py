@@ -7,18 +7,22 @@ imports the other's names. matplotlib is imported only when a figure is drawn.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from rtmodel_cli import scenario_file
+from rtmodel_cli.command_files import command_input_files
 from rtmodel_cli.model_options import ModelInputs
 from rtmodel_inputs import your_model
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
-from rtmodel_util.files import check_output_path, write_atomic
+from rtmodel_util.files import check_output_path, output_lock, write_atomic
 from runtime_model.core.errors import UserError
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
@@ -38,11 +42,12 @@ def data_opt(columns: str):
 
 
 def check_out(out: Path) -> None:
-    """Fail before any work if the output cannot be written as PNG or SVG (paths.check_output_path),
-    or would replace one of the files the command reads."""
+    """Fail before any work if the output cannot be written as PNG or SVG (rtmodel_util.files:
+    check_output_path), or would replace one of the files the command reads, however it was named (a
+    flag, its --scenario file, a link: rtmodel_cli.command_files)."""
     if out.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"--out must end in .png or .svg, got '{out}'")
-    check_output_path(out, "--out", inputs=command_input_files())
+    check_output_path(out, "--out", inputs=command_input_files(OWN_OUTPUTS))
 
 
 def check_outputs(out: Path, data: Path | None) -> None:
@@ -55,7 +60,35 @@ def check_outputs(out: Path, data: Path | None) -> None:
         raise UserError(f"--data must end in .csv, got '{data}'")
     if _same_file(data, out):
         raise UserError(f"--data {data} is the figure's --out file; give another file for the numbers")
-    check_output_path(data, "--data", inputs=command_input_files())
+    check_output_path(data, "--data", inputs=command_input_files(OWN_OUTPUTS))
+
+
+# The outputs the running plot command holds locked (`writing`): render inside a `writing` block of the
+# same outputs does not lock them again (a second flock of one file, even by its holder, is refused).
+_LOCKED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "rtmodel_plot_locked", default=frozenset()
+)
+
+
+@contextlib.contextmanager
+def writing(out: Path, data: Path | None = None) -> Iterator[None]:
+    """Check --out and --data (check_outputs) and hold their locks (rtmodel_util.files.output_lock) for the
+    block: a plot command wraps its work in it, so a second command writing the same file is refused
+    before the work, not silently lost after it."""
+    check_outputs(out, data)
+    wanted = {
+        (os.path.realpath(p), p, flag) for p, flag in ((out, "--out"), (data, "--data")) if p is not None
+    }
+    held = _LOCKED.get()
+    with contextlib.ExitStack() as stack:
+        for key, path, flag in sorted(wanted):
+            if key not in held:
+                stack.enter_context(output_lock(path, flag))
+        token = _LOCKED.set(held | {key for key, _, _ in wanted})
+        try:
+            yield
+        finally:
+            _LOCKED.reset(token)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -66,46 +99,26 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def command_input_files() -> dict[str, str]:
-    """Every option of the running command that names an existing file, by flag (--out and --data aside):
-    a figure or its CSV must never replace the profile, results or scenario it was drawn from, whichever
-    option brought it."""
-    from rtmodel_cli.failing import command_options
-
-    found: dict[str, str] = {}
-    for name, value in command_options().items():
-        for item in value if isinstance(value, list | tuple) else [value]:
-            if name not in OWN_OUTPUTS and isinstance(item, str | Path) and _is_file(item):
-                found.setdefault(f"--{name.replace('_', '-')}", str(item))
-    return found
-
-
-def _is_file(path: str | Path) -> bool:
-    try:
-        return Path(path).is_file()
-    except (OSError, ValueError):  # a name too long, or with a NUL: not an existing input
-        return False
-
-
 def render(make, out: Path, data: Path | None = None) -> None:
-    """Check `out` and `data`, build the figure with `make()` and save it; with --data, write the numbers
-    the figure carries (rtmodel_plots.plotted) as CSV, whole or not at all, after the figure."""
+    """Check and lock `out` and `data` (writing), build the figure with `make()` and save it
+    (rtmodel_plots.save: whole or not at all); with --data, write the numbers the figure carries
+    (rtmodel_plots.plotted) as CSV, whole or not at all, after the figure."""
     import rtmodel_plots as plots
 
-    check_outputs(out, data)
-    fig = make()
-    try:
-        plots.save(fig, out)
-    except OSError as exc:
-        raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
-    typer.echo(f"wrote {out}")
-    if data is not None:
-        table = plots.plotted(fig)
+    with writing(out, data):
+        fig = make()
         try:
-            write_atomic(data, table.csv_text())
+            plots.save(fig, out)
         except OSError as exc:
-            raise UserError(f"cannot write '{data}': {exc.strerror or exc}") from exc
-        typer.echo(f"wrote {data} ({len(table.rows)} rows)")
+            raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
+        typer.echo(f"wrote {out}")
+        if data is not None:
+            table = plots.plotted(fig)
+            try:
+                write_atomic(data, table.csv_text())
+            except OSError as exc:
+                raise UserError(f"cannot write '{data}': {exc.strerror or exc}") from exc
+            typer.echo(f"wrote {data} ({len(table.rows)} rows)")
 
 
 def check_topology(topology: str | None) -> None:

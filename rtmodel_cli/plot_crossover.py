@@ -11,7 +11,7 @@ from __future__ import annotations
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import GpuCountOpt, PerGpuOpt
-from rtmodel_cli.plot_common import OutOpt, check_outputs, data_opt, merged, plotted_answer, render
+from rtmodel_cli.plot_common import OutOpt, data_opt, merged, plotted_answer, render, writing
 from rtmodel_cli.plot_variance import WITHOUT
 
 CrossoverDataOpt = data_opt(
@@ -35,9 +35,9 @@ def crossover(
     import rtmodel_plots as plots
     from runtime_model.core.scenario import check_gpus
 
-    check_outputs(out, data)
-    check_gpus("gpus", gpus)
-    o, taken = merged(inputs)
-    with scenario_file.blamed(o.scenario, taken):
-        answer, where = plotted_answer(o, gpus, batch_per_gpu)
-        render(lambda: plots.crossover_curve(answer, where), out, data)
+    with writing(out, data):  # checked and locked before any work (plot_common.writing)
+        check_gpus("gpus", gpus)
+        o, taken = merged(inputs)
+        with scenario_file.blamed(o.scenario, taken):
+            answer, where = plotted_answer(o, gpus, batch_per_gpu)
+            render(lambda: plots.crossover_curve(answer, where), out, data)

@@ -16,12 +16,12 @@ from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import GpuCountOpt, PerGpuOpt, TopologiesOpt
 from rtmodel_cli.plot_common import (
     OutOpt,
-    check_outputs,
     check_topology,
     data_opt,
     merged,
     plotted_scenario,
     render,
+    writing,
 )
 from runtime_model.core.constraints import Interval
 
@@ -59,17 +59,17 @@ def variance(
     from rtmodel_plots.variance import POINTS, grid
     from runtime_model.core.scenario import check_gpus
 
-    check_outputs(out, data)
-    STRAGGLER_MAX.check("straggler_max", straggler_max)
-    CV_MAX.check("cv_max", cv_max)
-    check_gpus("gpus", gpus)
-    for name in topology or ():
-        check_topology(name)
-    o, taken = merged(inputs)
-    with scenario_file.blamed(o.scenario, taken):
-        sc = _scenario(o, gpus, batch_per_gpu)
-        factors, cvs = grid(straggler_max, 1.0, POINTS), grid(cv_max, 0.0, POINTS)
-        render(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out, data)
+    with writing(out, data):  # checked and locked before any work (plot_common.writing)
+        STRAGGLER_MAX.check("straggler_max", straggler_max)
+        CV_MAX.check("cv_max", cv_max)
+        check_gpus("gpus", gpus)
+        for name in topology or ():
+            check_topology(name)
+        o, taken = merged(inputs)
+        with scenario_file.blamed(o.scenario, taken):
+            sc = _scenario(o, gpus, batch_per_gpu)
+            factors, cvs = grid(straggler_max, 1.0, POINTS), grid(cv_max, 0.0, POINTS)
+            render(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out, data)
 
 
 def _scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):

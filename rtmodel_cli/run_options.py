@@ -164,8 +164,8 @@ ProfileOutOpt = Annotated[
         "--out", help="Profile JSON to write (checkpointed after each section); its directory must exist."
     ),
 ]
-TraceOutOpt = Annotated[
-    Path | None,
+TraceOutOpt = Annotated[  # as typed: Path("") would be "." (the working directory), not an empty path
+    str | None,
     typer.Option(
         "--trace-out",
         metavar="DIR",

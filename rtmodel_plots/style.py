@@ -98,12 +98,28 @@ def plain_log_axes(ax) -> None:
 
 
 def save(fig, path: str | Path) -> Path:
-    """Write a Figure as PNG or SVG (chosen by the extension); PlotError for any other extension."""
+    """Write a Figure as PNG or SVG (chosen by the extension); PlotError for any other extension.
+
+    Rendered to bytes first, then written whole or not at all (rtmodel_util.files.write_atomic, the one
+    writer of every output): on a full disk the old figure stays and no partial file is left."""
+    from rtmodel_util.files import write_atomic
+
     path = Path(path)
     ext = path.suffix.lower().lstrip(".")
     if ext not in FIGURE_FORMATS:
         raise PlotError(f"output must end in .png or .svg, got '{path.name}'")
-    fig.savefig(
-        path, dpi=150 if ext == "png" else None, bbox_inches="tight"
-    )  # keep wide legends and titles whole
+    write_atomic(path, figure_bytes(fig, ext))
     return path
+
+
+def figure_bytes(fig, fmt: str) -> bytes:
+    """A Figure rendered as `fmt` ("png" or "svg"), in memory."""
+    import io
+
+    if fmt not in FIGURE_FORMATS:
+        raise PlotError(f"a figure is written as {' or '.join(FIGURE_FORMATS)}, not {fmt!r}")
+    buf = io.BytesIO()
+    fig.savefig(
+        buf, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight"
+    )  # keep wide legends and titles whole
+    return buf.getvalue()

@@ -1,5 +1,6 @@
 """rtmodel_util.files: outputs are regular files written whole or not at all, through a symlink, never
-over a command's own input, one writer at a time."""
+over a command's own input, one writer at a time (full disks, scenario-named inputs, the launcher's lock
+and the results file: tests/test_outputs_whole.py)."""
 
 from __future__ import annotations
 
@@ -153,3 +154,30 @@ def test_the_library_validate_refuses_results_naming_its_profile(tmp_path):
     with pytest.raises(OutputPathError, match="--results .* is also the input --profile"):
         run_validation(profile, ValidateOptions(topology="ring", results_path=profile))
     assert profile.read_text() == PROFILE.read_text()
+
+
+def test_an_output_where_no_file_can_be_created_is_refused_before_the_work(tmp_path):
+    """/proc takes no new file, though access() tells root it may write there: the lock, taken before the
+    work, finds out (the output itself is written only when the work is done)."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc")
+    with pytest.raises(OutputPathError, match=r"^--out /proc/x.json: cannot create a file in /proc \("):
+        with output_lock("/proc/x.json", "--out"):
+            pass
+    res = CliRunner().invoke(app, ["calibrate", str(PROFILE), "--out", "/proc/x.json"])
+    assert res.exit_code == 2 and res.stderr.startswith(
+        "error: --out /proc/x.json: cannot create a file in /proc"
+    )
+    assert "parameters written" not in res.stdout  # refused before the fit
+
+
+def test_a_directory_output_is_locked_and_named_as_a_directory(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    with output_lock(traces, "--trace-out"):
+        with pytest.raises(
+            OutputPathError, match="writing this directory now; wait for it or give another directory"
+        ):
+            with output_lock(traces, "--trace-out"):
+                pass
+    assert [p.name for p in tmp_path.iterdir()] == ["traces"]

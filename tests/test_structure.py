@@ -23,7 +23,7 @@ MAY_IMPORT = {
     "emulation": {"runtime_model", "rtmodel_util"},
     "validation": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration"},
     "rtmodel_literature": {"runtime_model"},
-    "rtmodel_plots": {"runtime_model"},
+    "rtmodel_plots": {"runtime_model", "rtmodel_util"},  # rtmodel_util: the one atomic writer of outputs
     "rtmodel_inputs": {"runtime_model", "rtmodel_util", "calibration"},
     "rtmodel_cli": {
         "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "profiler", "calibration",

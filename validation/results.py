@@ -10,7 +10,8 @@ A record starts with the header every rtmodel document has, `{"schema": "rtmodel
 `ValidationResult.from_record` reads one back typed. Two readers share one line parser: `read_records` (the accuracy summary; skips and counts lines that
 are not validation records, since the file may be shared) and `read_parity_points` (predicted vs
 measured pairs for plots; refuses a broken line by number, since a plot silently missing points
-misleads).
+misleads). The file as an output (what its lines may be, checked before a run; each record appended
+whole, under its lock) is validation.results_file's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ from typing import TYPE_CHECKING, Any
 from runtime_model.core.document_header import HeaderError, check_header, document_header, header_of
 from runtime_model.core.jsonsafe import json_safe
 from validation.errors import ValidationError
+from validation.results_file import (
+    RECORD_KIND,
+    RECORD_VERSION,
+    append_line,
+    check_results_file,
+    pair_ms,
+    probe_lock,
+)
 
 if TYPE_CHECKING:  # annotations only: importing this module (validate's --help) stays numpy-free
     from runtime_model.core.scenario import ClusterShape
@@ -35,8 +44,6 @@ if TYPE_CHECKING:  # annotations only: importing this module (validate's --help)
 # project (a file per user in its data directory mixed unrelated projects' runs in one --report).
 DEFAULT_RESULTS_NAME = "rtmodel-validations.jsonl"
 DEFAULT_RESULTS_DOC = f"./{DEFAULT_RESULTS_NAME}, in the directory validate runs in (one file per project)"
-RECORD_KIND = "validation"  # the header: "rtmodel-validation/<RECORD_VERSION>" (runtime_model.core.document_header);
-RECORD_VERSION = 1  # records written before it say {"kind": "rtmodel-validation", "version": 1}: both read
 LOCAL_SGD_KEYS = ("local_sgd", "local_sgd_run")  # in a record only when the validation ran local SGD
 
 
@@ -56,7 +63,9 @@ class ValidationResult:
     allreduce: Comparison  # PyTorch DDP
     decentralized: Comparison  # Decent-DP on `topology`
     verdict: Verdict
-    distance_to_consensus: dict  # max, mean, per_rank: ||x_i - mean x|| after the run (global_avg(return_d2c))
+    distance_to_consensus: (
+        dict  # max, mean, per_rank: ||x_i - mean x|| after the run (global_avg(return_d2c))
+    )
     ranks: list[dict]  # rank, host, local_rank per rank
     device: str
     backend: str
@@ -65,14 +74,19 @@ class ValidationResult:
     times_s: dict[str, list[list[float]]] = field(default_factory=dict)  # run -> per rank -> per iteration
     local_sgd: Comparison | None = None  # local SGD (validate --local-sgd-h), per inner step; None: not run
     local_sgd_run: dict | None = None  # its options, warm-up and timed inner steps, the prediction's parts
-    drift: dict | None = None  # the bare step now against the profile's, errors with today's compute (drift.py)
+    drift: dict | None = (
+        None  # the bare step now against the profile's, errors with today's compute (drift.py)
+    )
 
     def to_record(self) -> dict:
         """The JSONL line: everything but the per-iteration times."""
         d = asdict(self)
         d.pop("times_s")
         d.pop("shape")
-        for key in (*LOCAL_SGD_KEYS, "drift"):  # without local SGD or a drift check: the record it always wrote
+        for key in (
+            *LOCAL_SGD_KEYS,
+            "drift",
+        ):  # without local SGD or a drift check: the record it always wrote
             if d[key] is None:
                 d.pop(key)
         s = self.shape  # the file's own names (record version 1), which existing files use
@@ -101,7 +115,9 @@ class ValidationResult:
 
         def comparison(doc: Any, what: str) -> Comparison:
             d = _typed(Comparison, doc, what)
-            return Comparison(**{**d, "measured": Measured(**_typed(Measured, d["measured"], f"{what}'s measured"))})
+            return Comparison(
+                **{**d, "measured": Measured(**_typed(Measured, d["measured"], f"{what}'s measured"))}
+            )
 
         for key in ("allreduce", "decentralized", "local_sgd"):
             if values.get(key) is not None:
@@ -152,9 +168,13 @@ def default_results_path() -> Path:
     return Path.cwd() / DEFAULT_RESULTS_NAME
 
 
+DEFAULT_LABEL = "the default results file"
+
+
 def check_default_results_path(path: Path) -> Path:
     """The default results file can be written once a run is done: not a directory, and its directory
-    exists or can be created (its nearest existing ancestor is a writable directory). Creates nothing."""
+    exists or can be created (its nearest existing ancestor is a writable directory); a results file
+    (validation.results_file) whose lock can be taken when it exists. Creates nothing to keep."""
     if path.is_dir():
         raise ValidationError(f"the default results file {path} is a directory; pass --results PATH")
     ancestor = path.parent
@@ -167,14 +187,21 @@ def check_default_results_path(path: Path) -> Path:
         )
     if path.exists() and not os.access(path, os.W_OK):
         raise ValidationError(f"cannot write the default results file {path} (pass --results PATH)")
+    check_results_file(path, f"{DEFAULT_LABEL} {path}")
+    if path.parent.is_dir():
+        probe_lock(path, DEFAULT_LABEL)
     return path
 
 
-def append_record(path: str | Path, result: ValidationResult, create_dir: bool = False) -> Path:
-    """Append one line; a single write of one line so concurrent appenders do not interleave.
+def append_record(
+    path: str | Path, result: ValidationResult, create_dir: bool = False, flag: str = "--results"
+) -> Path:
+    """Append the result's record as one line, whole or not at all, under the file's lock
+    (validation.results_file.append_line: a file that is not a results file is refused, a last line
+    without its newline is ended first, a failed write leaves the file as it was).
 
-    create_dir: make the file's directory first (only for rtmodel's own default data directory; a
-    user's --results directory must exist, rtmodel_util.files)."""
+    create_dir: make the file's directory first (only for rtmodel's own default file; a user's --results
+    directory must exist, rtmodel_util.files)."""
     path = Path(path)
     if create_dir:
         try:
@@ -185,16 +212,7 @@ def append_record(path: str | Path, result: ValidationResult, create_dir: bool =
             ) from None
     elif not path.parent.is_dir():
         raise ValidationError(f"cannot write results to {path}: directory {path.parent} does not exist")
-    line = dumps(result.to_record()) + "\n"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise ValidationError(f"cannot append to results file {path}: {exc.strerror}") from None
-    return path
+    return append_line(path, dumps(result.to_record()), DEFAULT_LABEL if create_dir else flag)
 
 
 @dataclass(frozen=True)
@@ -320,28 +338,15 @@ def read_parity_points(path: str | Path) -> list[ParityPoint]:
     return points
 
 
-def _number(x) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-def _pair_ms(d: dict) -> tuple[float, float] | None:
-    """(predicted, measured) mean in ms of a comparison or flat record, in either accepted spelling."""
-    pred = _number(d.get("predicted_mean_s"))
-    meas = _number(d.get("measured_mean_s"))
-    if meas is None and isinstance(d.get("measured"), dict):
-        meas = _number(d["measured"].get("mean_s"))
-    return (pred * 1e3, meas * 1e3) if pred is not None and meas is not None else None
-
-
 def _points_from_record(rec: dict) -> list[ParityPoint]:
     label, source = _record_label(rec), str(rec.get("source", "measured"))
-    pair = _pair_ms(rec)
+    pair = pair_ms(rec)
     if pair is not None:  # the flat form
         return [ParityPoint(label, str(rec.get("method") or rec.get("topology") or "run"), *pair, source)]
     out = []
     for key, name in _runs(rec):
         run = rec.get(key)
-        if isinstance(run, dict) and (pair := _pair_ms(run)) is not None:
+        if isinstance(run, dict) and (pair := pair_ms(run)) is not None:
             out.append(ParityPoint(label, str(run.get("name") or name or key), *pair, source))
     return out
 

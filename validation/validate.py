@@ -17,7 +17,6 @@ names its log.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from rtmodel_util.processes import (
     run_directory,
     sigterm_exits,
 )
+from rtmodel_util.shown import say
 from runtime_model.core.errors import RtmodelError
 from validation.analysis import compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
@@ -54,13 +54,15 @@ def _printer(progress: bool):
     """One flushed line per phase on stderr (stdout stays the result), or nothing."""
     if not progress:
         return None
-    return lambda line: print(f"[rtmodel validate] {line}", file=sys.stderr, flush=True)
+    return lambda line: say(f"[rtmodel validate] {line}", flush=True)
 
 
 def _check_nproc(nproc_per_node, flag: str = "--nproc-per-node") -> None:
     """At least 2 ranks, at most what this machine runs (rtmodel_util.processes.max_local_ranks)."""
     if type(nproc_per_node) is int and nproc_per_node < 2:
-        raise ValidationError(f"{flag} must be >= 2 (DDP vs Decent-DP needs >= 2 ranks), got {nproc_per_node}")
+        raise ValidationError(
+            f"{flag} must be >= 2 (DDP vs Decent-DP needs >= 2 ranks), got {nproc_per_node}"
+        )
     check_local_ranks(nproc_per_node, flag, 2, ValidationError)
 
 
@@ -92,7 +94,9 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
     seen = {r.rank for r in reports}
     missing = sorted(set(range(n)) - seen)
     if missing or len(reports) != n:
-        raise RankFailure(None, "reporting", f"ranks {missing or '?'} did not report ({len(reports)} reports for {n} ranks)")
+        raise RankFailure(
+            None, "reporting", f"ranks {missing or '?'} did not report ({len(reports)} reports for {n} ranks)"
+        )
     reports = sorted(reports, key=lambda r: r.rank)
     ar_times = [list(r.allreduce_s) for r in reports]
     dd_times = [list(r.decentralized_s) for r in reports]
@@ -182,10 +186,10 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
         _check_nproc(opts.nproc_per_node)
     if opts.ranks_per_node is not None:
         check_local_ranks(opts.ranks_per_node, "--ranks-per-node", 1, ValidationError)
-    if opts.results_path is not None and is_lead_process():  # only rank 0 writes it
-        from rtmodel_util.files import check_output_path
+    if opts.results_path is not None and is_lead_process():  # only rank 0 writes it: checked before the run
+        from validation.results_file import check_results_output
 
-        check_output_path(opts.results_path, "--results", inputs={"--profile": profile_path})  # before the run
+        check_results_output(opts.results_path, "--results", inputs={"--profile": profile_path})
     if in_launched_rank():
         return _run_in_torchrun(profile_path, opts)
     from calibration.profile_io import load_profile
@@ -197,13 +201,17 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
     from rtmodel_harness.local_launch import check_local_launch
     from rtmodel_harness.recipe import Recipe
 
-    recipe = Recipe(plan.workload.precision, plan.workload.optimizer)  # fp16 needs CUDA: refused before any rank
+    recipe = Recipe(
+        plan.workload.precision, plan.workload.optimizer
+    )  # fp16 needs CUDA: refused before any rank
     backend, why = check_local_launch(recipe, opts.backend, shape.gpus, visible_gpus(), ValidationError)
     say = _printer(opts.progress)
     if say:
-        say(f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
+        say(
+            f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
             f"({shape.nodes} node(s) x {shape.gpus_per_node}), {opts.iterations} timed iterations each"
-            + (f"; then {plan.predicted.local_sgd.name}" if opts.local_sgd is not None else ""))
+            + (f"; then {plan.predicted.local_sgd.name}" if opts.local_sgd is not None else "")
+        )
     if say and why:
         say(why)
     timestamp = _now()
@@ -211,7 +219,9 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
     return _compare_and_record(plan, reports, timestamp, opts.results_path, say)
 
 
-def _compare_and_record(plan: Plan, reports: list[RankReport], timestamp: str, results_path, say) -> ValidationResult:
+def _compare_and_record(
+    plan: Plan, reports: list[RankReport], timestamp: str, results_path, say
+) -> ValidationResult:
     """The launcher's (or rank 0's) last step: the result from every rank's report, appended when asked."""
     if say:
         say("comparing the measured times with the model's predictions")
@@ -248,8 +258,14 @@ def _run_in_torchrun(profile_path: str | Path, opts: ValidateOptions) -> Validat
     say = _printer(opts.progress and env.rank == 0)
     try:
         created = init_distributed(opts.timeout_s, opts.backend)
-    except (RuntimeError, OSError, ValueError) as exc:  # the rendezvous: a rank missing, MASTER_ADDR unreachable
-        raise RankFailure(env.rank, "setup/init", f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    except (
+        RuntimeError,
+        OSError,
+        ValueError,
+    ) as exc:  # the rendezvous: a rank missing, MASTER_ADDR unreachable
+        raise RankFailure(
+            env.rank, "setup/init", f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        ) from None
     if say:
         from rtmodel_harness.distributed import backend_note
 

@@ -87,19 +87,37 @@ def run_calibrate(
     resolve_network: Resolver | None = None,
     console: Console | None = None,
 ) -> None:
-    """The command's body as a plain function; raises CalibrationError (and OSError) for the shell to show."""
+    """The command's body as a plain function; raises CalibrationError (and OSError) for the shell to show.
+
+    --out is checked and locked before any work (rtmodel_util.files: not PROFILE nor another input, one
+    writer at a time), and written whole or not at all."""
+    from rtmodel_cli.command_files import command_input_files
+    from rtmodel_util.files import check_output_path, output_lock
+
+    o = CalibrateOptions() if opts is None else opts
+    if o.out is None:
+        return _calibrate(profile, o, None, resolve_network, console)
+    out = check_output_path(o.out, "--out", inputs={"PROFILE": profile, **command_input_files(("out",))})
+    with output_lock(out, "--out"):
+        _calibrate(profile, o, out, resolve_network, console)
+
+
+def _calibrate(
+    profile: Path,
+    o: CalibrateOptions,
+    out: Path | None,
+    resolve_network: Resolver | None,
+    console: Console | None,
+) -> None:
+    """run_calibrate once --out (if any) is checked and locked."""
     from calibration.calibrate_profile import calibrate
     from calibration.extrapolate import extrapolation_notes
     from calibration.profile_io import load_profile
     from calibration.serialize import calibration_to_json, save_calibration
     from calibration.unmeasured import say_link_choice
-    from rtmodel_util.files import check_output_path
     from runtime_model.core.scenario import ClusterShape
 
-    o = CalibrateOptions() if opts is None else opts
-    out, fmt, network, intra, gpus = o.out, o.fmt, o.network, o.intra, o.gpus
-    if out is not None:
-        out = check_output_path(out, "--out", inputs={"PROFILE": profile})
+    fmt, network, intra, gpus = o.fmt, o.network, o.intra, o.gpus
     # Always a fallback, as `rtmodel advise` does: a link the profile could not measure comes from the
     # preset named by --network / --intra, else from the preset library's default (said in the notes).
     fallback = (resolve_network or preset_network)(network, intra)
@@ -120,7 +138,7 @@ def run_calibrate(
     else:
         print_calibration(cal, console, extrapolation_notes(cal, target) if target else None)
         if out is not None:
-            (console or _console()).print(f"parameters written to {out}")
+            (console or _console()).print(f"parameters written to {out}", markup=False)
 
 
 def preset_network(inter: str | None, intra: str | None) -> Network:
@@ -130,6 +148,7 @@ def preset_network(inter: str | None, intra: str | None) -> Network:
     library's defaults.toml, the intra-node link of its default GPU), so both commands fall back alike.
     """
     from runtime_model.presets import to_model as presets
+
     library = presets.builtin_library()
     network, intra_link = presets.link_names(inter, intra, library=library)
     return presets.network_preset(network, intra_link, library)
@@ -183,8 +202,8 @@ def print_calibration(
         first = True
         for pname, (value, sd) in f.params.items():
             table.add_row(
-                f.name if first else "",
-                pname,
+                escape(f.name) if first else "",
+                escape(pname),
                 _fmt_value(pname, value, sd),
                 f"{f.r2:.4f}" if (first and f.r2 is not None) else "",
                 f"{f.worst_rel_residual:.1%}" if (first and f.worst_rel_residual is not None) else "",
@@ -201,7 +220,7 @@ def print_calibration(
     prov.add_column("parameter")
     prov.add_column("source", overflow="fold")
     for k, v in cal.provenance.items():
-        prov.add_row(k, v)
+        prov.add_row(escape(k), escape(v))  # a reason or a name read from the profile: never markup
     console.print(prov)
     for note in cal.notes:
         console.print(f"- {note}", markup=False)
@@ -210,9 +229,9 @@ def print_calibration(
 
 
 def _console() -> Console:
-    from rich.console import Console
+    from rtmodel_cli.shown_console import terminal_console
 
-    return Console()
+    return terminal_console(highlight=True)
 
 
 def _fmt_value(name: str, v: float, sd: float) -> str:

@@ -26,26 +26,30 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
     """(the results file, whether it is rtmodel's default), checked before any work.
 
     A --results path follows the one output rule (rtmodel_util.files: its directory must exist, and it is
-    not the --profile the run reads); the
-    default is ./rtmodel-validations.jsonl in the working directory (one per project), created on the
-    first write. Only the process that writes it checks it (rank 0 under torchrun)."""
-    from rtmodel_util.files import check_output_path
+    not the --profile the run reads nor another input), is new, empty or a results file (a profile JSON
+    given by mistake is refused, not appended to), and its lock can be taken
+    (validation.results_file.check_results_output); the default is ./rtmodel-validations.jsonl in the
+    working directory (one per project), created on the first write. Only the process that writes it
+    checks it (rank 0 under torchrun)."""
+    from rtmodel_cli.command_files import command_input_files
     from rtmodel_util.processes import is_lead_process
     from validation.results import check_default_results_path
+    from validation.results_file import check_results_output
 
     writer = is_lead_process()
     if results is not None:
         # as typed: a trailing slash (a directory) is seen before a Path would drop it
         if not writer:
             return Path(results), False
-        return check_output_path(results, "--results", inputs={"--profile": profile}), False
+        inputs = {"--profile": profile, **command_input_files(("results",))}
+        return check_results_output(results, "--results", inputs=inputs), False
     path = default_results_path()
     return (check_default_results_path(path) if writer else path), True
 
 
 def record(result, path: Path, is_default: bool) -> None:
     """Append the (already shown) result to the results file; if that fails, say so in one line."""
-    from rtmodel_cli.failing import describe, exit_code_of
+    from rtmodel_cli.failing import describe, exit_code_of, say_error
     from runtime_model.core.errors import RtmodelError, RunFailure
     from validation.errors import ValidationError
     from validation.results import append_record
@@ -58,7 +62,7 @@ def record(result, path: Path, is_default: bool) -> None:
         from rtmodel_util.processes import in_launched_rank
 
         if in_launched_rank():  # leave as a finished rank does; the shell's error path is not taken
-            typer.echo(f"error: {err}", err=True)
+            say_error(str(err))
             end_launched_rank(exit_code_of(exc))
         raise err from exc
 
@@ -147,8 +151,7 @@ def recommended_by_default(topology: str | None, recommended: bool, local_sgd: b
 
 def show_report(results: Path | None, fmt: str) -> None:
     """--report: the model's accuracy over a results file (None: the default one)."""
-    from rich.console import Console
-
+    from rtmodel_cli.shown_console import terminal_console
     from rtmodel_cli.validation_tables import render_summary
     from validation.results import dumps, summarise_results
 
@@ -156,7 +159,7 @@ def show_report(results: Path | None, fmt: str) -> None:
     if fmt == "json":
         sys.stdout.write(dumps(summary.to_dict(), indent=2) + "\n")
     else:
-        render_summary(summary, Console())
+        render_summary(summary, terminal_console(highlight=True))
 
 
 def show_and_record(result, fmt: str, path: Path, is_default: bool) -> None:
@@ -169,11 +172,10 @@ def show_and_record(result, fmt: str, path: Path, is_default: bool) -> None:
         record(result, path, is_default)
         typer.echo(f"appended to {path}", err=True)
     else:
-        from rich.console import Console
-
+        from rtmodel_cli.shown_console import terminal_console
         from rtmodel_cli.validation_tables import render_result
 
-        console = Console()
+        console = terminal_console(highlight=True)
         render_result(result, console)
         render_local_sgd(result, console)
         record(result, path, is_default)
