@@ -22,6 +22,7 @@ from calibration.inversion import MeasuredLine, invert_line
 from calibration.nccl_tests_notes import rate_notes, shape_notes
 from calibration.nccl_tests_output import ALL_REDUCE, NcclTestsError, NcclTestsRow, NcclTestsRun
 from calibration.tabulated import tabulated_cost
+from runtime_model.core.constraints import LINK_GBPS
 from runtime_model.core.scenario import GroupShape, Link, Network, TabulatedCost
 from runtime_model.prediction.collectives import (
     allreduce_algorithm,
@@ -116,6 +117,12 @@ def nccl_tests_link(run: NcclTestsRun, network: Network, gpus_per_node: int | No
         latency = fit.fixed_s if resolved else network.inter.latency_s
         inter = Link(latency, 1.0 / fit.per_byte_s, source="nccl-tests sendrecv_perf")
         algorithm, costs = "one flow", dict(network.group_costs)
+    if not LINK_GBPS.contains(inter.bandwidth_Bps * 8e-9):
+        raise NcclTestsError(
+            f"--nccl-tests {run.path}: its times give {inter.bandwidth_Bps * 8e-9:,.4g} Gbit/s per NIC, outside any "
+            f"link ({LINK_GBPS.describe()} Gbit/s: NVLink 5 carries 14,400 per GPU, the fastest NIC 800): not a "
+            "run to fit"
+        )
     net = replace(network, inter=inter, group_costs=costs, name=f"nccl-tests ({network.name})")
     worst = _busbw_worst(run, group, net) if run.collective == ALL_REDUCE else fit.worst_rel_residual
     warnings = (

@@ -21,7 +21,7 @@ LAUNCHER_LABELS = {
 }
 _RUN_START = re.compile(r"^#\s*nThread\s+\d+\s+nGpus\s+\d+")
 _ENV_ALGO = re.compile(r"NCCL_ALGO(?:\s+set by environment to\s+|=)([\^\w,;:]+)")
-_TUNED_ALGO = re.compile(r"(\d+) Bytes -> Algo (\w+) proto")
+_TUNED_ALGO = re.compile(r"\b(\d{1,19}) Bytes -> Algo (\w+) proto")  # sizes past int64 are no NCCL's
 _NET_USING = re.compile(r"NET/(\w+)\s*:\s*Using\s+([^;]*)")
 ALGO_NUMBERS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 ALGO_NAMES = {
@@ -65,7 +65,7 @@ def algorithm_hint(lines: list[str]) -> tuple[str, str]:
     for line in lines:
         if m := _TUNED_ALGO.search(line):
             algo = m.group(2).lower()
-            tuned[int(m.group(1))] = ALGO_NUMBERS[int(algo)] if algo.isdigit() and int(algo) < 7 else algo
+            tuned[int(m.group(1))] = ALGO_NUMBERS[int(algo)] if len(algo) == 1 and algo in "0123456" else algo
         elif m := _ENV_ALGO.search(line):
             env = m.group(1)
     if tuned:

@@ -28,7 +28,7 @@ from calibration.nccl_tests_log import algorithm_hint, nics_hint, split_runs, st
 from runtime_model.core.errors import UserError
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
-_RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.I)
+_RANK_LINE = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.I)
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\w+?)(?:_perf)?\b", re.I)
 _TIME_NAMES = ("time", "cputime")
 _SIZE_NAMES = ("size", "bytes")
@@ -37,7 +37,12 @@ _FOOTER = re.compile(r"^#\s*(Avg bus bandwidth|Out of bounds values)", re.I)
 # nccl-tests' DeltaMaxValue(type) (src/common.cu before v2.13): an old `error` beyond it x (ranks - 1) failed
 _DELTA_MAX = {"half": 5e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
 MAX_BYTES = 1 << 40  # no GPU holds a 1 TiB buffer: a larger (or negative) size is an overflowed print
-MAX_GBPS = 10_000.0  # 10 TB/s algbw or busbw: beyond any node's links, so not a measurement
+# 10 TB/s algbw or busbw, or size / time: NVLink 5 carries 1.8 TB/s per GPU (both directions together) and
+# the fastest NIC 100 GB/s, so a rate above it is beyond any node's links, not a measurement
+MAX_GBPS = 10_000.0
+# One size's time in us: nccl-tests times each size over a few tens of iterations; an hour for one call
+# (a 1 TiB all-reduce at 1 Gbit/s takes 2.5 hours, but no GPU holds it) is an overflowed print
+MAX_TIME_US = 3.6e9
 MAX_FILE_BYTES = 16 << 20  # a nccl-tests log is kilobytes; anything this big is not one
 
 
@@ -62,6 +67,8 @@ class NcclTestsRow:
     check: float | None = None  # #wrong (elements), or the old max error; None where not checked
     dtype: str = ""
     old_error: bool = False  # `check` is the pre-2.13 max error, not a count
+    impossible: str = ""  # why no machine prints this row ("" for a row to fit): _verified refuses it
+    redop: str = ""  # the reduction (sum, prod, ...; `-o all` prints each size once per reduction)
 
     def failed(self, ranks: int) -> bool:
         """Whether nccl-tests' own check failed this size (a count above 0, an error above tolerance)."""
@@ -140,6 +147,13 @@ def _parse_run(part: list[str], every: list[str], path: str) -> NcclTestsRun:
     rows = tuple(r for r in (_row(line, header, path) for line in part) if r is not None)
     if not rows:
         raise NcclTestsError(f"--nccl-tests {path}: no data rows under the column header")
+    seen = Counter((r.nbytes, r.dtype, r.redop) for r in rows)
+    if twice := next((key for key, count in seen.items() if count > 1), None):
+        raise NcclTestsError(
+            f"--nccl-tests {path}: size {twice[0]:,} B ({' '.join(w for w in twice[1:] if w) or 'one type'}) has "
+            f"{seen[twice]} rows in one run: two runs without their `# nThread` line between them? Keep one run "
+            "(runs are never blended)"
+        )
     ranks, hosts, device = _devices(part, path)
     rows, wrong = _verified(rows, ranks, path)
     text = "\n".join(part)
@@ -191,9 +205,10 @@ def _column_header(lines: list[str], path: str) -> dict[str, int]:
         if size is not None and time is not None and words[time + 1 : time + 3] == ["algbw", "busbw"]:
             check = words[time + 3] if len(words) > time + 3 and words[time + 3] in _CHECK_NAMES else ""
             dtype = words.index("type") if "type" in words else -1
+            redop = next((words.index(w) for w in ("redop", "op") if w in words), -1)
             return {
                 "size": size, "time": time, "algbw": time + 1, "busbw": time + 2, "width": time + 3,
-                "check": time + 3 if check else -1, "error": int(check == "error"), "type": dtype,
+                "check": time + 3 if check else -1, "error": int(check == "error"), "type": dtype, "redop": redop,
             }  # fmt: skip
     raise NcclTestsError(
         f"--nccl-tests {path}: no nccl-tests column header (a '#' line with size ... time algbw busbw)"
@@ -208,21 +223,44 @@ def _row(line: str, header: dict[str, int], path: str) -> NcclTestsRow | None:
     words = line.split()
     if len(words) < header["width"]:
         return None
+    size = words[header["size"]]
+    if (
+        size.lstrip("-").isdigit() and len(size.lstrip("-")) > 100
+    ):  # int() refuses 4,300 digits; no size has 100
+        raise NcclTestsError(f"--nccl-tests {path}: a size of {len(size)} digits overflows: not a run to fit")
     try:
-        nbytes = int(words[header["size"]])
+        nbytes = int(size)
         time_us, algbw, busbw = (float(words[header[k]]) for k in ("time", "algbw", "busbw"))
     except ValueError:
         return None
     if nbytes < 0 or nbytes > MAX_BYTES:
         raise NcclTestsError(f"--nccl-tests {path}: a size of {nbytes:,} B overflows: not a run to fit")
-    absurd = max(algbw, busbw) > MAX_GBPS  # kept for _verified to refuse, unless nccl-tests marked it wrong
-    if not absurd and (
-        nbytes == 0 or not all(math.isfinite(v) and v > 0 for v in (time_us, algbw)) or busbw < 0
-    ):
-        return None  # an empty size or a failed line: nothing to fit
+    if nbytes == 0:
+        return None  # an empty size: nothing to fit
     check = _check_value(words, header)
     dtype = words[header["type"]] if 0 <= header["type"] < len(words) else ""
-    return NcclTestsRow(nbytes, time_us * 1e-6, algbw, busbw, check, dtype, bool(header["error"]))
+    redop = words[header["redop"]] if 0 <= header["redop"] < len(words) else ""
+    row = NcclTestsRow(nbytes, time_us * 1e-6, algbw, busbw, check, dtype, bool(header["error"]), redop=redop)
+    return replace(row, impossible=_impossible(row))
+
+
+def _impossible(row: NcclTestsRow) -> str:
+    """Why no machine prints this row, "" where one can: a time that is not a positive number of us up to
+    MAX_TIME_US, a bandwidth (printed, or size / time) that is not a number in [0, MAX_GBPS] GB/s.
+    Kept for _verified to refuse, unless nccl-tests' own check marked the row wrong."""
+    time_us = row.time_s * 1e6
+    for name, value in (("algbw", row.algbw_GBps), ("busbw", row.busbw_GBps)):
+        if not (math.isfinite(value) and 0 <= value <= MAX_GBPS):
+            return f"{name} {value:,g} GB/s at {row.nbytes:,} B is beyond any machine (a number in [0, {MAX_GBPS:,.0f}] GB/s)"
+    if not (math.isfinite(time_us) and 0 < time_us <= MAX_TIME_US):
+        return f"a time of {time_us:g} us at {row.nbytes:,} B is not a measurement (more than 0, at most {MAX_TIME_US:,.0f} us)"
+    rate = row.nbytes / time_us * 1e-3
+    if rate > MAX_GBPS:
+        return (
+            f"{row.nbytes:,} B in {time_us:g} us ({rate:,.0f} GB/s) is beyond any machine "
+            f"(at most {MAX_GBPS:,.0f} GB/s)"
+        )
+    return ""
 
 
 def _check_value(words: list[str], header: dict[str, int]) -> float | None:
@@ -246,11 +284,8 @@ def _verified(rows: tuple[NcclTestsRow, ...], ranks: int, path: str) -> tuple[tu
             "network to fit"
         )
     for r in kept:
-        if max(r.algbw_GBps, r.busbw_GBps) > MAX_GBPS:
-            raise NcclTestsError(
-                f"--nccl-tests {path}: {max(r.algbw_GBps, r.busbw_GBps):,.0f} GB/s at {r.nbytes:,} B is beyond "
-                f"any machine ({MAX_GBPS:,.0f} GB/s): not a run to fit"
-            )
+        if r.impossible:
+            raise NcclTestsError(f"--nccl-tests {path}: {r.impossible}: not a run to fit")
     return kept, len(rows) - len(kept)
 
 

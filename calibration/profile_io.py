@@ -45,19 +45,100 @@ def load_profile(path: str | Path) -> Profile:
     try:
         doc = parse_document(text, nan_ok=True)  # the field checks name the sample that is NaN
     except DocumentError as exc:
-        hint = "" if "not valid JSON" not in str(exc) else "; the file looks truncated or corrupted: copy it again or rerun the profiler"
+        hint = (
+            ""
+            if "not valid JSON" not in str(exc)
+            else "; the file looks truncated or corrupted: copy it again or rerun the profiler"
+        )
         raise ProfileError(f"{p} {exc}{hint}") from None
     return profile_from_document(doc, origin=str(p))
 
 
 def profile_from_document(doc: Any, origin: str = "profile") -> Profile:
     """Validate a parsed profile document and build its typed Profile (ProfileError when unusable)."""
-    return _build_profile(ProfileDocument.from_json(doc, origin, need_complete=True), doc, origin)
+    typed = ProfileDocument.from_json(doc, origin, need_complete=True)
+    check_physics(typed, origin)
+    return _build_profile(typed, doc, origin)
+
+
+# What a measured profile can hold beside its fields' own checks (rtmodel_util.profile_checks), each one
+# line naming the field and the bound:
+# - ranks at most MAX_GPUS (2^24, the most rtmodel answers for), at most MAX_RANKS_PER_NODE on one node (a
+#   GPU node holds 8 to 72 accelerators; 1,024 leaves room for CPU ranks a host runs);
+# - the gradient buckets describe one model: DDP's and Decent-DP's buckets hold its gradients, so each list
+#   sums to at most param_bytes x BUCKET_SLACK + 1 MiB (padding and alignment, in the profiles here 1.000006x)
+#   where param_bytes is recorded, and the two lists' sums are within BUCKETS_AGREE of each other;
+# - a collective moves its bytes no faster than MAX_ALGBW_Bps (bytes / time: 10 TB/s, as nccl-tests' and a
+#   trace's: NVLink 5 carries 1.8 TB/s per GPU, both directions together);
+# - a batch per rank of at most 1e10 units (the largest global batches are ~1.6e7 tokens), a bucket cap in
+#   (0, 1e6) MiB (the flag's range).
+MAX_RANKS_PER_NODE = 1024
+BUCKET_SLACK = 1.25
+BUCKETS_AGREE = 2.0
+MAX_ALGBW_Bps = 10e12
+
+
+def check_physics(typed: ProfileDocument, origin: str) -> None:
+    """ProfileError (one line) where the profile holds what no measured run can."""
+    from runtime_model.core.constraints import BUCKET_CAP_MIB_RANGE, GLOBAL_BATCH
+    from runtime_model.core.defaults import MAX_GPUS
+
+    shape, wl, comm = typed.shape, typed.workload, typed.communication
+    if shape.world_size > MAX_GPUS:
+        raise ProfileError(
+            f"{origin}: shape.world_size must be at most {MAX_GPUS:,}, got {shape.world_size:,}"
+        )
+    if shape.ranks_per_node > MAX_RANKS_PER_NODE:
+        raise ProfileError(
+            f"{origin}: shape.ranks_per_node must be at most {MAX_RANKS_PER_NODE:,}, got {shape.ranks_per_node:,}"
+        )
+    if wl.batch_per_rank and not GLOBAL_BATCH.contains(wl.batch_per_rank):
+        raise ProfileError(
+            f"{origin}: workload.batch_per_rank must be {GLOBAL_BATCH.describe()}, got {wl.batch_per_rank!r}"
+        )
+    for key in ("bucket_cap_mb", "ddp_first_bucket_mb"):
+        value = getattr(wl, key)
+        if value and not BUCKET_CAP_MIB_RANGE.contains(value):
+            raise ProfileError(
+                f"{origin}: workload.{key} must be {BUCKET_CAP_MIB_RANGE.describe()}, got {value!r}"
+            )
+    _check_buckets(wl, origin)
+    for j, pattern in enumerate(comm.patterns):
+        for i, res in enumerate(pattern.results):
+            _check_rate(res.bytes, min(res.samples_s), f"communication.patterns[{j}].results[{i}]", origin)
+    for j, entry in enumerate(comm.in_flight or ()):
+        _check_rate(sum(entry.buckets_bytes), min(entry.in_flight_s), f"communication.in_flight[{j}]", origin)
+
+
+def _check_buckets(wl, origin: str) -> None:
+    sums = {key: sum(getattr(wl, key)) for key in ("ddp_buckets_bytes", "gossip_buckets_bytes")}
+    if wl.param_bytes:
+        top = wl.param_bytes * BUCKET_SLACK + 2**20
+        for key, total in sums.items():
+            if total > top:
+                raise ProfileError(
+                    f"{origin}: workload.{key} sum to {total:,} bytes, more than the model's gradients hold "
+                    f"(workload.param_bytes {wl.param_bytes:,} x {BUCKET_SLACK:g} + 1 MiB): not a measured bucket layout"
+                )
+    ddp, gossip = sums["ddp_buckets_bytes"], sums["gossip_buckets_bytes"]
+    if max(ddp, gossip) > BUCKETS_AGREE * min(ddp, gossip):
+        raise ProfileError(
+            f"{origin}: workload.ddp_buckets_bytes sum to {ddp:,} bytes and workload.gossip_buckets_bytes to "
+            f"{gossip:,}: both hold one model's gradients, so they agree within {BUCKETS_AGREE:g}x"
+        )
+
+
+def _check_rate(nbytes: int, fastest_s: float, where: str, origin: str) -> None:
+    if nbytes / fastest_s > MAX_ALGBW_Bps:
+        raise ProfileError(
+            f"{origin}: {where} moved {nbytes:,} bytes in {fastest_s * 1e6:,.3f} us: {nbytes / fastest_s / 1e9:,.0f} GB/s "
+            f"is beyond any machine's links (at most {MAX_ALGBW_Bps / 1e9:,.0f} GB/s)"
+        )
 
 
 def validate_profile(doc: Any, origin: str = "profile") -> None:
     """Check a parsed profile document; raises ProfileError naming the first problem found."""
-    ProfileDocument.from_json(doc, origin, need_complete=True)
+    check_physics(ProfileDocument.from_json(doc, origin, need_complete=True), origin)
 
 
 # ----------------------------------------------------------------------------- typed profile
@@ -123,5 +204,7 @@ def _build_compute(compute: ProfileCompute) -> ComputeProfile:
         ddp_bucket_ready_s=compute.ddp_bucket_ready_s,
         gossip_bucket_ready_s=compute.gossip_bucket_ready_s,
         gossip_step=per_rank("gossip_step_s") if compute.gossip_step_s else None,
-        ddp_wrapped=tuple(per_rank(k) for k in DDP_WRAPPED_KEYS) if getattr(compute, DDP_WRAPPED_KEYS[0]) else None,
+        ddp_wrapped=tuple(per_rank(k) for k in DDP_WRAPPED_KEYS)
+        if getattr(compute, DDP_WRAPPED_KEYS[0])
+        else None,
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 # Every key a scenario file may hold, the type of its value, and which a plot takes: the table of inputs.
 from rtmodel_inputs.fields import (  # noqa: E402
     BOOL,
+    BOUNDS,
     CHOICE_KEYS,
     FLOAT,
     INT,
@@ -107,7 +108,14 @@ def _checked(path: Path, key: str, value):
     if not ok:
         raise ScenarioFileError(path, f"'{key}' must be {kind}, got {_shown(value)}")
     if kind == FLOAT:
-        return float(value)
+        value = _float(path, key, value)
+    if kind in (INT, FLOAT) and key in BOUNDS:  # the flag's own range, checked as the flag's is
+        try:
+            BOUNDS[key].check(key, value)
+        except InvalidValue as exc:
+            raise ScenarioFileError(path, exc.message_for(lambda name: f"'{name}'")) from None
+    if kind == FLOAT:
+        return value
     if kind == NUMBER_TEXT:
         return str(value)  # the flag's text: 2 -> "2", 1.5 -> "1.5"
     if key in PATH_KEYS:  # relative to the file, so the file works from any working directory
@@ -120,6 +128,17 @@ def _checked(path: Path, key: str, value):
         if value not in choices:
             raise ScenarioFileError(path, f"'{key}' must be one of {', '.join(choices)}, got {_shown(value)}")
     return value
+
+
+def _float(path: Path, key: str, value) -> float:
+    """A number as a float: TOML and JSON read integers of hundreds of digits whole, beyond any float."""
+    try:
+        return float(value)
+    except OverflowError:
+        digits = len(str(abs(value)))
+        raise ScenarioFileError(
+            path, f"'{key}' must be a number within a float's range, got an integer of {digits} digits"
+        ) from None
 
 
 def read(path: str | os.PathLike) -> dict:

@@ -25,10 +25,15 @@ class ProfileError(CalibrationError):
 
 
 # What a real profile can hold. A step or a collective that takes more than a day was not measured (and
-# 1e300 s overflows the model into NaN verdicts); a message or bucket over 1e13 bytes (10 TB) is more than
-# any GPU's memory holds.
+# 1e300 s overflows the model into NaN verdicts); a message or bucket over 2^40 bytes (1 TiB) is more than
+# any GPU's memory holds (the largest hold 288 GB); a count (ranks, iterations, repetitions, a batch)
+# beyond 2^53 is no run's (a float64 holds every integer up to it, and 10^400 overflows one).
 MAX_TIME_S = 86_400.0
-MAX_BYTES = 10**13
+MAX_BYTES = 1 << 40
+MAX_COUNT = 1 << 53
+# A number a profile records beside its samples (a median, a bandwidth, a bucket cap in MB): finite and
+# at most 1e15 (a bandwidth in bytes/s of 1 PB/s is 100x any link; a cap of 1e15 MB is no cap).
+MAX_NUMBER = 1e15
 Times = tuple[float, ...]  # one list of measured times, as the profile's dataclasses hold it
 
 
@@ -64,21 +69,39 @@ def known_keys(doc: dict, cls, origin: str, path: str) -> None:
             )
 
 
+def shown(value: Any) -> str:
+    """A value as a refusal shows it: short, ASCII, a long integer by its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**16:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def require_int(value: Any, path: str, origin: str, minimum: int = 1, maximum: int | None = None) -> int:
+    top = MAX_COUNT if maximum is None else min(maximum, MAX_COUNT)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        raise fail(origin, path, f"must be an integer in [{minimum:,}, {top:,}], got {shown(value)}")
     if not is_number(value) or not math.isfinite(value) or int(value) != value or value < minimum:
-        raise fail(origin, path, f"must be an integer >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise fail(origin, path, f"must be at most {maximum:,}, got {value!r}")
+        raise fail(origin, path, f"must be an integer >= {minimum}, got {shown(value)}")
+    if value > top:
+        raise fail(origin, path, f"must be at most {top:,}, got {shown(value)}")
     return int(value)
 
 
-def optional_int(value: Any, path: str, origin: str, minimum: int = 0) -> int | None:
-    return None if value is None else require_int(value, path, origin, minimum)
+def optional_int(
+    value: Any, path: str, origin: str, minimum: int = 0, maximum: int | None = None
+) -> int | None:
+    return None if value is None else require_int(value, path, origin, minimum, maximum)
 
 
 def optional_number(value: Any, path: str, origin: str) -> float | int | None:
-    if value is not None and not is_number(value):
-        raise fail(origin, path, f"must be a number or null, got {value!r}")
+    """A number or null; a number finite and within MAX_NUMBER either way."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
+        raise fail(origin, path, f"must be a finite number within {MAX_NUMBER:g}, got {shown(value)}")
+    if not is_number(value) or not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise fail(origin, path, f"must be a finite number within {MAX_NUMBER:g} or null, got {shown(value)}")
     return value
 
 
@@ -96,7 +119,14 @@ def texts(value: Any, path: str, origin: str) -> tuple[str, ...]:
 
 def check_time(value: Any, path: str, origin: str, positive: bool) -> None:
     if not is_number(value):
-        raise fail(origin, path, f"is not a number ({value!r}); times must be numbers in seconds")
+        raise fail(origin, path, f"is not a number ({shown(value)}); times must be numbers in seconds")
+    if isinstance(value, int) and abs(value) > MAX_TIME_S:  # before a float of it could overflow
+        why = (
+            "negative; times must be >= 0 s"
+            if value < 0
+            else "more than a day; not a measured time (re-profile)"
+        )
+        raise fail(origin, path, f"is {shown(value)} s, {why}")
     if math.isnan(value):
         raise fail(origin, path, "is NaN; times must be finite numbers of seconds")
     if math.isinf(value):

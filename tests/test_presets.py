@@ -229,7 +229,7 @@ def test_defaults_follow_a_users_defaults_file(tmp_path):
         (
             "clusters.toml",
             '[c]\ngpu = "A100"\ngpus_per_node = 0\nintra = "pcie4"\nnetwork = "ib-100"\nsource = "s"\n',
-            ["clusters.toml [c]", "gpus_per_node must be an integer >= 1"],
+            ["clusters.toml [c]", "gpus_per_node must be an integer in [1, 1024]"],
         ),
         ("defaults.toml", 'gpu = "A100"\ncolour = "red"\n', ["defaults.toml", "unknown key 'colour'"]),
         ("defaults.toml", 'network = "carrier-pigeon"\n', ["defaults.toml", "network names unknown network"]),

@@ -7,6 +7,8 @@ imports this, neither the other.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,3 +27,15 @@ class GpuWork:
     collective: np.ndarray  # "" for compute; else NCCL's collective name ("allreduce", "broadcast", ...)
     nbytes: np.ndarray  # a collective's message bytes (NaN where the trace does not say)
     stream: np.ndarray
+
+
+def elements(dims: list[int]) -> float:
+    """The product of a tensor's dims, exact in Python's integers and capped at 2^64 (a size beyond any
+    memory, which trace_events refuses) so that it never wraps in int64 or overflows a float."""
+    return float(min(math.prod(dims), 1 << 64))
+
+
+def dims_of(text: str) -> list[int]:
+    """The whole numbers written in `text` (a tensor's `Input Dims`), each beyond 19 digits read as 2^64
+    (Python refuses to convert thousands of digits, and no dim is that large)."""
+    return [int(x) if len(x) <= 19 else 1 << 64 for x in re.findall(r"\d+", text)]

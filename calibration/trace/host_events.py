@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from calibration.trace.gpu_work import GpuWork
+from calibration.trace.gpu_work import GpuWork, dims_of, elements
 
 GLOO_PREFIX = "gloo:"
 BACKWARD_OP = "autograd::engine::evaluate_function"
@@ -89,10 +89,10 @@ def _span_bytes(spans) -> np.ndarray:
         return out
     types = spans["input_type"] if "input_type" in spans else [""] * len(spans)
     for i, (dims, kind) in enumerate(zip(spans["input_dims"], types, strict=True)):
-        numbers = [int(x) for x in re.findall(r"\d+", str(dims).split("]")[0])]
+        numbers = dims_of(str(dims).split("]")[0])
         element = ELEMENT_BYTES.get(_first(kind).lower())
         if numbers and element:
-            out[i] = float(np.prod(numbers)) * element
+            out[i] = elements(numbers) * element
     return out
 
 

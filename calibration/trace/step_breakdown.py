@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibration.trace.trace_document import MAX_DURATION_US
 from calibration.trace.trace_errors import TraceError
 from calibration.trace.trace_events import ALL_REDUCE, RankTrace
 
@@ -70,8 +71,24 @@ def traced_steps(trace: RankTrace) -> tuple[TracedStep, ...]:
     if len(numbers) == 1:
         mask = g.step == numbers[0]
         span = g.end_us[mask].max() - g.start_us[mask].min()
-        return (_step(trace, numbers[0], max(host[numbers[0]], span), mask),)
-    return tuple(_step(trace, n, ends[i] - ends[i - 1], g.step == n) for i, n in enumerate(numbers) if i > 0)
+        return (_step(trace, numbers[0], _checked(trace, numbers[0], max(host[numbers[0]], span)), mask),)
+    return tuple(
+        _step(trace, n, _checked(trace, n, ends[i] - ends[i - 1]), g.step == n)
+        for i, n in enumerate(numbers)
+        if i > 0
+    )
+
+
+def _checked(trace: RankTrace, number: int, iteration_us: float) -> float:
+    """An iteration is positive (each step's GPU work ends after the previous one's) and at most a day
+    (trace_document.MAX_DURATION_US: no profiled training step is longer)."""
+    if not 0 < iteration_us <= MAX_DURATION_US:
+        raise TraceError(
+            f"--trace {trace.path}: step {number}'s GPU work ends {iteration_us:,.1f} us after the previous "
+            f"step's: an iteration must take more than 0 and at most {MAX_DURATION_US:,.0f} us (a day); "
+            "a reordered or re-timed file, not a recording"
+        )
+    return float(iteration_us)
 
 
 def _step(trace: RankTrace, number: int, iteration_us: float, mask: np.ndarray) -> TracedStep:
@@ -97,8 +114,10 @@ def _step(trace: RankTrace, number: int, iteration_us: float, mask: np.ndarray) 
         launched = g.launch_us[mask] if trace.on_cpu else None
         timeline = _Timeline(start, end, corr, compute, busy, b0, b1, launched)
         buckets = tuple(_bucket(i, timeline, nbytes[i]) for i in on_wire)
-    else:
+    elif max(1, trace.world_size) == 1:
         buckets = _unsent_buckets(trace, number, mask, b0, b1)
+    else:  # ranks that sent nothing on the device: no bucket's time was measured (trace_scenario says so)
+        buckets = ()
     return TracedStep(
         number,
         iteration_us * 1e-6,

@@ -6,12 +6,19 @@ torch.profiler's own options, so a user can fix the recording rather than read a
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
 from runtime_model.core.errors import UserError
 
-MAX_FILE_BYTES = 4 << 30  # larger than any trace a workstation parses in memory
+# 2 GiB of JSON, a plain file's size or a .gz's inflated size (trace_document counts it as it inflates): a
+# torch.profiler trace of the few steps a schedule records is megabytes to hundreds of megabytes (HTA's
+# 2-rank A100 DDP trace of 3 steps is 9.8 MB), and Python holds parsed JSON in about ten times its text.
+MAX_DOCUMENT_BYTES = 2 << 30
+# Files one --trace reads: one per rank of a run. Each costs seconds to parse; a sample of the ranks
+# measures their spread as well as all of them (the spread is fitted, calibration/variation_fit).
+MAX_TRACE_FILES = 1024
 
 
 class TraceError(UserError):
@@ -30,9 +37,10 @@ def check_file(path: Path) -> None:
             f"--trace {path}: expected a .json or .json.gz trace, as torch.profiler's "
             "tensorboard_trace_handler or export_chrome_trace writes"
         )
-    if path.stat().st_size > MAX_FILE_BYTES:
+    if path.stat().st_size > MAX_DOCUMENT_BYTES:
         raise TraceError(
-            f"--trace {path}: {path.stat().st_size:,} bytes is too large to read (profile fewer steps)"
+            f"--trace {path}: {path.stat().st_size:,} bytes is more than a trace reader holds (at most "
+            f"{MAX_DOCUMENT_BYTES:,} bytes of JSON: profile fewer steps)"
         )
 
 
@@ -49,14 +57,13 @@ def check_document(path: Path, meta: dict, cpu_ranks: bool = False) -> tuple[int
         )
     if devices:
         name, _ = Counter(str(d["name"]) for d in devices).most_common(1)[0]
-        memory = next(int(d.get("totalGlobalMem", 0)) for d in devices if str(d["name"]) == name)
+        memory = next(int(d.get("totalGlobalMem") or 0) for d in devices if str(d["name"]) == name)
     else:
         name, memory = "CPU", 0
+    # the header's types and bounds are trace_document's (checked before HTA parsed the file)
     info = meta.get("distributedInfo") or {}
     rank, world = info.get("rank", 0), info.get("world_size", 1)
-    if not isinstance(rank, int) or not isinstance(world, int) or not 0 <= rank < max(world, 1):
-        raise TraceError(f"--trace {path}: its distributedInfo says rank {rank!r} of {world!r}")
-    return rank, world, name, memory, str(info.get("nccl_version", ""))
+    return rank, world, name, memory, str(info.get("nccl_version") or "")
 
 
 def check_steps(path: Path, steps, frame, cpu_ranks: bool = False) -> None:
@@ -71,6 +78,12 @@ def check_steps(path: Path, steps, frame, cpu_ranks: bool = False) -> None:
         raise TraceError(
             f"--trace {path}: holds several processes' steps (ProfilerStep spans from {steps['pid'].nunique()} "
             "processes or repeated numbers): give one file per rank"
+        )
+    numbers = [int(re.search(r"\d+", name).group()) for name in steps["name_s"]]
+    if backwards := next((i for i in range(1, len(numbers)) if numbers[i] <= numbers[i - 1]), None):
+        raise TraceError(
+            f"--trace {path}: its ProfilerStep spans run backwards in time (#{numbers[backwards]} starts after "
+            f"#{numbers[backwards - 1]}): a reordered or time-reversed file, not a recording"
         )
     if cpu_ranks:
         if not ((frame["cat_s"] == "cpu_op") & (frame["iteration"] >= 0)).any():
@@ -88,6 +101,53 @@ def check_steps(path: Path, steps, frame, cpu_ranks: bool = False) -> None:
             f"--trace {path}: no GPU work inside its ProfilerStep spans (CPU-only): profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
         )
+
+
+def check_distinct(files: list[Path]) -> None:
+    """At most MAX_TRACE_FILES files, each another file: not the same path, the same file under another
+    name (its device and inode) nor a copy (the same size and SHA-256), checked before any is parsed."""
+    if len(files) > MAX_TRACE_FILES:
+        raise TraceError(
+            f"--trace: {len(files):,} files are more than one reading takes (at most {MAX_TRACE_FILES:,}: "
+            "a sample of the ranks measures their spread)"
+        )
+    seen: dict = {}
+    for f in files:
+        check_file(f)
+        try:
+            st = f.stat()
+            keys = [("inode", st.st_dev, st.st_ino), ("content", st.st_size, _digest(f))]
+        except OSError as exc:
+            raise TraceError(f"--trace {f}: cannot read it ({exc.strerror or exc})") from None
+        for key in keys:
+            if key in seen:
+                how = "the same file" if key[0] == "inode" else "copies of one file"
+                raise TraceError(f"--trace: {seen[key]} and {f} are {how}: give one file per rank, once")
+            seen[key] = f
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_ranks(traces) -> None:
+    """The traces read so far: one per rank, of one world (checked as each is read, before the next)."""
+    last = traces[-1]
+    for t in traces[:-1]:
+        if t.rank == last.rank:
+            raise TraceError(
+                f"--trace: {t.path} and {last.path} are both rank {t.rank}: give one file per rank"
+            )
+        if t.world_size != last.world_size:
+            raise TraceError(
+                f"--trace: the files come from different runs (world sizes {sorted({t.world_size, last.world_size})})"
+            )
 
 
 def check_same_run(traces) -> None:

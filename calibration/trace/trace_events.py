@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.trace.gpu_work import GpuWork
+from calibration.trace.gpu_work import GpuWork, dims_of, elements
 from calibration.trace.trace_errors import TraceError
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -34,6 +34,8 @@ DTYPE_BYTES = {
 }  # fmt: skip
 ALL_REDUCE = "allreduce"
 ANNOTATED_ALL_REDUCE = "nccl:all_reduce"  # older traces: the collective's size sits on this annotation
+# No accelerator holds a 1 TiB buffer (the largest hold 288 GB): a larger message is an overflowed count.
+MAX_MESSAGE_BYTES = float(1 << 40)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,10 @@ def read_rank_trace(path: Path) -> RankTrace:
     main = int(steps["tid"].iloc[0])
     gpu = host_work(frame, main) if on_cpu else _gpu_work(frame, main)
     numbers = tuple(int(STEP_NAME.match(n).group(1)) for n in steps["name_s"])
+    if not on_cpu:
+        _check_causal(path, gpu)
+    host_calls = _host_all_reduce(frame, main)
+    _check_message_bytes(path, np.r_[gpu.nbytes, host_calls.nbytes], memory, on_cpu)
     optimizer = frame[
         (frame["cat_s"] == "user_annotation") & frame["name_s"].str.startswith("Optimizer.step")
     ]
@@ -109,10 +115,37 @@ def read_rank_trace(path: Path) -> RankTrace:
                 optimizer["ts"].astype(float), (optimizer["ts"] + optimizer["dur"]).astype(float), strict=True
             )
         ),
-        _host_all_reduce(frame, main),
+        host_calls,
         on_cpu,
         str((meta.get("distributedInfo") or {}).get("backend") or ""),
     )
+
+
+def _check_causal(path: Path, gpu: GpuWork) -> None:
+    """A kernel runs after the host launched it (Kineto puts both on one clock): where most linked kernels
+    start before their launch, the file's times were reversed or rewritten."""
+    linked = ~np.isnan(gpu.launch_us)
+    early = int((gpu.start_us[linked] < gpu.launch_us[linked]).sum())
+    if early * 2 > int(linked.sum()):
+        raise TraceError(
+            f"--trace {path}: {early:,} of its {int(linked.sum()):,} GPU kernels start before the host launched "
+            "them: a time-reversed or re-timed file, not a recording"
+        )
+
+
+def _check_message_bytes(path: Path, nbytes: np.ndarray, memory: int, on_cpu: bool) -> None:
+    """A collective's message lives in the device's memory: at most the GPU's (its header's
+    totalGlobalMem), and at most 2^40 bytes anywhere (MAX_MESSAGE_BYTES); NaN is a size not recorded."""
+    bound = min(memory, MAX_MESSAGE_BYTES) if memory > 0 and not on_cpu else MAX_MESSAGE_BYTES
+    said = np.nan_to_num(nbytes, nan=0.0)
+    if said.size and said.max() > bound:
+        whose = (
+            f"the GPU's memory ({bound:,.0f} bytes)" if bound < MAX_MESSAGE_BYTES else f"{bound:,.0f} bytes"
+        )
+        raise TraceError(
+            f"--trace {path}: a collective of {said.max():,.0f} bytes (In msg nelems x dtype, or Input Dims) is more "
+            f"than {whose} can hold: not a recording"
+        )
 
 
 def _host_all_reduce(frame, main_tid: int) -> HostCalls:
@@ -133,24 +166,26 @@ def _host_all_reduce(frame, main_tid: int) -> HostCalls:
 
 
 def _parse(path: Path):
-    """HTA's parse of one file, its chatter silenced; every way a file can fail becomes a TraceError."""
+    """HTA's parse of one file, read and checked first (trace_document: its size, its JSON, every field
+    the reader uses), its chatter silenced; every way a file can fail becomes a TraceError."""
+    from calibration.trace.trace_document import hta_parse, read_document
     from calibration.trace.trace_errors import check_file
 
     check_file(path)
     try:
-        from hta.common.trace import parse_trace_file
-        from hta.configs.parser_config import ParserConfig
+        import hta.common.trace  # noqa: F401
     except ImportError:
         raise TraceError(
             "--trace needs Holistic Trace Analysis: pip install 'rtmodel-advisor[trace]'"
         ) from None
+    doc = read_document(path)
     logging.getLogger("hta").setLevel(logging.ERROR)
-    config = ParserConfig.enable_communication_args(ParserConfig.get_default_cfg())
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # HTA's own deprecation notices from pandas: not the user's
-            meta, frame, symbols = parse_trace_file(str(path), config)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            meta, frame, symbols = hta_parse(path, doc)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError,
+            RecursionError) as exc:  # fmt: skip
         raise TraceError(
             f"--trace {path}: not a readable torch.profiler trace ({_first_line(exc)})"
         ) from None
@@ -228,12 +263,12 @@ def _annotated_bytes(frame, launch_rows: np.ndarray) -> np.ndarray:
 def _dims_bytes(dims, _types, around) -> float:
     """Elements of the first input (its dims' product) times its element's bytes (fp32 when unsaid)."""
     text = str(dims)
-    numbers = [int(x) for x in re.findall(r"\d+", text.split("]")[0])] if text.startswith("[") else []
+    numbers = dims_of(text.split("]")[0]) if text.startswith("[") else []
     if not numbers:
         return math.nan
     kind = str(around["input_type"].iloc[-1]) if "input_type" in around else "float"
     element = next((b for name, b in DTYPE_BYTES.items() if name in kind.lower()), 4)
-    return float(np.prod(numbers)) * element
+    return elements(numbers) * element
 
 
 def _first_line(exc: BaseException) -> str:

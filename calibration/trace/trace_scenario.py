@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.nccl_tests_output import MAX_GBPS
 from calibration.trace.bucket_bytes import GradientBytes, bucket_bytes
 from calibration.trace.step_breakdown import TracedStep, traced_steps
 from calibration.trace.step_stats import StepStats, step_stats
-from calibration.trace.trace_errors import TraceError, check_same_run
+from calibration.trace.trace_errors import TraceError, check_distinct, check_ranks, check_same_run
 from calibration.trace.trace_events import RankTrace, read_rank_trace
 from calibration.trace.trace_links import traced_network
 from calibration.variation_fit import fit_variation
@@ -33,6 +34,8 @@ from runtime_model.core.scenario import (
     Scenario,
 )
 from runtime_model.core.variation import Variation
+
+MAX_ALGBW_Bps = MAX_GBPS * 1e9  # the fastest all-reduce any machine runs (bytes / time), as nccl-tests'
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,15 @@ class TracedScenario:
 
 def read_traces(paths: list[Path]) -> list[RankTrace]:
     """One rank's trace, or one per rank of one run (checked: trace_errors.check_same_run); a directory
-    stands for the traces in it (torch.profiler's tensorboard_trace_handler writes one per rank there)."""
-    traces = [read_rank_trace(p) for p in _trace_files([Path(p) for p in paths])]
+    stands for the traces in it (torch.profiler's tensorboard_trace_handler writes one per rank there).
+    Every file is checked to be another file before any is parsed (trace_errors.check_distinct), and each
+    rank once as it is read, so a file given twice costs no parse."""
+    files = _trace_files([Path(p) for p in paths])
+    check_distinct(files)
+    traces: list[RankTrace] = []
+    for f in files:
+        traces.append(read_rank_trace(f))
+        check_ranks(traces)
     if len(traces) > 1:
         check_same_run(traces)
     return traces
@@ -142,6 +152,8 @@ def scenario_from_traces(traces: list[RankTrace], gpus: int, gpus_per_node: int 
     traced_shape, shape_note = _traced_shape(traces, gpus_per_node)
     count = _bucket_count(first, steps[first.rank])
     times = _bucket_times(traces, steps, count)
+    if first.world_size > 1:
+        _check_rates(first, steps[first.rank], count, times)
     buckets, bytes_source = _buckets(first, steps[first.rank], count, times, gradient_bytes)
     compute = _compute(steps, traced_shape.gpus_per_node)
     if len(traces) < first.world_size:
@@ -218,6 +230,12 @@ def _bucket_count(trace: RankTrace, steps: tuple[TracedStep, ...]) -> int:
     """The number of DDP buckets most steps saw; TraceError where none ran one."""
     counts = [len(s.buckets) for s in steps]
     count = max(set(counts), key=counts.count)
+    if count == 0 and trace.world_size > 1 and trace.host_all_reduce.step.size:
+        raise TraceError(
+            f"--trace {trace.path}: DDP's all-reduce calls (record_param_comms) ran no NCCL kernel on the GPU in a "
+            f"world of {trace.world_size}: no bucket's time was measured (DDP over gloo on GPUs? train with NCCL, "
+            "or trace its CPU ranks)"
+        )
     if count == 0:
         raise TraceError(
             f"--trace {trace.path}: no DDP gradient all-reduce on autograd's thread "
@@ -237,6 +255,27 @@ def _buckets(
     ready = np.median([[b.ready_fraction for b in row] for row in seen], axis=0)
     ready = np.maximum.accumulate(ready)  # DDP launches buckets in order: each ready no earlier
     return tuple(Bucket(int(round(b)), float(r)) for b, r in zip(nbytes, ready, strict=True)), source
+
+
+def _check_rates(trace: RankTrace, steps: tuple[TracedStep, ...], count: int, times: np.ndarray) -> None:
+    """Ranks that exchanged gradients took time to: every bucket's all-reduce more than 0 us, and, where
+    its bytes are recorded, no faster than MAX_ALGBW_Bps (bytes / time; NVLink 5 carries 1.8 TB/s per GPU,
+    both directions together: 10 TB/s is beyond any machine's links, as for nccl-tests' algbw)."""
+    seen = [s.buckets for s in steps if len(s.buckets) == count]
+    nbytes = np.median([[b.nbytes for b in row] for row in seen], axis=0)
+    for i, (size, t) in enumerate(zip(nbytes, times, strict=True)):
+        said = f"{size:,.0f} bytes" if np.isfinite(size) else "its gradients"
+        if not (np.isfinite(t) and t > 0):
+            raise TraceError(
+                f"--trace {trace.path}: bucket {i + 1}'s all-reduce of {said} took {t * 1e6:g} us in a world of "
+                f"{trace.world_size}: ranks that exchange gradients take more than 0 us; not a recording"
+            )
+        if np.isfinite(size) and size / t > MAX_ALGBW_Bps:
+            raise TraceError(
+                f"--trace {trace.path}: bucket {i + 1}'s all-reduce moved {said} in {t * 1e6:,.3f} us: "
+                f"{size / t / 1e9:,.0f} GB/s is beyond any machine's links (at most {MAX_ALGBW_Bps / 1e9:,.0f} GB/s); "
+                "not a recording"
+            )
 
 
 def _bucket_times(

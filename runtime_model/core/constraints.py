@@ -36,6 +36,8 @@ class Interval:
     def contains(self, value) -> bool:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
+        if isinstance(value, int) and not -1e308 < value < 1e308:  # beyond a float: no input's value
+            return False
         if self.integer and not (isinstance(value, int) or float(value).is_integer()):
             return False
         if math.isnan(value) or (self.finite and math.isinf(value)):
@@ -65,8 +67,17 @@ class Interval:
     def check(self, name: str, value, error: type[InvalidValue] = InvalidValue):
         """`value` unchanged when inside; else `error` (an InvalidValue) naming `name` and this requirement."""
         if not self.contains(value):
+            if isinstance(value, int) and not isinstance(value, bool) and not -1e308 < value < 1e308:
+                raise error(name, f"{self.describe()} (and within a float's range)", _Digits(value))
             raise error(name, self.describe(), value)
         return value
+
+
+class _Digits(int):
+    """An integer too long to print whole in a refusal: shown by its number of digits."""
+
+    def __repr__(self) -> str:
+        return f"an integer of {len(str(abs(int(self))))} digits"
 
 
 # Iterations a measuring run times (profile, validate): their figures settle within tens (the accuracy

@@ -210,8 +210,12 @@ def _halley_step(r: list, surv: float, dens: float, slope: float) -> bool:
     dens, slope = dens / math.sqrt(2.0 * math.pi), slope / math.sqrt(2.0 * math.pi)
     h = math.log(surv) - target
     lo, hi = (v, hi) if h > 0 else (lo, v)
-    h1, h2 = -dens / surv, -(slope * surv + dens * dens) / (surv * surv)
-    nxt = v - 2.0 * h * h1 / (2.0 * h1 * h1 - h * h2)
+    squared = surv * surv  # underflows to 0 in the far tail of 2^24 ranks: then the same, divided apart
+    h1 = -dens / surv
+    h2 = -(slope * surv + dens * dens) / squared if squared > 0.0 else -slope / surv - h1 * h1
+    denominator = 2.0 * h1 * h1 - h * h2
+    # a step that cannot be taken (a zero or NaN denominator) bisects instead
+    nxt = v - 2.0 * h * h1 / denominator if denominator != 0.0 and not math.isnan(denominator) else math.nan
     step = (nxt if lo < nxt < hi else 0.5 * (lo + hi)) - v
     r[0], r[1], r[4] = lo, hi, v + step
     return abs(step) > HALLEY_TOL * sd

@@ -65,6 +65,9 @@ REF_WORDS = {
     OPTIMIZERS: "optimizer",
 }
 FINITE = Interval()
+MAX_PRESET_FILE_BYTES = (
+    16 << 20
+)  # the built-in files are a few kilobytes each; a preset file is not megabytes
 # Said when a model entry lacks a key: an entry of PARAMS_ONLY_KEYS only is a model known by its count.
 PARAMS_ONLY_HINT = (
     f"; or, for a model known only by its parameter count, give params (and optionally "
@@ -158,7 +161,13 @@ def _parse(text: str, label: str) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PresetFileError(label, f"not valid TOML: {exc}") from None
+        raise PresetFileError(label, f"not valid TOML: {' '.join(str(exc).split())}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise PresetFileError(label, "is nested too deeply to be a preset file") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise PresetFileError(
+            label, f"holds a value TOML cannot read: {' '.join(str(exc).split())[:120]}"
+        ) from None
 
 
 class _Layers:
@@ -271,6 +280,11 @@ def _add_dir(layers: _Layers, directory: Path) -> None:
         try:  # a FIFO, a directory or a symlink loop under a preset's name is said, never skipped
             if not stat.S_ISREG(path.stat().st_mode):
                 raise PresetFileError(str(path), "is not a regular file (a directory, FIFO or device)")
+            if path.stat().st_size > MAX_PRESET_FILE_BYTES:
+                raise PresetFileError(
+                    str(path),
+                    f"{path.stat().st_size:,} bytes is not a preset file (at most {MAX_PRESET_FILE_BYTES:,})",
+                )
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise PresetFileError(

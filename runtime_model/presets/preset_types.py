@@ -16,24 +16,47 @@ from runtime_model.core.constraints import (
     AT_LEAST_ONE,
     COMPUTE_CV,
     DISPATCH_US,
-    GLOBAL_BATCH,
     LATENCY_US,
     LAUNCH_US,
     LINK_GBPS,
     MEMORY_BANDWIDTH_GBPS,
     MEMORY_GIB,
     MFU,
-    NON_NEGATIVE,
+    NICS_PER_NODE,
     PARAMS_RANGE,
     PEAK_TFLOPS,
-    POSITIVE,
-    POSITIVE_FRACTION,
     Interval,
 )
 from runtime_model.core.errors import InvalidValue
 from runtime_model.core.scenario import ScenarioError
 
 NON_NEGATIVE_INTEGER = Interval(0, None, closed="left", integer=True)
+# A user's preset file is bounded key by key as the flags are, each by what real hardware and models hold:
+# - the fraction of a peak a system sustains (a GPU's memory bandwidth streamed, a fabric's line rate as
+#   nccl-tests' bus bandwidth): published figures run from 0.48 (NCCL over TCP sockets) to 0.98; under 0.05
+#   no system runs as configured, and a fraction near 0 makes every time an artefact of the input;
+EFFICIENCY = Interval(0.05, 1.0, closed="right")
+# - FLOPs of one batch unit (forward + backward; or forward's share): a tiny MLP's unit is ~1e5, ResNet-50's
+#   image 2.4e10, a 1e11-parameter model's token 6e11; 1e3 is below any network, 1e18 (that model over
+#   1.6e6 tokens in one unit) above any;
+FLOPS_PER_UNIT = Interval(1e3, 1e18, closed="both")
+# - kernel-launching ops per iteration: eager ResNet-50 launches ~500, a large transformer thousands;
+#   10^7 ops are 50 s of host time at 5 us each;
+OPS_PER_ITERATION = Interval(0.0, 1e7, closed="both")
+# - bytes the memory-bound kernels move per batch unit (ResNet-50's image: 2.4e8) and per iteration
+#   whatever the batch (AMP's weight casts, ~6 bytes per parameter: 6e11 at 1e11 parameters): a terabyte
+#   per unit, 10 TB per iteration are more than any device streams in a step (B200: 8 TB/s);
+BYTES_PER_UNIT = Interval(0.0, 1e12, closed="both")
+FIXED_BYTES = Interval(0.0, 1e13, closed="both")
+# - an optimizer's or a pass's bytes per parameter (Adam: 76, AccumAdam 92) and its ops per call (2-9 here):
+#   1 KiB per parameter and 10^6 ops per call are no optimizer; host work per tensor, in dispatches, 1,000;
+BYTES_PER_PARAM = Interval(0.0, 1024.0, closed="both")
+HOST_OPS = Interval(0.0, 1e6, closed="both")
+DISPATCHES_PER_TENSOR = Interval(0.0, 1e3, closed="both")
+# - GPUs in one node: 8 in a DGX, 72 in an NVL72 rack's NVLink domain; 1,024 leaves room for the next;
+GPUS_PER_NODE = Interval(1, 1024, closed="both", integer=True)
+# - a model's default global batch in units: at least one, at most GLOBAL_BATCH's 1e10.
+DEFAULT_GLOBAL_BATCH = Interval(1.0, 1e10, closed="both")
 
 # How the loader reads a field's TOML value.
 TEXT = "text"  # a non-empty string
@@ -88,7 +111,7 @@ class GpuPreset:
     memory_GiB: float = _toml(NUMBER, MEMORY_GIB)
     default_precision: str = _toml(TEXT)
     mfu: Mapping[str, float] = _toml(NUMBER_TABLE, MFU)  # per precision: fraction of peak at large batch
-    memory_efficiency: float = _toml(NUMBER, POSITIVE_FRACTION)  # fraction of memory bandwidth streamed
+    memory_efficiency: float = _toml(NUMBER, EFFICIENCY)  # fraction of memory bandwidth streamed
     dispatch_us: float = _toml(NUMBER, DISPATCH_US)  # host CPU time per kernel-launching op of eager PyTorch
     # what a CUDA launch adds on the host per kernel-launching op, above the CPU's dispatch
     launch_us: float = _toml(NUMBER, LAUNCH_US, default=0.0)
@@ -125,7 +148,7 @@ class LinkPreset:
     bandwidth_Gbps: float = _toml(NUMBER, LINK_GBPS)  # 10^9 bits per second
     latency_us: float = _toml(NUMBER, LATENCY_US)  # per ring step, software + wire
     # achievable all-reduce bus bandwidth / line rate (published nccl-tests results for the fabric)
-    efficiency: float = _toml(NUMBER, POSITIVE_FRACTION, default=1.0)
+    efficiency: float = _toml(NUMBER, EFFICIENCY, default=1.0)
     source: str = _toml(TEXT)
     latency_source: str = _toml(TEXT, default="")
     efficiency_source: str = _toml(TEXT, default="")
@@ -154,20 +177,22 @@ class ModelPreset:
     name: str
     description: str = _toml(TEXT)
     params: int = _toml(INTEGER, PARAMS_RANGE)
-    train_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # forward + backward matmul FLOPs per batch unit
-    forward_flops_per_unit: float = _toml(NUMBER, POSITIVE)  # the forward's share of them
+    train_flops_per_unit: float = _toml(
+        NUMBER, FLOPS_PER_UNIT
+    )  # forward + backward matmul FLOPs per batch unit
+    forward_flops_per_unit: float = _toml(NUMBER, FLOPS_PER_UNIT)  # the forward's share of them
     unit: str = _toml(TEXT)  # the batch unit: "image", "token"
-    default_global_batch: float = _toml(NUMBER, GLOBAL_BATCH)  # in units
+    default_global_batch: float = _toml(NUMBER, DEFAULT_GLOBAL_BATCH)  # in units
     embedding_params: int = _toml(INTEGER, NON_NEGATIVE_INTEGER)  # gradients ready at the end of backward
     compute_cv: float = _toml(NUMBER, COMPUTE_CV)  # coefficient of variation of forward + backward time
     # Per mode (MODES): kernel-launching ops per iteration, and bytes the memory-bound (non-matmul)
     # kernels move per batch unit and per iteration regardless of batch (AMP's weight casts).
-    forward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
-    backward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
-    forward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
-    backward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
-    forward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
-    backward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, NON_NEGATIVE)
+    forward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, OPS_PER_ITERATION)
+    backward_ops: Mapping[str, float] = _toml(NUMBER_TABLE, OPS_PER_ITERATION)
+    forward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, BYTES_PER_UNIT)
+    backward_bytes_per_unit: Mapping[str, float] = _toml(NUMBER_TABLE, BYTES_PER_UNIT)
+    forward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, FIXED_BYTES)
+    backward_fixed_bytes: Mapping[str, float] = _toml(NUMBER_TABLE, FIXED_BYTES)
     backward_numels: tuple[int, ...] = _toml(INTEGER_LIST, AT_LEAST_ONE)  # parameters in gradient-ready order
     optimizer: str = _toml(TEXT, ref=OPTIMIZERS)  # its memory traffic: a [optimizer.NAME] of traffic.toml
     source: str = _toml(TEXT)
@@ -202,11 +227,11 @@ class MemoryPass:
     DDP's bucket copies). Bytes per parameter as its implementation reads and writes them."""
 
     name: str
-    bytes_per_param: float = _toml(NUMBER, NON_NEGATIVE)
-    host_ops: float = _toml(NUMBER, NON_NEGATIVE)  # kernel-launching ops per call (foreach: per tensor list)
+    bytes_per_param: float = _toml(NUMBER, BYTES_PER_PARAM)
+    host_ops: float = _toml(NUMBER, HOST_OPS)  # kernel-launching ops per call (foreach: per tensor list)
     # host work per parameter tensor per call (Python bookkeeping, foreach list handling), in units of the
     # host's dispatch cost: it runs on the CPU and scales with it
-    host_dispatches_per_tensor: float = _toml(NUMBER, NON_NEGATIVE, default=0.0)
+    host_dispatches_per_tensor: float = _toml(NUMBER, DISPATCHES_PER_TENSOR, default=0.0)
     host_source: str = _toml(TEXT, default="")
     source: str = _toml(TEXT)
 
@@ -217,11 +242,11 @@ class ClusterPreset:
 
     name: str
     gpu: str = _toml(TEXT, ref=GPUS)
-    gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)
+    gpus_per_node: int = _toml(INTEGER, GPUS_PER_NODE)
     intra: str = _toml(TEXT, ref=INTRA)
     network: str = _toml(TEXT, ref=INTER)
     precision: str | None = _toml(TEXT, default=None)  # what this cluster trains in; None: the GPU's default
-    nics_per_node: int = _toml(INTEGER, AT_LEAST_ONE, default=1)  # inter-node NICs, rail-optimised
+    nics_per_node: int = _toml(INTEGER, NICS_PER_NODE, default=1)  # inter-node NICs, rail-optimised
     source: str = _toml(TEXT)
 
 
@@ -234,7 +259,7 @@ class PresetDefaults:
     network: str = _toml(TEXT, ref=INTER)
     intra: str = _toml(TEXT, ref=INTRA)  # for a GPU whose entry names no default_intra
     model: str = _toml(TEXT, ref=MODELS)
-    gpus_per_node: int = _toml(INTEGER, AT_LEAST_ONE)  # capped at the job's GPU count
+    gpus_per_node: int = _toml(INTEGER, GPUS_PER_NODE)  # capped at the job's GPU count
 
 
 def _lookup(table: str, kind: str, input_name: str):
