@@ -106,9 +106,8 @@ def _rank_env(rank: int, n: int, k: int, port: int, errdir: str, locks: dict[str
             HOST_RANKS_ENV: str(n),
         },
     )
-    env[PRETEND_NODES_ENV] = (
-        "1" if k != n else ""
-    )  # its nodes share this machine: no inter-node link to measure
+    # its nodes share this machine: no inter-node link to measure
+    env[PRETEND_NODES_ENV] = "1" if k != n else ""
     if k != n and not os.environ.get(NODE_NAME_ENV):
         env[NODE_NAME_ENV] = f"{socket.gethostname()}-node{rank // k}"
     env.update(omp_threads_env(n))  # its ranks share this machine's cores

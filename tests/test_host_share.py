@@ -36,7 +36,7 @@ def test_one_rank_nodes_of_the_emulator_share_the_cores_not_each_take_them_all(m
     assert not any(a.startswith(OMP_THREADS_ENV) for a in c.torchrun_commands(["-m", "pkg.mod"])[0])
 
 
-def test_local_profile_and_validation_ranks_get_the_same_share(monkeypatch):
+def test_local_profile_and_validation_ranks_get_the_same_share(monkeypatch, tmp_path):
     """The profile times compute with each rank's share of the cores; a validation with fewer threads
     per rank would time slower compute than was profiled."""
     from profiler.launch import _rank_env
@@ -45,5 +45,5 @@ def test_local_profile_and_validation_ranks_get_the_same_share(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.delenv(OMP_THREADS_ENV, raising=False)
     for nproc in (1, 2, 4):
-        profiled = _rank_env(0, nproc, nproc, 29500, "/tmp", "/tmp/p.json")[OMP_THREADS_ENV]
-        assert profiled == _env(nproc)[OMP_THREADS_ENV] == str(16 // nproc)
+        profiled = _rank_env(0, nproc, nproc, 29500, str(tmp_path), {})[OMP_THREADS_ENV]
+        assert profiled == _env(nproc, tmp_path)[OMP_THREADS_ENV] == str(16 // nproc)

@@ -22,6 +22,7 @@ import pytest
 
 from tests.cli_helpers import run
 from tests.nccl_tests_text import SIZES, model_times, nccl_tests_output, small_network
+from tests.test_presets import MODEL_LINES
 from tests.trace_fixtures import REAL_A100, ddp_trace, kineto_trace
 
 HAS_HTA = importlib.util.find_spec("hta") is not None
@@ -406,26 +407,7 @@ source = "test"
 """
 LINK = '[inter.n]\ndescription = "n"\nbandwidth_Gbps = 100\nlatency_us = 5\nefficiency = 0.9\nsource = "s"\n'
 CLUSTER = '[c]\ngpu = "A100"\ngpus_per_node = 8\nintra = "pcie4"\nnetwork = "ib-100"\nnics_per_node = 1\nsource = "s"\n'
-MODEL = """[m]
-description = "m"
-params = 10
-train_flops_per_unit = 1e9
-forward_flops_per_unit = 3e8
-unit = "token"
-default_global_batch = 8
-embedding_params = 0
-compute_cv = 0
-forward_ops = { amp = 10, full = 8 }
-backward_ops = { amp = 20, full = 16 }
-forward_bytes_per_unit = { amp = 1e6, full = 2e6 }
-backward_bytes_per_unit = { amp = 2e6, full = 4e6 }
-forward_fixed_bytes = { amp = 0, full = 0 }
-backward_fixed_bytes = { amp = 0, full = 0 }
-backward_numels = [4, 6]
-optimizer = "adam"
-source = "s"
-counts_source = "test"
-"""
+MODEL = MODEL_LINES.lstrip("\n")  # the smallest valid model preset, shared with test_presets
 PASS = '[optimizer.o]\nbytes_per_param = 16\nhost_ops = 2\nsource = "s"\n'
 PRESET_DAMAGE = [
     ("memory_efficiency 1e-9", "gpus.toml", GPU.replace("memory_efficiency = 0.9", "memory_efficiency = 1e-9"), "[G]: memory_efficiency must be in (0.05, 1]"),
