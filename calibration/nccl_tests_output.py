@@ -26,6 +26,7 @@ from pathlib import Path
 
 from calibration.nccl_tests_log import algorithm_hint, nics_hint, split_runs, strip_launcher
 from runtime_model.core.errors import UserError
+from runtime_model.core.physical_bounds import MAX_BUFFER_BYTES, MAX_ALGBW_Bps
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.I)
@@ -36,10 +37,8 @@ _CHECK_NAMES = ("#wrong", "error")
 _FOOTER = re.compile(r"^#\s*(Avg bus bandwidth|Out of bounds values)", re.I)
 # nccl-tests' DeltaMaxValue(type) (src/common.cu before v2.13): an old `error` beyond it x (ranks - 1) failed
 _DELTA_MAX = {"half": 5e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
-MAX_BYTES = 1 << 40  # no GPU holds a 1 TiB buffer: a larger (or negative) size is an overflowed print
-# 10 TB/s algbw or busbw, or size / time: NVLink 5 carries 1.8 TB/s per GPU (both directions together) and
-# the fastest NIC 100 GB/s, so a rate above it is beyond any node's links, not a measurement
-MAX_GBPS = 10_000.0
+MAX_BYTES = MAX_BUFFER_BYTES  # a larger (or negative) size is an overflowed print
+MAX_GBPS = MAX_ALGBW_Bps / 1e9  # algbw or busbw, or size / time: beyond any node's links, not a measurement
 # One size's time in us: nccl-tests times each size over a few tens of iterations; an hour for one call
 # (a 1 TiB all-reduce at 1 Gbit/s takes 2.5 hours, but no GPU holds it) is an overflowed print
 MAX_TIME_US = 3.6e9

@@ -20,6 +20,7 @@ from calibration.units import fmt_bytes
 from rtmodel_util.profile_checks import CalibrationError, ProfileError
 from rtmodel_util.profile_document import PatternResult, ProfileCompute, ProfileDocument
 from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
+from runtime_model.core.physical_bounds import MAX_GPUS_PER_NODE, MAX_ALGBW_Bps
 from runtime_model.core.scenario import ClusterShape, GroupShape
 
 __all__ = ["CalibrationError", "ProfileError", "load_profile", "profile_from_document", "validate_profile"]
@@ -72,10 +73,9 @@ def profile_from_document(doc: Any, origin: str = "profile") -> Profile:
 #   trace's: NVLink 5 carries 1.8 TB/s per GPU, both directions together);
 # - a batch per rank of at most 1e10 units (the largest global batches are ~1.6e7 tokens), a bucket cap in
 #   (0, 1e6) MiB (the flag's range).
-MAX_RANKS_PER_NODE = 1024
+MAX_RANKS_PER_NODE = MAX_GPUS_PER_NODE
 BUCKET_SLACK = 1.25
 BUCKETS_AGREE = 2.0
-MAX_ALGBW_Bps = 10e12
 
 
 def check_physics(typed: ProfileDocument, origin: str) -> None:

@@ -43,9 +43,8 @@ class PhaseTracker:
 def run_rank(opts: ProfileOptions) -> dict | None:
     """Profile as one rank of an already launched job; returns the document (as written) on rank 0."""
     opts = opts.resolved()
-    rank = (
-        check_launch_env().rank
-    )  # before the rendezvous: a bad RANK / WORLD_SIZE would wait out the timeout
+    # before the rendezvous: a bad RANK / WORLD_SIZE would wait out the timeout
+    rank = check_launch_env().rank
     from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
 
     quiet_decent_dp_setup()  # the wrapped iterations build Decent-DP

@@ -22,11 +22,7 @@ from typer.core import TyperGroup
 from rtmodel_cli.terminal import prepare_terminal
 from rtmodel_inputs.request import flag_of  # noqa: F401 (the shell's name for it)
 from rtmodel_util.shown import shown
-from runtime_model.core.errors import DEBUG_ENV, RtmodelError, UserError
-
-# OSErrors about a path the user gave are user mistakes; others (disk full, ...) are run failures.
-USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
-
+from runtime_model.core.errors import DEBUG_ENV, USER_OS_ERRORS, RtmodelError, UserError
 
 # The running command's option values by parameter name, set by `guarded`: checks that concern every
 # option at once (an output must not replace any input file) read them without each command listing them.

@@ -22,7 +22,7 @@ from rtmodel_cli.command_files import command_input_files
 from rtmodel_cli.model_options import ModelInputs
 from rtmodel_inputs import your_model
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
-from rtmodel_util.files import check_output_path, output_lock, write_atomic
+from rtmodel_util.files import check_output_path, output_lock, same_file, write_atomic
 from runtime_model.core.errors import UserError
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Output file; .png or .svg.")]
@@ -58,7 +58,7 @@ def check_outputs(out: Path, data: Path | None) -> None:
         return
     if data.suffix.lower() != ".csv":
         raise UserError(f"--data must end in .csv, got '{data}'")
-    if _same_file(data, out):
+    if same_file(data, out):
         raise UserError(f"--data {data} is the figure's --out file; give another file for the numbers")
     check_output_path(data, "--data", inputs=command_input_files(OWN_OUTPUTS))
 
@@ -89,14 +89,6 @@ def writing(out: Path, data: Path | None = None) -> Iterator[None]:
             yield
         finally:
             _LOCKED.reset(token)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """One file by two names: the same path once links are followed (written or not yet), or a hard link."""
-    try:
-        return os.path.realpath(a) == os.path.realpath(b) or os.path.samefile(a, b)
-    except (OSError, ValueError):  # not both there yet, or a name with a NUL
-        return False
 
 
 def render(make, out: Path, data: Path | None = None) -> None:

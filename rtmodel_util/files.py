@@ -123,7 +123,7 @@ def check_output_path(
         if not os.access(target, os.W_OK):
             raise OutputPathError(f"{flag} {text}: the file exists and is not writable")
         for in_flag, in_path in (inputs or {}).items():
-            if in_path is not None and _same_file(target, in_path):
+            if in_path is not None and same_file(target, in_path):
                 raise OutputPathError(
                     f"{flag} {text} is also the input {in_flag}; writing it would destroy what this "
                     "command reads: give another output file"
@@ -144,7 +144,7 @@ def check_output_dir(
     p = Path(text)
     label = f"{flag} {text}"
     for in_flag, in_path in (inputs or {}).items():
-        if in_path is not None and _same_path(p, in_path):
+        if in_path is not None and same_file(p, in_path):
             raise OutputPathError(f"{label} is also {in_flag}; give a directory of its own for the traces")
     if p.exists():
         if not p.is_dir():
@@ -163,11 +163,11 @@ def check_output_dir(
     return p
 
 
-def _same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """One file by two names, written or not yet: the same path once links are followed, or a hard link."""
     try:
         return os.path.realpath(a) == os.path.realpath(b) or os.path.samefile(a, b)
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # not both there yet, or a name with a NUL
         return False
 
 
@@ -191,13 +191,6 @@ def _existing_regular_file_mode(target: Path, label: str) -> int | None:
     if not stat.S_ISREG(mode):
         raise OutputPathError(f"{label} is {_kind(mode)}; rtmodel writes only regular files")
     return stat.S_IMODE(mode)
-
-
-def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, durable: bool = True) -> None:

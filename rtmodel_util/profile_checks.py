@@ -14,6 +14,7 @@ from typing import Any
 
 from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
 from runtime_model.core.errors import UserError
+from runtime_model.core.physical_bounds import MAX_BUFFER_BYTES, MAX_EXACT_COUNT, MAX_STEP_S
 
 
 class CalibrationError(UserError):
@@ -28,9 +29,9 @@ class ProfileError(CalibrationError):
 # 1e300 s overflows the model into NaN verdicts); a message or bucket over 2^40 bytes (1 TiB) is more than
 # any GPU's memory holds (the largest hold 288 GB); a count (ranks, iterations, repetitions, a batch)
 # beyond 2^53 is no run's (a float64 holds every integer up to it, and 10^400 overflows one).
-MAX_TIME_S = 86_400.0
-MAX_BYTES = 1 << 40
-MAX_COUNT = 1 << 53
+MAX_TIME_S = MAX_STEP_S
+MAX_BYTES = MAX_BUFFER_BYTES
+MAX_COUNT = MAX_EXACT_COUNT
 # A number a profile records beside its samples (a median, a bandwidth, a bucket cap in MB): finite and
 # at most 1e15 (a bandwidth in bytes/s of 1 PB/s is 100x any link; a cap of 1e15 MB is no cap).
 MAX_NUMBER = 1e15

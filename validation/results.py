@@ -63,9 +63,8 @@ class ValidationResult:
     allreduce: Comparison  # PyTorch DDP
     decentralized: Comparison  # Decent-DP on `topology`
     verdict: Verdict
-    distance_to_consensus: (
-        dict  # max, mean, per_rank: ||x_i - mean x|| after the run (global_avg(return_d2c))
-    )
+    # max, mean, per_rank: ||x_i - mean x|| after the run (global_avg(return_d2c))
+    distance_to_consensus: dict
     ranks: list[dict]  # rank, host, local_rank per rank
     device: str
     backend: str
@@ -74,19 +73,16 @@ class ValidationResult:
     times_s: dict[str, list[list[float]]] = field(default_factory=dict)  # run -> per rank -> per iteration
     local_sgd: Comparison | None = None  # local SGD (validate --local-sgd-h), per inner step; None: not run
     local_sgd_run: dict | None = None  # its options, warm-up and timed inner steps, the prediction's parts
-    drift: dict | None = (
-        None  # the bare step now against the profile's, errors with today's compute (drift.py)
-    )
+    # the bare step now against the profile's, errors with today's compute (drift.py)
+    drift: dict | None = None
 
     def to_record(self) -> dict:
         """The JSONL line: everything but the per-iteration times."""
         d = asdict(self)
         d.pop("times_s")
         d.pop("shape")
-        for key in (
-            *LOCAL_SGD_KEYS,
-            "drift",
-        ):  # without local SGD or a drift check: the record it always wrote
+        # without local SGD or a drift check: the record it always wrote
+        for key in (*LOCAL_SGD_KEYS, "drift"):
             if d[key] is None:
                 d.pop(key)
         s = self.shape  # the file's own names (record version 1), which existing files use

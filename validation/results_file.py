@@ -27,21 +27,17 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from rtmodel_util.files import OutputPathError, check_output_path, output_lock, write_atomic
+from rtmodel_util.files import check_output_path, output_lock, write_atomic
 from runtime_model.core.document_header import header_of
-from runtime_model.core.errors import RunFailure
+from runtime_model.core.errors import USER_OS_ERRORS, RunFailure
 from validation.errors import ValidationError
 
-RECORD_KIND = (
-    "validation"  # the header: "rtmodel-validation/<RECORD_VERSION>" (runtime_model.core.document_header);
-)
+# the header: "rtmodel-validation/<RECORD_VERSION>" (runtime_model.core.document_header);
+RECORD_KIND = "validation"
 RECORD_VERSION = 1  # records written before it say {"kind": "rtmodel-validation", "version": 1}: both read
 APPEND_WAIT_S = 30.0  # how long an append waits for another writer of the file (an append takes milliseconds)
-MAX_LINE_BYTES = (
-    16 * 2**20
-)  # a record is a few KiB (a few hundred at thousands of ranks); far longer is not one
-# the OSErrors that are the user's to fix (a path, a permission): exit 2; others (a full disk) exit 1
-USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+# a record is a few KiB (a few hundred at thousands of ranks); far longer is not one
+MAX_LINE_BYTES = 16 * 2**20
 
 
 def number(x) -> float | None:
@@ -176,8 +172,6 @@ def append_line(path: Path, line: str, flag: str) -> Path:
                 raise _refusal(label, problem)
             newline = b"\n" if old and not old.endswith(b"\n") else b""  # a last line without its newline
             write_atomic(path, old + newline + line.encode("utf-8") + b"\n")
-    except OutputPathError:
-        raise
     except OSError as exc:
         why = f"cannot append to results file {path}: {exc.strerror or exc}"
         raise (ValidationError(why) if isinstance(exc, USER_OS_ERRORS) else RunFailure(why)) from None

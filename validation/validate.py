@@ -201,9 +201,8 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
     from rtmodel_harness.local_launch import check_local_launch
     from rtmodel_harness.recipe import Recipe
 
-    recipe = Recipe(
-        plan.workload.precision, plan.workload.optimizer
-    )  # fp16 needs CUDA: refused before any rank
+    # fp16 needs CUDA: refused before any rank
+    recipe = Recipe(plan.workload.precision, plan.workload.optimizer)
     backend, why = check_local_launch(recipe, opts.backend, shape.gpus, visible_gpus(), ValidationError)
     say = _printer(opts.progress)
     if say:
@@ -258,11 +257,7 @@ def _run_in_torchrun(profile_path: str | Path, opts: ValidateOptions) -> Validat
     say = _printer(opts.progress and env.rank == 0)
     try:
         created = init_distributed(opts.timeout_s, opts.backend)
-    except (
-        RuntimeError,
-        OSError,
-        ValueError,
-    ) as exc:  # the rendezvous: a rank missing, MASTER_ADDR unreachable
+    except (RuntimeError, OSError, ValueError) as exc:  # the rendezvous: a rank gone, no MASTER_ADDR
         raise RankFailure(
             env.rank, "setup/init", f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         ) from None

@@ -37,15 +37,21 @@ from pathlib import Path
 from calibration.trace import trace_errors
 from calibration.trace.trace_errors import TraceError
 from runtime_model.core.defaults import MAX_GPUS
+from runtime_model.core.physical_bounds import (
+    MAX_BUFFER_BYTES,
+    MAX_EXACT_COUNT,
+    MAX_GPUS_PER_NODE,
+    MAX_STEP_S,
+)
 
-MAX_TIMESTAMP_US = float(1 << 53)
-MAX_DURATION_US = 86_400e6
+MAX_TIMESTAMP_US = float(MAX_EXACT_COUNT)
+MAX_DURATION_US = MAX_STEP_S * 1e6
 MAX_INT64 = (1 << 63) - 1
-MAX_NELEMS = 1 << 40
-MAX_GPU_MEMORY_BYTES = 1 << 40
-MAX_DEVICES_PER_HOST = 1024
+MAX_NELEMS = MAX_BUFFER_BYTES
+MAX_GPU_MEMORY_BYTES = MAX_BUFFER_BYTES
+MAX_DEVICES_PER_HOST = MAX_GPUS_PER_NODE
 MAX_ARG_DEPTH = 8
-MAX_STEP_NUMBER = 1 << 53  # prof.step() counts a loop's steps from 0; HTA keeps them in float columns
+MAX_STEP_NUMBER = MAX_EXACT_COUNT  # prof.step() counts a loop's steps from 0; HTA keeps them in float columns
 # ProfilerStep spans in one file: a schedule records a few active steps (docs/trace.md: 3), and HTA matches
 # every host event against every step in Python, so 10^5 steps of 10^5 events would run for hours
 MAX_STEPS = 1000

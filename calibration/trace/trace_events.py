@@ -23,6 +23,7 @@ import numpy as np
 
 from calibration.trace.gpu_work import GpuWork, dims_of, elements
 from calibration.trace.trace_errors import TraceError
+from runtime_model.core.physical_bounds import MAX_BUFFER_BYTES
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -34,8 +35,7 @@ DTYPE_BYTES = {
 }  # fmt: skip
 ALL_REDUCE = "allreduce"
 ANNOTATED_ALL_REDUCE = "nccl:all_reduce"  # older traces: the collective's size sits on this annotation
-# No accelerator holds a 1 TiB buffer (the largest hold 288 GB): a larger message is an overflowed count.
-MAX_MESSAGE_BYTES = float(1 << 40)
+MAX_MESSAGE_BYTES = float(MAX_BUFFER_BYTES)  # a larger message is an overflowed count
 
 
 @dataclass(frozen=True)

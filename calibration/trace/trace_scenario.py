@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.nccl_tests_output import MAX_GBPS
 from calibration.trace.bucket_bytes import GradientBytes, bucket_bytes
 from calibration.trace.step_breakdown import TracedStep, traced_steps
 from calibration.trace.step_stats import StepStats, step_stats
@@ -25,6 +24,7 @@ from calibration.trace.trace_events import RankTrace, read_rank_trace
 from calibration.trace.trace_links import traced_network
 from calibration.variation_fit import fit_variation
 from runtime_model.core.distributions import NormalCompute
+from runtime_model.core.physical_bounds import MAX_ALGBW_Bps
 from runtime_model.core.scenario import (
     Bucket,
     BucketLayout,
@@ -34,8 +34,6 @@ from runtime_model.core.scenario import (
     Scenario,
 )
 from runtime_model.core.variation import Variation
-
-MAX_ALGBW_Bps = MAX_GBPS * 1e9  # the fastest all-reduce any machine runs (bytes / time), as nccl-tests'
 
 
 @dataclass(frozen=True)

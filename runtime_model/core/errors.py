@@ -11,6 +11,8 @@ and `OSError`; `RTMODEL_DEBUG=1` adds the traceback to every one of them.
 from __future__ import annotations
 
 DEBUG_ENV = "RTMODEL_DEBUG"  # "1": print the traceback of every error, user errors included
+# OSErrors about a path the user gave are user mistakes (exit 2); others (a full disk, ...) are run failures.
+USER_OS_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 class RtmodelError(Exception):

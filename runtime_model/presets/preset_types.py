@@ -28,6 +28,7 @@ from runtime_model.core.constraints import (
     Interval,
 )
 from runtime_model.core.errors import InvalidValue
+from runtime_model.core.physical_bounds import MAX_GPUS_PER_NODE
 from runtime_model.core.scenario import ScenarioError
 
 NON_NEGATIVE_INTEGER = Interval(0, None, closed="left", integer=True)
@@ -54,7 +55,7 @@ BYTES_PER_PARAM = Interval(0.0, 1024.0, closed="both")
 HOST_OPS = Interval(0.0, 1e6, closed="both")
 DISPATCHES_PER_TENSOR = Interval(0.0, 1e3, closed="both")
 # - GPUs in one node: 8 in a DGX, 72 in an NVL72 rack's NVLink domain; 1,024 leaves room for the next;
-GPUS_PER_NODE = Interval(1, 1024, closed="both", integer=True)
+GPUS_PER_NODE = Interval(1, MAX_GPUS_PER_NODE, closed="both", integer=True)
 # - a model's default global batch in units: at least one, at most GLOBAL_BATCH's 1e10.
 DEFAULT_GLOBAL_BATCH = Interval(1.0, 1e10, closed="both")
 
