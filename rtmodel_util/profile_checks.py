@@ -70,22 +70,23 @@ def known_keys(doc: dict, cls, origin: str, path: str) -> None:
             )
 
 
-def shown(value: Any) -> str:
-    """A value as a refusal shows it: short, ASCII, a long integer by its digits."""
+def brief_value(value: Any, width: int = 60) -> str:
+    """A value as a refusal of a measured document shows it: short, ASCII, a long integer by its digits
+    (profiles here; traces too, trace_document). Not rtmodel_util.shown: this one shortens a value."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**16:
         return f"an integer of {len(str(abs(value)))} digits"
     text = ascii(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def require_int(value: Any, path: str, origin: str, minimum: int = 1, maximum: int | None = None) -> int:
     top = MAX_COUNT if maximum is None else min(maximum, MAX_COUNT)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
-        raise fail(origin, path, f"must be an integer in [{minimum:,}, {top:,}], got {shown(value)}")
+        raise fail(origin, path, f"must be an integer in [{minimum:,}, {top:,}], got {brief_value(value)}")
     if not is_number(value) or not math.isfinite(value) or int(value) != value or value < minimum:
-        raise fail(origin, path, f"must be an integer >= {minimum}, got {shown(value)}")
+        raise fail(origin, path, f"must be an integer >= {minimum}, got {brief_value(value)}")
     if value > top:
-        raise fail(origin, path, f"must be at most {top:,}, got {shown(value)}")
+        raise fail(origin, path, f"must be at most {top:,}, got {brief_value(value)}")
     return int(value)
 
 
@@ -100,9 +101,11 @@ def optional_number(value: Any, path: str, origin: str) -> float | int | None:
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
-        raise fail(origin, path, f"must be a finite number within {MAX_NUMBER:g}, got {shown(value)}")
+        raise fail(origin, path, f"must be a finite number within {MAX_NUMBER:g}, got {brief_value(value)}")
     if not is_number(value) or not math.isfinite(value) or abs(value) > MAX_NUMBER:
-        raise fail(origin, path, f"must be a finite number within {MAX_NUMBER:g} or null, got {shown(value)}")
+        raise fail(
+            origin, path, f"must be a finite number within {MAX_NUMBER:g} or null, got {brief_value(value)}"
+        )
     return value
 
 
@@ -120,14 +123,14 @@ def texts(value: Any, path: str, origin: str) -> tuple[str, ...]:
 
 def check_time(value: Any, path: str, origin: str, positive: bool) -> None:
     if not is_number(value):
-        raise fail(origin, path, f"is not a number ({shown(value)}); times must be numbers in seconds")
+        raise fail(origin, path, f"is not a number ({brief_value(value)}); times must be numbers in seconds")
     if isinstance(value, int) and abs(value) > MAX_TIME_S:  # before a float of it could overflow
         why = (
             "negative; times must be >= 0 s"
             if value < 0
             else "more than a day; not a measured time (re-profile)"
         )
-        raise fail(origin, path, f"is {shown(value)} s, {why}")
+        raise fail(origin, path, f"is {brief_value(value)} s, {why}")
     if math.isnan(value):
         raise fail(origin, path, "is NaN; times must be finite numbers of seconds")
     if math.isinf(value):

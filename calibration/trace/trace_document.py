@@ -36,6 +36,7 @@ from pathlib import Path
 
 from calibration.trace import trace_errors
 from calibration.trace.trace_errors import TraceError
+from rtmodel_util.profile_checks import brief_value
 from runtime_model.core.defaults import MAX_GPUS
 from runtime_model.core.physical_bounds import (
     MAX_BUFFER_BYTES,
@@ -266,13 +267,8 @@ def _refuse(path: Path, field: str, requirement: str, value) -> None:
 
 
 def _shown(value) -> str:
-    """A value as the refusal shows it: a scalar short and ASCII, a container by its kind."""
-    if isinstance(value, list | dict):
-        return _kind(value)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
-        return f"an integer of {len(str(abs(value)))} digits"
-    text = ascii(value) if isinstance(value, str) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A value as the refusal shows it: a container by its kind, a scalar as a profile's refusal does."""
+    return _kind(value) if isinstance(value, list | dict) else brief_value(value, width=40)
 
 
 def _kind(value) -> str:

@@ -151,16 +151,8 @@ def check_ranks(traces) -> None:
 
 
 def check_same_run(traces) -> None:
-    """Several ranks' traces: one each, of one world, recorded over the same time (one run)."""
-    ranks = Counter(t.rank for t in traces)
-    if twice := [r for r, k in ranks.items() if k > 1]:
-        same = [t.path for t in traces if t.rank == twice[0]]
-        raise TraceError(
-            f"--trace: {' and '.join(same[:2])} are both rank {twice[0]}: give one file per rank"
-        )
-    worlds = {t.world_size for t in traces}
-    if len(worlds) > 1:
-        raise TraceError(f"--trace: the files come from different runs (world sizes {sorted(worlds)})")
+    """Several ranks' traces, one each of one world (check_ranks, as each was read), recorded over the same
+    time (one run)."""
     first = min(traces, key=lambda t: t.step_start_us[0] + t.clock_offset_us)
     for t in traces:
         if not _overlap(first, t):
