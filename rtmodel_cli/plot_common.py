@@ -8,9 +8,7 @@ imports the other's names. matplotlib is imported only when a figure is drawn.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -63,54 +61,44 @@ def check_outputs(out: Path, data: Path | None) -> None:
     check_output_path(data, "--data", inputs=command_input_files(OWN_OUTPUTS))
 
 
-# The outputs the running plot command holds locked (`writing`): render inside a `writing` block of the
-# same outputs does not lock them again (a second flock of one file, even by its holder, is refused).
-_LOCKED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "rtmodel_plot_locked", default=frozenset()
-)
-
-
 @contextlib.contextmanager
 def writing(out: Path, data: Path | None = None) -> Iterator[None]:
     """Check --out and --data (check_outputs) and hold their locks (rtmodel_util.files.output_lock) for the
     block: a plot command wraps its work in it, so a second command writing the same file is refused
     before the work, not silently lost after it."""
     check_outputs(out, data)
-    wanted = {
-        (os.path.realpath(p), p, flag) for p, flag in ((out, "--out"), (data, "--data")) if p is not None
-    }
-    held = _LOCKED.get()
     with contextlib.ExitStack() as stack:
-        for key, path, flag in sorted(wanted):
-            if key not in held:
+        for path, flag in ((out, "--out"), (data, "--data")):
+            if path is not None:
                 stack.enter_context(output_lock(path, flag))
-        token = _LOCKED.set(held | {key for key, _, _ in wanted})
-        try:
-            yield
-        finally:
-            _LOCKED.reset(token)
+        yield
 
 
 def render(make, out: Path, data: Path | None = None) -> None:
-    """Check and lock `out` and `data` (writing), build the figure with `make()` and save it
+    """Check and lock `out` and `data` (writing), then draw and save the figure (save_drawn)."""
+    with writing(out, data):
+        save_drawn(make, out, data)
+
+
+def save_drawn(make, out: Path, data: Path | None = None) -> None:
+    """Inside a `writing` block of `out` and `data`: build the figure with `make()` and save it
     (rtmodel_plots.save: whole or not at all); with --data, write the numbers the figure carries
     (rtmodel_plots.plotted) as CSV, whole or not at all, after the figure."""
     import rtmodel_plots as plots
 
-    with writing(out, data):
-        fig = make()
+    fig = make()
+    try:
+        plots.save(fig, out)
+    except OSError as exc:
+        raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
+    typer.echo(f"wrote {out}")
+    if data is not None:
+        table = plots.plotted(fig)
         try:
-            plots.save(fig, out)
+            write_atomic(data, table.csv_text())
         except OSError as exc:
-            raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from exc
-        typer.echo(f"wrote {out}")
-        if data is not None:
-            table = plots.plotted(fig)
-            try:
-                write_atomic(data, table.csv_text())
-            except OSError as exc:
-                raise UserError(f"cannot write '{data}': {exc.strerror or exc}") from exc
-            typer.echo(f"wrote {data} ({len(table.rows)} rows)")
+            raise UserError(f"cannot write '{data}': {exc.strerror or exc}") from exc
+        typer.echo(f"wrote {data} ({len(table.rows)} rows)")
 
 
 def check_topology(topology: str | None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rtmodel_cli import scenario_file
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
 from rtmodel_cli.options import GpuCountOpt, PerGpuOpt
-from rtmodel_cli.plot_common import OutOpt, data_opt, merged, plotted_answer, render, writing
+from rtmodel_cli.plot_common import OutOpt, data_opt, merged, plotted_answer, save_drawn, writing
 from rtmodel_cli.plot_variance import WITHOUT
 
 CrossoverDataOpt = data_opt(
@@ -40,4 +40,4 @@ def crossover(
         o, taken = merged(inputs)
         with scenario_file.blamed(o.scenario, taken):
             answer, where = plotted_answer(o, gpus, batch_per_gpu)
-            render(lambda: plots.crossover_curve(answer, where), out, data)
+            save_drawn(lambda: plots.crossover_curve(answer, where), out, data)

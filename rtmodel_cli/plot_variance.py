@@ -20,7 +20,7 @@ from rtmodel_cli.plot_common import (
     data_opt,
     merged,
     plotted_scenario,
-    render,
+    save_drawn,
     writing,
 )
 from runtime_model.core.constraints import Interval
@@ -69,7 +69,7 @@ def variance(
         with scenario_file.blamed(o.scenario, taken):
             sc = _scenario(o, gpus, batch_per_gpu)
             factors, cvs = grid(straggler_max, 1.0, POINTS), grid(cv_max, 0.0, POINTS)
-            render(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out, data)
+            save_drawn(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out, data)
 
 
 def _scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):
