@@ -17,7 +17,7 @@ from pathlib import Path
 
 from emulation.errors import EmulationError
 from rtmodel_util.processes import terminate_then_kill
-from rtmodel_util.run_dirs import sweep_stale
+from rtmodel_util.run_dirs import pid_runs, sweep_stale
 
 PREFIX = "rtmemu-"
 _NAME_RE = re.compile(r"^rtmemu-(\d+)-([0-9a-z]+)-n(\d+)$")
@@ -84,22 +84,12 @@ def delete_namespace(name: str) -> None:
     run_cmd(["ip", "netns", "del", name], check=False)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def cleanup_stale() -> list[str]:
     """Remove namespaces left by killed runs (our prefix, owner pid dead); returns the names removed."""
     removed = []
     for name in list_namespaces():
         pid = owner_pid(name)
-        if pid is not None and not _pid_alive(pid):
+        if pid is not None and not pid_runs(pid):
             delete_namespace(name)
             removed.append(name)
     return removed

@@ -36,12 +36,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from rtmodel_util.shown import say
+
 __all__ = [
     "FAMILIES",
     "OWNER_FILE",
     "RunDirectory",
     "child_tmpdir",
     "describe_removed",
+    "pid_runs",
     "run_directory",
     "sweep_stale",
 ]
@@ -95,7 +98,7 @@ def _machine() -> dict:
     }
 
 
-def _pid_runs(pid: int) -> bool:
+def pid_runs(pid: int) -> bool:
     """True unless no process `pid` exists (another user's process exists too: kept)."""
     if pid <= 0:
         return True  # 0 and below name process groups: never a dead owner
@@ -117,7 +120,7 @@ def _owner_gone(record: dict, here: dict) -> bool:
     pid = record.get("pid")
     if record.get("pidns") != here["pidns"] or type(pid) is not int:
         return False  # another container's run: its processes are invisible from here
-    if not _pid_runs(pid):
+    if not pid_runs(pid):
         return True
     start = record.get("start")
     return type(start) is int and _start_time(pid) not in (None, start)  # the pid was reused since
@@ -181,7 +184,7 @@ def sweep_stale(families: Iterable[str] = FAMILIES, root: str | os.PathLike | No
         if record is not None:
             stale = _owner_gone(record, here)
         else:
-            stale = not _pid_runs(int(match.group(1))) and time.time() - st.st_mtime > NO_RECORD_GRACE_S
+            stale = not pid_runs(int(match.group(1))) and time.time() - st.st_mtime > NO_RECORD_GRACE_S
         if stale:
             shutil.rmtree(path, ignore_errors=True)
             if not os.path.lexists(path):
@@ -197,7 +200,7 @@ def describe_removed(paths: list[Path], shown: int = 3) -> str:
 
 
 def _say_on_stderr(line: str) -> None:
-    print(f"[rtmodel] {line}", file=sys.stderr, flush=True)
+    say(f"[rtmodel] {line}", flush=True)
 
 
 # ---- a run's directory ---------------------------------------------------------------------------------
