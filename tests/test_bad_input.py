@@ -125,6 +125,11 @@ FIXTURES = {
     "trace-rank0-again.json": kineto_trace(world=2, base_ns=1_700_000_000 * 10**9 + 1000),
     "trace-rank1-next-day.json": kineto_trace(rank=1, world=2, base_ns=1_700_000_000 * 10**9 + DAY_NS),
     "trace-not-json.txt": "a trace\n",
+    # issue 67: outputs that would destroy an input or a file of another kind, and measured absurdities
+    "fast.txt": nccl_tests_output({(1 << 20) << i: 1e-3 for i in range(8)}, 16, 2),  # 1 GiB in 1 ns
+    "nt.png": nccl_tests_output({(1 << 20) << i: 50.0 + ((1 << 20) << i) / 9e4 for i in range(8)}, 8, 1),
+    "nt-scenario.toml": 'nccl_tests = "nt.png"\n',
+    "not-results.json": '{"a": 1}\n',
     "unknown-key.toml": "gpu_count = 64\n",
     "wrong-type.toml": 'gpus = "64"\n',
     "zero-params.toml": "params = 0\ncompute_ms = 100\n",
@@ -551,6 +556,15 @@ CASES = [
     case("is also the input --nccl-tests", "plot", "crossover", "--out", "profile.png", "--nccl-tests",
          "profile.png"),
     case("the file name is 260 bytes", "plot", "speedup", "--out", "f" * 256 + ".png"),
+    case("is also the input 'nccl_tests' of --scenario nt-scenario.toml", "plot", "crossover", "--scenario",
+         "nt-scenario.toml", "--out", "nt.png"),
+    # issue 67: outputs checked before any work; measured inputs bounded; file text shown escaped
+    case("is not a validation results file", "validate", "--profile", "profile.json", "--topology", "ring",
+         "--results", "not-results.json"),
+    case("--trace-out needs a directory path", "profile", "--out", "p.json", "--trace-out", ""),
+    case("--trace-out profile.json is a file", "profile", "--out", "p.json", "--trace-out", "profile.json"),
+    case("is beyond any machine", "advise", "--nccl-tests", "fast.txt"),
+    case("unknown network 'ib\\x1b[2j'", "advise", "--network", "ib\x1b[2J"),
     # the advisor's, topologies' and the plots' named refusals (one corpus: they were a second table)
     case("does not divide", "advise", "--gpus", "64", "--gpus-per-node", "3"),
     case("choose one of: A100, A100-80GB, A40, H100, H200, T4, V100, V100-32GB", "advise", "--gpu", "V100X"),
