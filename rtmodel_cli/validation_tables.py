@@ -33,7 +33,13 @@ def _fitted(
 
 
 def _ms(x: float) -> str:
-    return f"{x * 1e3:.2f} ms"
+    return "n/a" if not math.isfinite(x) else f"{x * 1e3:.2f} ms"  # n/a: a run the model does not predict
+
+
+def _gib(peaks: tuple[int | None, ...] | None) -> str:
+    """The largest rank's peak memory, in GiB ("n/a" where none was measured)."""
+    known = [p for p in peaks or () if p is not None]
+    return f"{max(known) / 2**30:.3g} GiB" if known else "n/a"
 
 
 def _pct(x: float) -> str:
@@ -51,7 +57,11 @@ def render_result(res: ValidationResult, console: Console) -> None:
         ("measured p50", 3),
         ("measured p90", 4),
         ("rank spread", 2),
+        ("peak memory", 1),
     ]
+    runs = [("allreduce (DDP)", res.allreduce), (f"{res.topology} (Decent-DP)", res.decentralized)]
+    if res.fsdp is not None:
+        runs.append(("fsdp (FSDP2, ZeRO-3)", res.fsdp))
     rows = [
         [
             label,
@@ -62,20 +72,20 @@ def render_result(res: ValidationResult, console: Console) -> None:
             _ms(c.measured.p50_s),
             _ms(c.measured.p90_s),
             f"{c.measured.rank_spread:.3f}",
+            _gib(c.peak_memory_bytes),
         ]
-        for label, c in (
-            ("allreduce (DDP)", res.allreduce),
-            (f"{res.topology} (Decent-DP)", res.decentralized),
-        )
+        for label, c in runs
     ]
     title = (
         f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), {res.workload['model']}, "
         f"{res.iterations} timed iterations after {res.warmup} warm-up"
     )
-    spread = "rank spread" in _fitted(console, title, cols, rows)
+    shown = _fitted(console, title, cols, rows)
+    source = res.allreduce.peak_memory_source
     console.print(
         "error = (predicted - measured) / measured on the mean iteration time (= throughput)"
-        + ("; rank spread = max / min of per-rank medians" if spread else ""),
+        + ("; rank spread = max / min of per-rank medians" if "rank spread" in shown else "")
+        + (f"; peak memory = the largest rank's ({source})" if "peak memory" in shown and source else ""),
         style="dim",
         highlight=False,
     )

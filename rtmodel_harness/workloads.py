@@ -186,12 +186,17 @@ class _SleepFn(torch.autograd.Function):
         return grad_x, torch.zeros(shape, dtype=dtype, device=device), None, None
 
 
+def _local_numel(p) -> int:
+    """The elements this rank steps: a DTensor's (FSDP2's shard) local part, else all of them."""
+    return p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+
+
 class SleepOptimizer(torch.optim.Optimizer):
     """Sleeps total_s x (its parameters' share of the model) per step and applies a plain SGD update."""
 
     def __init__(self, params, total_s: float, model_numel: int, lr: float):
         super().__init__(params, {"lr": lr})
-        mine = sum(p.numel() for g in self.param_groups for p in g["params"])
+        mine = sum(_local_numel(p) for g in self.param_groups for p in g["params"])
         self.step_s = total_s * mine / max(1, model_numel)
 
     @torch.no_grad()

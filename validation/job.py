@@ -9,7 +9,7 @@ have every field fails at once, naming the field.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from validation.errors import ValidationError
@@ -67,6 +67,7 @@ class RankJob:
     timeout_s: float
     local_sgd: LocalSgd | None = None  # None: no local-SGD run
     backend: str = "auto"  # --backend (rtmodel_util.backend_choice decides auto on each host)
+    baseline: str | None = None  # --baseline: "fsdp" adds a sharded training (FSDP2, ZeRO-3); None: none
 
     def to_json(self) -> dict:
         return {**asdict(self), "workload": self.workload.to_json()}
@@ -107,6 +108,11 @@ class RankReport:
     # before the runs: drift since the profile, told apart from the model's error (validation/drift.py)
     bare_compute_s: tuple[float, ...] = ()
     load_avg_1m: float | None = None
+    fsdp_s: tuple[float, ...] = ()  # per iteration of the FSDP2 run (--baseline fsdp); empty: not run
+    # run ("allreduce", "decentralized", "local_sgd", "fsdp") -> this rank's peak bytes (None: not measured),
+    # and how they were measured or why not (validation.peak_memory); reports from before them load empty
+    peak_memory_bytes: dict = field(default_factory=dict)
+    peak_memory_source: str | None = None
 
     def to_json(self) -> dict:
         times = {k: list(getattr(self, k)) for k in TIMES}
@@ -119,4 +125,5 @@ class RankReport:
         return cls(**{**values, **times, "distance_to_consensus": float(values["distance_to_consensus"])})
 
 
-TIMES = ("allreduce_s", "decentralized_s", "local_sgd_s", "bare_compute_s")  # a report's per-iteration times
+# a report's per-iteration times
+TIMES = ("allreduce_s", "decentralized_s", "local_sgd_s", "bare_compute_s", "fsdp_s")

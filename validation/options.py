@@ -37,6 +37,7 @@ class ValidateOptions:
     precision: str | None = None  # None: the profile's recipe (rtmodel_harness.recipe)
     optimizer: str | None = None
     local_sgd: LocalSgd | None = None  # checked options (validation.local_sgd): a third run, local SGD
+    baseline: str | None = None  # "fsdp": a sharded run too, FSDP2 (validation.sharded); None: none
     backend: str = "auto"  # auto | nccl | gloo (rtmodel_util.backend_choice)
     timeout_s: float = DEFAULT_TIMEOUT_S  # rendezvous / collectives, and a local job as a whole
     progress: bool = False  # one line per phase on stderr (rank 0 under torchrun)

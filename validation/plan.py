@@ -83,6 +83,7 @@ class PlanPredictions:
     allreduce: IterationPrediction  # PyTorch DDP
     topology: IterationPrediction  # Decent-DP on Plan.topology
     local_sgd: LocalSgdPrediction | None = None  # with local-SGD options: per inner step
+    fsdp: IterationPrediction | None = None  # --baseline fsdp, where the model has it (validation.sharded)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class Plan:
     local_sgd: LocalSgd | None = None  # None: no local-SGD run
     local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
+    baseline: str | None = None  # "fsdp": a sharded training too (validation.sharded); None: none
     # the model's inputs (the scenario, the schedule): the profile's compute, and predictions again with
     # today's compute (validation/drift.py)
     model_inputs: tuple | None = field(default=None, repr=False, compare=False)
@@ -131,6 +133,7 @@ class Plan:
             timeout_s=timeout_s,
             local_sgd=self.local_sgd,
             backend=backend,
+            baseline=self.baseline,
         )
 
     def to_dict(self) -> dict:
@@ -351,6 +354,9 @@ def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> P
     topology, recommended, iterations, warmup = opts.topology, opts.recommended, opts.iterations, opts.warmup
     local_sgd = opts.local_sgd
     check_counts(iterations, warmup)
+    from validation.sharded import check_baseline, fsdp_prediction
+
+    baseline = check_baseline(opts.baseline)
     check_topology_choice(topology, recommended)
     origin = profile.origin
     check_shape(profile, shape, origin)
@@ -365,8 +371,14 @@ def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> P
             f"{name} + {MIN_WARMUP}): each gossip group's first collective sets up its communicator, untimed"
         )
     dd_name = TOPOLOGIES[name].decent_dp_name
+    fsdp, no_fsdp = fsdp_prediction(scenario) if baseline == "fsdp" else (None, None)
+    if no_fsdp:
+        notes.append(f"fsdp is measured only: {no_fsdp}")
     predicted = PlanPredictions(
-        allreduce_prediction(scenario), gossip_prediction(scenario, schedule), _predict_local_sgd(scenario, local_sgd)
+        allreduce_prediction(scenario),
+        gossip_prediction(scenario, schedule),
+        _predict_local_sgd(scenario, local_sgd),
+        fsdp,
     )
     info = ProfileInfo(
         backend=profile.backend,
@@ -390,6 +402,7 @@ def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> P
         notes=notes,
         profile_info=info,
         **_local_sgd_plan(local_sgd, iterations, run_warmup),
+        baseline=baseline,
         model_inputs=(scenario, schedule),
     )
 

@@ -9,6 +9,7 @@ topology Decent-DP ships ("complete"). Any failure becomes one ValidationError l
 decent_dp's versions and what to do. World size 1 is refused first: Decent-DP divides by group size - 1.
 
 Cost: a Linear(8, 8), two Decent-DP iterations and Decent-DP's two process groups for its topology.
+With --baseline fsdp, two FSDP2 iterations on two Linear(8, 8) blocks too (`preflight_fsdp`).
 """
 
 from __future__ import annotations
@@ -173,3 +174,49 @@ def preflight_job(job: RankJob, device, recipe=None) -> None:
         raise ValidationError(world_size_line(world_size))
     factory = job_optimizer_factory(recipe)
     preflight_decent_dp(device, world_size, factory, local_world_size=job.ranks_per_node)
+    if job.baseline == "fsdp":
+        preflight_fsdp(torch.device(device), world_size, factory, recipe)
+
+
+def fsdp_failure_line(device, exc: BaseException) -> str:
+    """One line: FSDP2 cannot train here, why, torch's version, and what to do."""
+    cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if len(cause) > _MAX_CAUSE_CHARS:
+        cause = cause[: _MAX_CAUSE_CHARS - 3] + "..."
+    return (
+        f"FSDP2 preflight failed on {device} ({torch.distributed.get_backend()}): two fully_shard steps "
+        f"raised {cause} (torch {torch.__version__}); --baseline fsdp cannot run here: leave it out"
+    )
+
+
+def preflight_fsdp(
+    device: torch.device, world_size: int, optimizer_factory: OptimizerFactory, recipe=None
+) -> None:
+    """--baseline fsdp, before any training: two FSDP2 iterations (rtmodel_harness.fsdp.shard_model, the
+    run's optimizer, autocast and GradScaler) on two Linear(8, 8) blocks, so a backend or device FSDP2
+    cannot train on is one line before DDP and Decent-DP have spent their time, not after."""
+    from rtmodel_harness.fsdp import shard_model
+    from rtmodel_harness.recipe import Recipe, backward, optimizer_step
+
+    chosen = recipe or Recipe()
+    with torch.random.fork_rng(devices=[]):  # the run's own seeding stays as it was
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+        inputs = torch.randn(4, 8)
+
+    def steps() -> None:
+        sharded = shard_model(model.to(device), device, world_size)
+        optimizer = optimizer_factory(list(sharded.parameters()))
+        scaler = chosen.prepare(device)
+        for _ in range(2):
+            with chosen.autocast(device):
+                loss = sharded(inputs.to(device)).float().square().mean()
+            backward(loss, scaler)
+            optimizer_step(optimizer, scaler)
+
+    try:
+        steps()
+    except Exception as exc:  # noqa: BLE001 - any failure of the step is the one line the user sees
+        if isinstance(exc, _distributed_errors()):
+            raise
+        raise ValidationError(fsdp_failure_line(device, exc)) from exc

@@ -45,6 +45,14 @@ if TYPE_CHECKING:  # annotations only: importing this module (validate's --help)
 DEFAULT_RESULTS_NAME = "rtmodel-validations.jsonl"
 DEFAULT_RESULTS_DOC = f"./{DEFAULT_RESULTS_NAME}, in the directory validate runs in (one file per project)"
 LOCAL_SGD_KEYS = ("local_sgd", "local_sgd_run")  # in a record only when the validation ran local SGD
+FSDP_KEY = "fsdp"  # in a record only when the validation ran the sharded baseline (--baseline fsdp)
+# a run's memory (validation.analysis.Comparison), in its record when anything of it is known
+PEAK_MEMORY_KEYS = (
+    "peak_memory_bytes",
+    "peak_memory_source",
+    "predicted_peak_memory_bytes",
+    "predicted_peak_memory_source",
+)
 
 
 @dataclass
@@ -75,6 +83,7 @@ class ValidationResult:
     local_sgd_run: dict | None = None  # its options, warm-up and timed inner steps, the prediction's parts
     # the bare step now against the profile's, errors with today's compute (drift.py)
     drift: dict | None = None
+    fsdp: Comparison | None = None  # FSDP2, ZeRO-3 (validate --baseline fsdp); None: not run
 
     def to_record(self) -> dict:
         """The JSONL line: everything but the per-iteration times."""
@@ -82,9 +91,14 @@ class ValidationResult:
         d.pop("times_s")
         d.pop("shape")
         # without local SGD or a drift check: the record it always wrote
-        for key in (*LOCAL_SGD_KEYS, "drift"):
+        for key in (*LOCAL_SGD_KEYS, "drift", FSDP_KEY):
             if d[key] is None:
                 d.pop(key)
+        for key in ("allreduce", "decentralized", "local_sgd", FSDP_KEY):
+            run = d.get(key)
+            if run is not None and all(run[k] is None for k in PEAK_MEMORY_KEYS):
+                for k in PEAK_MEMORY_KEYS:  # a run with no memory measured or predicted: the record it was
+                    run.pop(k)
         s = self.shape  # the file's own names (record version 1), which existing files use
         shape = {"world_size": s.gpus, "ranks_per_node": s.gpus_per_node, "nodes": s.nodes}
         return {**document_header(RECORD_KIND, RECORD_VERSION), "shape": shape, **d}
@@ -115,7 +129,7 @@ class ValidationResult:
                 **{**d, "measured": Measured(**_typed(Measured, d["measured"], f"{what}'s measured"))}
             )
 
-        for key in ("allreduce", "decentralized", "local_sgd"):
+        for key in ("allreduce", "decentralized", "local_sgd", FSDP_KEY):
             if values.get(key) is not None:
                 values[key] = comparison(values[key], f"the record's {key}")
         values["verdict"] = Verdict(**_typed(Verdict, values["verdict"], "the record's verdict"))
@@ -149,6 +163,8 @@ def _typed(cls, doc: Any, what: str, skip: tuple[str, ...] = ()) -> dict:
             value = float("nan") if value is None else float(value)
         elif f.type.startswith("tuple[float") and value is not None:
             value = tuple(float("nan") if v is None else float(v) for v in value)
+        elif f.type.startswith("tuple[int") and value is not None:
+            value = tuple(None if v is None else int(v) for v in value)
         out[f.name] = value
     return out
 
@@ -348,11 +364,13 @@ def _points_from_record(rec: dict) -> list[ParityPoint]:
 
 
 def _runs(rec: dict, unnamed: str | None = None) -> list[tuple[str, str | None]]:
-    """(record key, run name) of each timed run a record holds: DDP, Decent-DP, local SGD when it ran."""
+    """(record key, run name) of each timed run a record holds: DDP, Decent-DP; local SGD, FSDP if they ran."""
     runs = [("allreduce", "allreduce"), ("decentralized", rec.get("topology", unnamed))]
     local = rec.get("local_sgd")
     if isinstance(local, dict):
         runs.append(("local_sgd", str(local.get("name") or "local-sgd")))
+    if isinstance(rec.get(FSDP_KEY), dict):
+        runs.append((FSDP_KEY, FSDP_KEY))
     return runs
 
 

@@ -17,6 +17,11 @@ DDP rebuilds its buckets after the 1st, and NCCL sets up a group's communicator 
 Local SGD (rtmodel_harness.local_sgd) times every inner step the same way, the step that launches or
 waits for an outer all-reduce included; warm-up and timed steps are whole periods of H
 (validation.local_sgd.local_sgd_counts), so the mean holds each outer sync as often as the model's.
+With job.baseline "fsdp" a last training shards the model with FSDP2 (rtmodel_harness.fsdp: ZeRO-3) and
+steps it as DDP's (train_step: the recipe, zero_grad(set_to_none=True)); one iteration is forward (each
+block's all-gather) + backward (all-gathers again, reduce-scatters the gradients) + the optimizer on the
+shards. Every training also records this rank's peak memory (validation.peak_memory: CUDA's allocator
+peak over the timed iterations; on a CPU MemTracker, in iterations of its own after the timed ones).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from rtmodel_util.processes import NODE_NAME_ENV
 from rtmodel_util.rank_exit import release_process_groups
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport
+from validation.peak_memory import PeakMemory
 
 
 def init_distributed(timeout_s: float, backend: str = "auto") -> bool:
@@ -56,20 +62,29 @@ def run_device() -> torch.device:
     return choose_backend("auto")[1]
 
 
-def timed_loop(step_fn, workload, warmup: int, iterations: int, device: torch.device) -> list[float]:
-    """Per-iteration wall times (s) of `step_fn(batch)` after `warmup` untimed iterations."""
+def timed_loop(
+    step_fn, workload, warmup: int, iterations: int, device: torch.device, memory: PeakMemory | None = None
+) -> list[float]:
+    """Per-iteration wall times (s) of `step_fn(batch)` after `warmup` untimed iterations; `memory` is told
+    when the timed ones start and end (validation.peak_memory)."""
     from rtmodel_harness.distributed import barrier, clock
 
     times: list[float] = []
     for step in range(warmup + iterations):
         if step == warmup:
             barrier(device)  # all ranks start the timed part together
+            if memory is not None:
+                memory.timed_start()
         batch = workload.make_batch(step)
         t0 = clock(device)
         step_fn(batch)
         t1 = clock(device)
         if step >= warmup:
             times.append(t1 - t0)
+        elif memory is not None:
+            memory.between_iterations()
+    if memory is not None:
+        memory.timed_end()
     return times
 
 
@@ -110,24 +125,46 @@ def run_bare(job: RankJob, device: torch.device) -> list[float]:
     return timed_loop(step, wl, BARE_WARMUP, BARE_ITERATIONS, device)
 
 
-def run_allreduce(job: RankJob, device: torch.device) -> list[float]:
+def run_allreduce(job: RankJob, device: torch.device) -> tuple[list[float], PeakMemory]:
+    """(times, this rank's peak memory), as every run_* below."""
     from torch.nn.parallel import DistributedDataParallel
 
     from rtmodel_harness.ddp_args import ddp_kwargs
     from rtmodel_harness.recipe import train_step
 
-    recipe, scaler, wl = _prepared(job, device)
-    model = DistributedDataParallel(wl.model, **ddp_kwargs(device, job.workload.bucket_cap_mb))
-    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
+    with PeakMemory(device) as memory:
+        recipe, scaler, wl = _prepared(job, device)
+        model = DistributedDataParallel(wl.model, **ddp_kwargs(device, job.workload.bucket_cap_mb))
+        optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
 
-    def step(batch):
-        train_step(recipe, wl, model, batch, optimizer, scaler)
+        def step(batch):
+            train_step(recipe, wl, model, batch, optimizer, scaler)
 
-    return timed_loop(step, wl, job.warmup, job.iterations, device)
+        times = timed_loop(step, wl, job.warmup, job.iterations, device, memory)
+        memory.measure(step, wl, job.warmup + job.iterations)
+    return times, memory
 
 
-def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float]:
-    """(times, this rank's distance to consensus after the run)."""
+def run_fsdp(job: RankJob, device: torch.device) -> tuple[list[float], PeakMemory]:
+    """The sharded baseline: FSDP2 over every rank (rtmodel_harness.fsdp), stepped as DDP's."""
+    from rtmodel_harness.fsdp import shard_model
+    from rtmodel_harness.recipe import train_step
+
+    with PeakMemory(device) as memory:
+        recipe, scaler, wl = _prepared(job, device)
+        model = shard_model(wl.model, device, job.world_size)
+        optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
+
+        def step(batch):
+            train_step(recipe, wl, model, batch, optimizer, scaler)
+
+        times = timed_loop(step, wl, job.warmup, job.iterations, device, memory)
+        memory.measure(step, wl, job.warmup + job.iterations)
+    return times, memory
+
+
+def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float, PeakMemory]:
+    """(times, this rank's distance to consensus after the run, its peak memory)."""
     from decent_dp.ddp import DecentralizedDataParallel
     from decent_dp.topo import TopologyReg
 
@@ -139,23 +176,27 @@ def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float
     name = job.decent_dp_topology
     if name not in TopologyReg.registry:
         raise ValidationError(f"Decent-DP has no topology {name!r} (known: {', '.join(TopologyReg.registry)})")
-    recipe, scaler, wl = _prepared(job, device)
-    model = DecentralizedDataParallel(
-        wl.model, **decent_dp_kwargs(wl, recipe, scaler, name, job.workload.bucket_cap_mb, job.ranks_per_node)
-    )
-    model.train()
+    with PeakMemory(device) as memory:
+        recipe, scaler, wl = _prepared(job, device)
+        wrap = decent_dp_kwargs(wl, recipe, scaler, name, job.workload.bucket_cap_mb, job.ranks_per_node)
+        model = DecentralizedDataParallel(wl.model, **wrap)
+        model.train()
 
-    def step(batch):
-        backward_only_step(recipe, wl, model, batch, scaler)
+        def step(batch):
+            backward_only_step(recipe, wl, model, batch, scaler)
 
-    times = timed_loop(step, wl, job.warmup, job.iterations, device)
-    d2c = model.global_avg(will_revert=False, return_d2c=True)
-    return times, float(d2c)
+        times = timed_loop(step, wl, job.warmup, job.iterations, device, memory)
+        d2c = model.global_avg(will_revert=False, return_d2c=True)  # after the timed iterations, as before
+        memory.measure(step, wl, job.warmup + job.iterations)
+    return times, float(d2c), memory
 
 
-def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: int) -> list[float]:
+def run_local_sgd(
+    job: RankJob, device: torch.device, warmup: int, iterations: int
+) -> tuple[list[float], PeakMemory]:
     """Per-inner-step times of local SGD with job.local_sgd (module doc of rtmodel_harness.local_sgd), after
-    `warmup` untimed inner steps (both whole periods: validation.local_sgd.local_sgd_counts)."""
+    `warmup` untimed inner steps (both whole periods: validation.local_sgd.local_sgd_counts), and the peak
+    memory (on a CPU over one more whole period, so an outer sync is in it)."""
     from torch.nn.parallel import DistributedDataParallel
 
     from rtmodel_harness.ddp_args import ddp_kwargs
@@ -163,22 +204,26 @@ def run_local_sgd(job: RankJob, device: torch.device, warmup: int, iterations: i
     from rtmodel_harness.recipe import train_step
 
     opts = job.local_sgd
-    recipe, scaler, wl = _prepared(job, device)
-    model = wl.model
-    if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
-        group = node_group(job.ranks_per_node)
-        model = DistributedDataParallel(wl.model, **ddp_kwargs(device, job.workload.bucket_cap_mb, process_group=group))
-    optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
-    outer = OuterSync(wl.model.parameters(), opts.inner_steps, opts.overlap_steps, opts.fragments, opts.bits)
-    steps = itertools.count()
+    with PeakMemory(device) as memory:
+        recipe, scaler, wl = _prepared(job, device)
+        model = wl.model
+        if opts.replica == "node" and job.ranks_per_node > 1:  # DDP inside each node, every inner step
+            group = node_group(job.ranks_per_node)
+            wrap = ddp_kwargs(device, job.workload.bucket_cap_mb, process_group=group)
+            model = DistributedDataParallel(wl.model, **wrap)
+        optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
+        params = wl.model.parameters()
+        outer = OuterSync(params, opts.inner_steps, opts.overlap_steps, opts.fragments, opts.bits)
+        steps = itertools.count()
 
-    def step(batch):
-        train_step(recipe, wl, model, batch, optimizer, scaler)
-        outer.after_step(next(steps))
+        def step(batch):
+            train_step(recipe, wl, model, batch, optimizer, scaler)
+            outer.after_step(next(steps))
 
-    times = timed_loop(step, wl, warmup, iterations, device)
-    outer.finish()
-    return times
+        times = timed_loop(step, wl, warmup, iterations, device, memory)
+        memory.measure(step, wl, warmup + iterations, iterations=opts.inner_steps)
+        outer.finish()
+    return times, memory
 
 
 def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
@@ -204,16 +249,22 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         bare_times = run_bare(job, device)
         counts = f"{job.warmup} warm-up + {job.iterations} timed iterations on {world} ranks ({device.type})"
         note(f"DDP run (All-Reduce): {counts}")
-        ar_times = run_allreduce(job, device)
+        ar_times, ar_memory = run_allreduce(job, device)
         note(f"Decent-DP run ({job.decent_dp_topology}): {counts}")
-        dd_times, d2c = run_decentdp(job, device)
-        ls_times = []
+        dd_times, d2c, dd_memory = run_decentdp(job, device)
+        peaks = {"allreduce": ar_memory.peak_bytes, "decentralized": dd_memory.peak_bytes}
+        ls_times, fs_times = [], []
         if job.local_sgd is not None:
             from validation.local_sgd import local_sgd_counts
 
             warm, timed = local_sgd_counts(job.iterations, job.warmup, job.local_sgd.inner_steps)
             note(f"local-SGD run: {warm} warm-up + {timed} timed inner steps on {world} ranks ({device.type})")
-            ls_times = run_local_sgd(job, device, warm, timed)
+            ls_times, ls_memory = run_local_sgd(job, device, warm, timed)
+            peaks["local_sgd"] = ls_memory.peak_bytes
+        if job.baseline == "fsdp":
+            note(f"FSDP2 run (fully_shard per block, ZeRO-3): {counts}")
+            fs_times, fs_memory = run_fsdp(job, device)
+            peaks["fsdp"] = fs_memory.peak_bytes
         report = RankReport(
             rank=rank,
             local_rank=int(os.environ.get("LOCAL_RANK", rank)),
@@ -226,6 +277,9 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
             local_sgd_s=tuple(ls_times),
             bare_compute_s=tuple(bare_times),
             load_avg_1m=load_1m,
+            fsdp_s=tuple(fs_times),
+            peak_memory_bytes=peaks,
+            peak_memory_source=ar_memory.source,
         )
         gathered: list = [None] * world
         dist.all_gather_object(gathered, report)

@@ -36,7 +36,7 @@ from rtmodel_util.processes import (
 )
 from rtmodel_util.shown import say
 from runtime_model.core.errors import RtmodelError
-from validation.analysis import compare, measure, verdict
+from validation.analysis import Comparison, compare, measure, verdict
 from validation.errors import RankFailure, ValidationError
 from validation.job import RankReport
 from validation.options import ValidateOptions
@@ -100,10 +100,15 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
     reports = sorted(reports, key=lambda r: r.rank)
     ar_times = [list(r.allreduce_s) for r in reports]
     dd_times = [list(r.decentralized_s) for r in reports]
-    ar = compare("allreduce", plan.predicted.allreduce, measure(ar_times))
-    dd = compare(plan.topology, plan.predicted.topology, measure(dd_times))
+    device = reports[0].device.split(":")[0]
+    memory = _memory_of(plan, reports, device)
+    ar = memory(compare("allreduce", plan.predicted.allreduce, measure(ar_times)), "allreduce")
+    dd = memory(compare(plan.topology, plan.predicted.topology, measure(dd_times)), "decentralized")
     times = {"allreduce": ar_times, "decentralized": dd_times}
     local = _local_sgd_result(plan, reports, times)
+    if "local_sgd" in local:
+        local["local_sgd"] = memory(local["local_sgd"], "local_sgd")
+    sharded = _fsdp_result(plan, reports, times, memory)
     d2c = [r.distance_to_consensus for r in reports]
     notes = list(plan.notes)
     hosts = [r.host for r in reports]
@@ -112,7 +117,6 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
             f"{plan.shape.nodes} nodes of {plan.shape.gpus_per_node} ranks were emulated on "
             f"{len(set(hosts))} host(s): 'inter-node' traffic ran over the same machine"
         )
-    device = reports[0].device.split(":")[0]
     prof_dev = plan.profile_info.device
     if prof_dev and prof_dev != device:
         notes.append(f"the profile was taken on {prof_dev} but this run used {device}")
@@ -141,6 +145,7 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
         times_s=times,
         drift=drift,
         **local,
+        **sharded,
     )
 
 
@@ -159,6 +164,51 @@ def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dic
         "predicted": prediction_breakdown(plan.predicted.local_sgd),
     }
     return {"local_sgd": compare_local_sgd(plan.predicted.local_sgd, measure(ls_times)), "local_sgd_run": run}
+
+
+def _memory_of(plan: Plan, reports: list[RankReport], device: str):
+    """(comparison, run) -> the comparison with every rank's measured peak memory (validation.peak_memory)
+    and the memory model's (validation.sharded.predicted_peak: a hook, None without the memory model)."""
+    from dataclasses import replace
+
+    from validation.sharded import predicted_peak
+
+    source = reports[0].peak_memory_source
+    scenario = plan.model_inputs[0] if plan.model_inputs is not None else None
+
+    def memory(comparison: Comparison, run: str) -> Comparison:
+        peaks = tuple(r.peak_memory_bytes.get(run) for r in reports)
+        if scenario is None:
+            predicted, why = None, "no model inputs in the plan"
+        else:
+            predicted, why = predicted_peak(
+                scenario, run, plan.workload, device, reports[0].backend, plan.local_sgd
+            )
+        return replace(
+            comparison,
+            peak_memory_bytes=peaks if any(p is not None for p in peaks) else None,
+            peak_memory_source=source,
+            predicted_peak_memory_bytes=predicted,
+            predicted_peak_memory_source=why,
+        )
+
+    return memory
+
+
+def _fsdp_result(plan: Plan, reports: list[RankReport], times: dict, memory) -> dict:
+    """The result's fsdp field (none without --baseline fsdp); adds its times to `times`. Without the
+    model's FSDP2 prediction its predicted times and error are NaN (null in the record)."""
+    if plan.baseline != "fsdp":
+        return {}
+    fs_times = [list(r.fsdp_s) for r in reports]
+    times["fsdp"] = fs_times
+    measured = measure(fs_times)
+    if plan.predicted.fsdp is not None:
+        comparison = compare("fsdp", plan.predicted.fsdp, measured)
+    else:
+        nan = float("nan")
+        comparison = Comparison("fsdp", nan, nan, nan, measured, nan)
+    return {"fsdp": memory(comparison, "fsdp")}
 
 
 def _now() -> str:
@@ -210,6 +260,7 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
             f"plan: {plan.topology} (Decent-DP) vs All-Reduce (DDP) on {shape.gpus} ranks "
             f"({shape.nodes} node(s) x {shape.gpus_per_node}), {opts.iterations} timed iterations each"
             + (f"; then {plan.predicted.local_sgd.name}" if opts.local_sgd is not None else "")
+            + ("; then FSDP2 (--baseline fsdp)" if plan.baseline == "fsdp" else "")
         )
     if say and why:
         say(why)

@@ -86,6 +86,16 @@ def register(app: typer.Typer) -> None:
                 "All-Reduce); the default when a --local-sgd-* option is given without --topology.",
             ),
         ] = False,
+        baseline: Annotated[
+            str | None,
+            typer.Option(
+                "--baseline",
+                metavar="fsdp",
+                help="Also run a sharded baseline, after the others: fsdp = FSDP2 fully_shard on each "
+                "block (reshard_after_forward=True: ZeRO-3) and on the root, timed and its peak memory "
+                "recorded as theirs. Default: none.",
+            ),
+        ] = None,
         fmt: TableJsonFormatOpt = Format.table,
         results: Annotated[
             str | None,
@@ -134,7 +144,12 @@ def register(app: typer.Typer) -> None:
         path, is_default = results_file(results, profile)
         counts = {k: v for k, v in (("iterations", run.iterations), ("warmup", run.warmup)) if v is not None}
         opts = ValidateOptions(
-            topology=topology, recommended=recommended, local_sgd=local_sgd, **counts, **run.run_kwargs()
+            topology=topology,
+            recommended=recommended,
+            local_sgd=local_sgd,
+            baseline=baseline,
+            **counts,
+            **run.run_kwargs(),
         )  # results_path None: this command shows the result first, then records it (show_and_record)
         result = run_validation(profile, opts)
         if result is not None:  # None: a rank other than 0 of a torchrun job
