@@ -28,7 +28,7 @@ from runtime_model.core.constraints import (
     Interval,
 )
 from runtime_model.core.errors import InvalidValue
-from runtime_model.core.physical_bounds import MAX_GPUS_PER_NODE
+from runtime_model.core.physical_bounds import MAX_BUFFER_BYTES, MAX_GPUS_PER_NODE
 from runtime_model.core.scenario import ScenarioError
 
 NON_NEGATIVE_INTEGER = Interval(0, None, closed="left", integer=True)
@@ -58,6 +58,10 @@ DISPATCHES_PER_TENSOR = Interval(0.0, 1e3, closed="both")
 GPUS_PER_NODE = Interval(1, MAX_GPUS_PER_NODE, closed="both", integer=True)
 # - a model's default global batch in units: at least one, at most GLOBAL_BATCH's 1e10.
 DEFAULT_GLOBAL_BATCH = Interval(1.0, 1e10, closed="both")
+# - activation bytes a replica keeps per batch unit and whatever the batch (ResNet-50's image: 8.7e7 in
+#   fp32; AMP's weight copies, 2 bytes per parameter): each is alive at once on one GPU, so at most
+#   MAX_BUFFER_BYTES (no accelerator holds 1 TiB).
+ACTIVATION_BYTES = Interval(0.0, float(MAX_BUFFER_BYTES), closed="both")
 
 # How the loader reads a field's TOML value.
 TEXT = "text"  # a non-empty string
@@ -159,6 +163,12 @@ class LinkPreset:
         return self.bandwidth_Gbps * self.efficiency
 
 
+# A model's optional per-mode activation tables (profiler/memcount.py): (per unit, fixed) pairs, plain and
+# with every repeated block checkpointed; each pair is given whole or not at all.
+ACTIVATION_PAIRS = (
+    ("activation_bytes_per_unit", "activation_fixed_bytes"),
+    ("checkpointed_activation_bytes_per_unit", "checkpointed_activation_fixed_bytes"),
+)
 # A model's per-precision-mode tables: kernel-launching ops and memory traffic, forward and backward.
 PER_MODE_COUNTS = (
     "forward_ops",
@@ -199,6 +209,18 @@ class ModelPreset:
     source: str = _toml(TEXT)
     counts_source: str = _toml(TEXT)  # the command that measured the per-mode tables and backward_numels
     compute_cv_source: str = _toml(TEXT, default="")
+    # Optional, per mode: the activations one iteration keeps, fixed + per unit x batch units per GPU, as
+    # profiler/activation_memory.py defines them (peak of MemTracker's Activation + Temp over forward and
+    # backward); the checkpointed_ pair with every repeated block checkpointed. None: not measured.
+    activation_bytes_per_unit: Mapping[str, float] | None = _toml(NUMBER_TABLE, ACTIVATION_BYTES, default=None)
+    activation_fixed_bytes: Mapping[str, float] | None = _toml(NUMBER_TABLE, ACTIVATION_BYTES, default=None)
+    checkpointed_activation_bytes_per_unit: Mapping[str, float] | None = _toml(
+        NUMBER_TABLE, ACTIVATION_BYTES, default=None
+    )
+    checkpointed_activation_fixed_bytes: Mapping[str, float] | None = _toml(
+        NUMBER_TABLE, ACTIVATION_BYTES, default=None
+    )
+    activation_source: str = _toml(TEXT, default="")  # the command that measured the activation tables
     # Known only by its parameter count (own_model): no FLOP or op counts, compute must be measured.
     params_only: bool = False
 
@@ -219,6 +241,23 @@ class ModelPreset:
             table = getattr(self, key)
             if set(table) != set(MODES):
                 raise InvalidValue(key, f"a table with the keys {' and '.join(MODES)}", dict(table))
+        self._check_activations()
+
+    def _check_activations(self) -> None:
+        """Each activation pair whole or absent, with both modes; the checkpointed pair only beside the
+        plain one (it is what checkpointing changes)."""
+        for pair in ACTIVATION_PAIRS:
+            given = [getattr(self, key) is not None for key in pair]
+            if any(given) and not all(given):
+                missing = pair[given.index(False)]
+                raise InvalidValue(missing, f"given with {pair[given.index(True)]} (a fit is both)", None)
+            for key in pair:
+                table = getattr(self, key)
+                if table is not None and set(table) != set(MODES):
+                    raise InvalidValue(key, f"a table with the keys {' and '.join(MODES)}", dict(table))
+        plain, checkpointed = ACTIVATION_PAIRS
+        if getattr(self, checkpointed[0]) is not None and getattr(self, plain[0]) is None:
+            raise InvalidValue(plain[0], f"given with {checkpointed[0]}", None)
 
 
 @dataclass(frozen=True, kw_only=True)
