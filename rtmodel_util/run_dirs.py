@@ -261,3 +261,28 @@ class RunDirectory:
 
     def keep(self) -> None:
         self.kept = True
+
+
+TORCH_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@contextmanager
+def torch_caches_scratch() -> Iterator[Path]:
+    """Torch's compile caches in a scratch directory removed on exit. Why: importing MemTracker imports
+    torch._dynamo, whose cache_dir_utils makes TMPDIR/torchinductor_<user> (the FakeTensor estimates in
+    profiler/activation_memory.py run in the launcher and in advise, outside any run directory); the
+    variables are restored on exit."""
+    import tempfile
+
+    before = {name: os.environ.get(name) for name in TORCH_CACHE_VARS}
+    with tempfile.TemporaryDirectory(prefix="rtmodel-torch-cache-") as scratch:
+        try:
+            for name in TORCH_CACHE_VARS:
+                os.environ[name] = os.path.join(scratch, name.lower())
+            yield Path(scratch)
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

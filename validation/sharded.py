@@ -4,15 +4,20 @@ it: its time, and every run's peak memory.
 Why torch-free: the plan (validation.plan) refuses what cannot run in one line before N processes spend
 seconds importing torch; the torch version is read from the installed distribution's metadata.
 
-The two predictions come from the model's own modules and are hooks until those exist:
+The two predictions come from the model's own modules:
 - time: runtime_model.prediction.sharded.sharded_prediction(scenario, "fsdp") (`fsdp_prediction`);
-- peak memory: runtime_model.memory.accounting.method_memory (`predicted_peak` is the hook).
-Where they cannot be imported the record holds the measurement and null predictions, and says why.
+- peak memory: runtime_model.memory.accounting.method_memory (`predicted_peak`), given the trained model's
+  shape (built on the meta device) and activations (profiler.activation_memory on FakeTensors), as
+  benchmarks/memory_accuracy.py gives them; torch is imported there only, after the trainings.
+Where they cannot be imported or run the record holds the measurement and null predictions, and says why.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -58,7 +63,7 @@ def check_baseline(name: str | None) -> str | None:
 
 
 def _unimportable(exc: ImportError) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return _one_line(exc)
 
 
 def fsdp_prediction(scenario: Scenario) -> tuple[IterationPrediction | None, str | None]:
@@ -78,6 +83,142 @@ def memory_optimizer(workload: RunWorkload) -> str:
     return workload.optimizer
 
 
+# ----------------------------------------------------------------------------- predicted peak memory
+
+AMP_PRECISIONS = ("bf16", "fp16")  # rtmodel_harness.recipe: forward and loss under torch.autocast
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What method_memory needs of the run's model beyond the method, read from the model itself (built on
+    the meta device: no memory) and from its activations (profiler.activation_memory, FakeTensors)."""
+
+    params: int  # trainable parameters, a tied one once (the list DDP, Decent-DP and FSDP2 hold)
+    largest_tensor_params: int
+    unit_params: tuple[int, ...]  # FSDP2's units: rtmodel_harness.fsdp.stack_blocks, in forward order
+    late_grad_params: int  # root parameters whose gradients backward makes after every unit's
+    gossip_bucket_params: tuple[int, ...]  # Decent-DP's buckets at the run's cap (rtmodel_harness.buckets)
+    buffer_bytes: int
+    activation_bytes: int
+    activation_grad_bytes: int
+    source: str  # what the activations came from, said in the record
+    seconds: float  # wall time of reading all this (fake and meta runs)
+
+
+def _forward_order(blocks: list, run) -> list:
+    """`blocks` in the order a forward first enters them (`run` does forward + backward): the order FSDP2
+    gathers them (ModelShape.unit_params); one forward never enters goes last, in the model's order."""
+    entered: list[int] = []
+    hooks = [
+        b.register_forward_pre_hook(lambda _m, _a, i=i: entered.append(i) if i not in entered else None)
+        for i, b in enumerate(blocks)
+    ]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return [blocks[i] for i in entered] + [b for i, b in enumerate(blocks) if i not in entered]
+
+
+def _late_grad_params(model, units: list, params: list, backward_order: list[int]) -> int:
+    """Root parameters (in no unit) whose gradients backward makes after every unit's (input embeddings,
+    a stem); a parameter two modules share (a tied head) is not one: autograd holds its head's share early.
+    The rule of benchmarks/memory_accuracy.py `late_grad_params`, which checks it against MemTracker."""
+    in_units = {id(p) for u in units for p in u.parameters()}
+    position = {index: i for i, index in enumerate(backward_order)}
+    last_unit = max((position.get(i, -1) for i, p in enumerate(params) if id(p) in in_units), default=-1)
+    uses: dict[int, int] = {}
+    for _, p in model.named_parameters(remove_duplicate=False):
+        uses[id(p)] = uses.get(id(p), 0) + 1
+    return sum(
+        p.numel()
+        for i, p in enumerate(params)
+        if id(p) not in in_units and position.get(i, -1) > last_unit and uses[id(p)] == 1
+    )
+
+
+def model_facts(workload: RunWorkload, device_type: str) -> ModelFacts:
+    """The run's model as validate trains it (rtmodel_harness.workloads.build_workload: same model, arguments
+    and batch), read without training it: its shape on the meta device, where one forward + backward
+    traces the gradients' order (rtmodel_harness.buckets.bucket_layout, as the profile lays out buckets)
+    and the order the forward enters the blocks; its activations from
+    profiler.activation_memory.estimate_for_workload at the run's batch per rank, amp as its precision, on
+    `device_type`'s kernels. Raises what those raise (predicted_peak says it in the record)."""
+    import time
+
+    import torch
+
+    from profiler.activation_memory import estimate_for_workload
+    from rtmodel_harness.buckets import bucket_layout
+    from rtmodel_harness.fsdp import stack_blocks
+    from rtmodel_harness.workloads import build_workload
+
+    started = time.perf_counter()
+    args, batch = dict(workload.model_args), workload.batch_per_rank
+    amp = workload.precision in AMP_PRECISIONS
+    measure = estimate_for_workload(
+        workload.model, batch, model_args=args, amp=amp, device_type=device_type, real_up_to_params=REAL_UP_TO
+    )
+    with torch.device("meta"):
+        wl = build_workload(workload.model, args, batch, "meta", rank=0)
+    params = [p for p in wl.model.parameters() if p.requires_grad]
+    blocks, units = stack_blocks(wl.model), []
+
+    def forward_backward() -> None:
+        wl.loss(wl.model, wl.make_batch(0)).backward()
+
+    layout = bucket_layout(
+        wl.model,
+        workload.bucket_cap_mb,
+        run_backward=lambda: units.extend(_forward_order(blocks, forward_backward)),
+    )
+    element = params[0].element_size()
+    # all that forward and backward add above the states (benchmarks/memory_accuracy.py `activations`)
+    with_grads = (
+        measure.peak_total_bytes - measure.parameter_bytes - measure.buffer_bytes - measure.optimizer_bytes
+    )
+    source = (
+        f"estimate_for_workload({workload.model}, batch {batch}, amp={amp}, {device_type}; FakeTensors): "
+        f"{measure.activation_bytes / 2**20:.2f} MiB, {with_grads / 2**20:.2f} MiB with gradients, "
+        f"read in {time.perf_counter() - started:.1f} s"
+    )
+    return ModelFacts(
+        params=sum(p.numel() for p in params),
+        largest_tensor_params=max(p.numel() for p in params),
+        unit_params=tuple(sum(p.numel() for p in u.parameters()) for u in units),
+        late_grad_params=_late_grad_params(wl.model, units, params, layout.backward_order),
+        gossip_bucket_params=tuple(b // element for b in layout.gossip_buckets_bytes),
+        buffer_bytes=sum(b.numel() * b.element_size() for b in wl.model.buffers()),
+        activation_bytes=measure.activation_bytes,
+        activation_grad_bytes=max(0, with_grads),
+        source=source,
+        seconds=time.perf_counter() - started,
+    )
+
+
+# a model that cannot run on FakeTensors (the synthetic one reads its batch) is measured on real CPU tensors up
+# to this size: about 16 bytes per parameter with Adam's states, 4 GB at most in the launcher
+REAL_UP_TO = 250_000_000
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_facts(key: str, device_type: str) -> ModelFacts | str:
+    """model_facts once per workload and device (predicted_peak asks for every run), or why it failed."""
+    from rtmodel_util.run_dirs import torch_caches_scratch
+    from validation.job import RunWorkload
+
+    try:
+        with torch_caches_scratch():  # MemTracker's import would leave TMPDIR/torchinductor_<user>
+            return model_facts(RunWorkload.from_json(json.loads(key)), device_type)
+    except Exception as exc:  # noqa: BLE001 - the user's model code among it: said in the record, not raised
+        return _one_line(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
 def predicted_peak(
     scenario: Scenario,
     run: str,
@@ -86,14 +227,15 @@ def predicted_peak(
     backend: str,
     local_sgd: LocalSgd | None = None,
 ) -> tuple[float | None, str]:
-    """PREDICTED-PEAK HOOK: (the memory model's peak bytes per rank for `run`, where they come from), or
-    (None, why). runtime_model.memory.accounting.method_memory on the run's scenario, as the advisor asks it
-    (runtime_model/advice/memory_fit.py memory_of: the profile's gradient buckets stand for the model's
-    units and buckets), with what validate knows of the run: its optimizer, device (torch.optim's foreach
+    """(the memory model's peak bytes per rank for `run`, where its inputs come from), or (None, why).
+
+    runtime_model.memory.accounting.method_memory as benchmarks/memory_accuracy.py asks it (which it meets
+    within 5 % on every row): the model's own shape and activations (model_facts), with what validate
+    knows of the run: its world and node size (the scenario), its optimizer, device (torch.optim's foreach
     step is CUDA's default only: torch/optim/optimizer.py, _default_to_fused_or_foreach), backend (gloo's
     reduce-scatter copies its input), local SGD's replica and fragments, and DDP's gradients not bucket
-    views (rtmodel_harness.ddp_args). Activations are not predicted here: the peak is the states' and
-    buffers' (and the step's temporaries), so a measured peak is above it by about the activations.
+    views (rtmodel_harness.ddp_args). Parameters stay in fp32 under every precision (autocast casts in
+    forward), so param, gradient and state bytes are 4.
 
     Never raises: it runs after the trainings, and a prediction that fails must not lose what was measured."""
     method = MEMORY_METHODS.get(run)
@@ -106,31 +248,37 @@ def predicted_peak(
             None,
             f"no memory model: runtime_model.memory.accounting cannot be imported ({_unimportable(exc)})",
         )
+    device_type = device if device in ("cuda", "cpu") else "cpu"
+    facts = _cached_facts(json.dumps(workload.to_json(), sort_keys=True, default=str), device_type)
+    if isinstance(facts, str):
+        return None, f"the model's shape or activations could not be read ({facts})"
     try:
         recipe = TrainingRecipe(
             optimizer=memory_optimizer(workload), ddp_bucket_view=False, foreach_step=device == "cuda"
         )
-        buckets = scenario.buckets
-        params = buckets.message_bytes / buckets.element_bytes
         shape = {
-            "unit_params": tuple(b.nbytes / buckets.element_bytes for b in buckets.gossip),
-            "bucket_params": tuple(
-                b.nbytes / buckets.element_bytes for b in (buckets.ddp if method == "ddp" else buckets.gossip)
-            ),
+            "largest_tensor_params": facts.largest_tensor_params,
+            "unit_params": facts.unit_params,
+            "bucket_params": facts.gossip_bucket_params if method == "decent-dp" else (),
             "backend": backend,
+            "buffer_bytes": facts.buffer_bytes,
+            "late_grad_params": facts.late_grad_params,
+            "activation_grad_bytes": facts.activation_grad_bytes,
         }
         if local_sgd is not None and method == "local-sgd":
             shape.update(replica=local_sgd.replica, fragments=local_sgd.fragments)
         use = method_memory(
             method,
-            params,
+            facts.params,
             recipe,
             world=scenario.shape.gpus,
             gpus_per_node=scenario.shape.gpus_per_node,
+            activation_bytes=facts.activation_bytes,
             **shape,
         )
     except Exception as exc:  # noqa: BLE001 - the hook must not lose a finished run (docstring)
-        return None, f"the memory model failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    return float(
-        use.peak_bytes
-    ), "runtime_model.memory.accounting.method_memory: states, buffers, step temporaries; no activations"
+        return None, f"the memory model failed: {_one_line(exc)}"
+    return float(use.peak_bytes), (
+        f"runtime_model.memory.accounting.method_memory ({use.peak_phase}); shape: the model on meta "
+        f"({len(facts.unit_params)} FSDP units); activations: {facts.source}"
+    )
