@@ -317,6 +317,13 @@ def _two_iterations(model, make_batch, loss_fn, batch: int, amp: bool, tracker, 
     return params, states
 
 
+def _check_device_type(device_type: str) -> None:
+    if device_type not in DEVICE_TYPES:
+        raise ActivationMemoryError(
+            f"device_type must be one of {', '.join(DEVICE_TYPES)}, got {device_type!r}"
+        )
+
+
 def measure_activation_bytes(
     model: nn.Module,
     make_batch: Callable,
@@ -346,10 +353,7 @@ def measure_activation_bytes(
 
     from profiler.opcount import cuda_like_kernels
 
-    if device_type not in DEVICE_TYPES:
-        raise ActivationMemoryError(
-            f"device_type must be one of {', '.join(DEVICE_TYPES)}, got {device_type!r}"
-        )
+    _check_device_type(device_type)
     start = time.perf_counter()
     tracker_class, kinds = _tracker_class()
     blocks = wrap_repeated_blocks(model) if checkpointing else ()
@@ -377,8 +381,9 @@ def measure_activation_bytes(
         raise
     except Exception as exc:  # the user's model code: one line, naming the model
         where = "on FakeTensors (shapes only)" if fake else "its training step"
-        error = NotOnFakeTensors if fake else ActivationMemoryError
-        raise error(f"{name}: cannot run {where}: {_one_line(exc)}{_hint(exc)}") from None
+        raise (NotOnFakeTensors if fake else ActivationMemoryError)(
+            f"{name}: cannot run {where}: {_one_line(exc)}{_hint(exc)}"
+        ) from None
     transient = tracker.corrected_transient()
     at_peak = int(np.argmax(tracker.total))
     return ActivationMeasure(

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from rtmodel_util.shown import shown
 from runtime_model.advice.advisor import Advice
+from runtime_model.advice.columns import NO_FIT_MARK
 from runtime_model.advice.confidence import speedup_uncertainty
 from runtime_model.advice.crossover import named_option, settle_line
 from runtime_model.core.errors import UserError
@@ -73,8 +74,8 @@ def _verdict(advice: Advice) -> str:
     name = named_option(advice)
     row = rows.get(name)
     if row is None:
-        return (
-            head + f"keep All-Reduce ({ar.mean_s * 1e3:.1f} ms per iteration). {rec.verdict.split('. ')[0]}."
+        return head + f"keep {_baseline_name(advice)} ({ar.mean_s * 1e3:.1f} ms per iteration). " + (
+            f"{rec.verdict.split('. ')[0]}."
         )
     unc = speedup_uncertainty(row, ar, advice.allreduce_uncertainty_s, advice.verdict_margin)
     speed = (
@@ -107,11 +108,18 @@ def _rows(advice: Advice) -> list[str]:
     pick = next((r for r in ranked if r.topology == named), None)
     if pick is not None and pick not in shown:
         shown = [*shown[: BRIEF_TOPOLOGIES - 1], pick]
-    lines = [f"  {'allreduce (DDP)':<22}{ar.mean_s * 1e3:>10.1f} ms   1.00x"]
+    lines = [f"  {_baseline_name(advice):<22}{ar.mean_s * 1e3:>10.1f} ms   1.00x"]
     for r in shown:
-        mark = MARKS[rec.too_close_to_call] if r is pick else ""
+        mark = MARKS[rec.too_close_to_call] if r is pick else ("" if r.fits else f"  {NO_FIT_MARK}")
         lines.append(f"  {r.topology:<22}{r.prediction.mean_s * 1e3:>10.1f} ms {r.speedup:>6.2f}x{mark}")
     return lines
+
+
+def _baseline_name(advice: Advice) -> str:
+    """The All-Reduce-family row the answer is against: 'allreduce (DDP)', or the sharded one that fits
+    where DDP does not ('zero2 (sharded)')."""
+    row = next((r for r in advice.baselines if r.method == advice.baseline), None)
+    return "allreduce (DDP)" if row is None or row.method == "ddp" else f"{row.method} (sharded)"
 
 
 def _without_one(rows: list[str]) -> list[str]:

@@ -38,8 +38,10 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--step-ms",
         "--step-gpus",
         "--dispatch-us",
+        "--activation-gib",
         "--scenario",
     ),
+    "Memory": ("--gpu-memory-gib", "--activation-checkpointing"),
     "The advice": ("--objective", "--margin", "--verbose"),
     "Local SGD (DiLoCo)": (
         "--local-sgd-h",

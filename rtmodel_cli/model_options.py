@@ -15,6 +15,8 @@ from collections.abc import Iterable
 
 from rtmodel_cli.option_groups import field_options, takes_group
 from rtmodel_cli.options import (
+    ActivationCheckpointingOpt,
+    ActivationGibOpt,
     BucketMibOpt,
     CalibrationOpt,
     ClusterOpt,
@@ -23,6 +25,7 @@ from rtmodel_cli.options import (
     DdpBucketViewOpt,
     DispatchUsOpt,
     GlobalBatchOpt,
+    GpuMemoryGibOpt,
     GpuOpt,
     GpusPerNodeOpt,
     IntraOpt,
@@ -64,6 +67,9 @@ class ModelInputs:
     param_mb: ParamMbOpt = None
     gpu: GpuOpt = None
     gpus_per_node: GpusPerNodeOpt = None
+    gpu_memory_gib: GpuMemoryGibOpt = None
+    activation_gib: ActivationGibOpt = None
+    activation_checkpointing: ActivationCheckpointingOpt = None
     intra: IntraOpt = None
     global_batch: GlobalBatchOpt = None
     precision: PrecisionOpt = None

@@ -158,6 +158,29 @@ ComputeMsOpt = Annotated[
         f"training logs), {COMPUTE_MS.describe()}; replaces the estimate from the GPU and model presets."
     ),
 ]
+GpuMemoryGibOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="GIB",
+        help="One GPU's memory in GiB, in place of --gpu's preset or a trace's GPU; with a --profile it turns "
+        "on the memory check (the GPU a profile ran on is not known).",
+    ),
+]
+ActivationGibOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="GIB",
+        help="Your activations per GPU in GiB (peak allocated less parameters, gradients and optimizer "
+        "states, at your batch per GPU); replaces the model preset's measured figure.",
+    ),
+]
+ActivationCheckpointingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--activation-checkpointing/--no-activation-checkpointing",
+        help="You checkpoint activations: the model preset's checkpointed figure (profiler.memcount).",
+    ),
+]
 OptimizerMsOpt = Annotated[
     float | None,
     typer.Option(

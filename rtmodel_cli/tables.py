@@ -87,6 +87,24 @@ LEGEND = (
         "rail; local SGD: the pseudo-gradient's every H steps).",
     ),
     (
+        "no fit",
+        "\u2717 no fit = does not fit in one GPU's memory (predicted peak over the GPU's memory: GiB/GPU, JSON "
+        "`memory`): never picked.",
+    ),
+    (
+        "GiB/GPU",
+        "GiB/GPU = predicted peak memory per GPU (parameters, gradients, optimizer states, the method's own "
+        "buffers, activations: JSON `memory.parts`); +act = activations not known (--activation-gib); "
+        "\u2717 A/B = does not fit: A GiB needed of B, never picked.",
+    ),
+    (
+        "zero2",
+        "fsdp, zero2, zero1, hsdp = the All-Reduce family sharded, as large-model teams run it: FSDP2 "
+        "fully_shard (ZeRO-3), fully_shard(reshard_after_forward=False) (ZeRO-2), DDP + "
+        "ZeroRedundancyOptimizer (ZeRO-1), FSDP2 on a (node, GPU) mesh (HSDP: sharded in a node, replicated "
+        "across nodes); where DDP does not fit, the verdict is against the fastest of them that fits.",
+    ),
+    (
         "AccumAdam",
         "AccumAdam = Decent-DP's Adam with gradient accumulation: `from decent_dp.optim import "
         "AccumAdam` (and `from decent_dp.ddp import DecentralizedDataParallel`); `import rtmodel_decentdp` "

@@ -38,12 +38,22 @@ def advise_from(inputs: AdviceInputs, question: Question = Question()):
         provenance=dict(inputs.provenance),
         objective=objective,
         local_sgd=list(question.local_sgd),
+        memory=inputs.memory,
     )
     adv = run_advice(inputs.scenario, **asked)
     adv.notes.extend(inputs.notes)
-    if inputs.tuned_ddp_scenario is not None:
-        adv = _with_tuned_ddp(adv, inputs.tuned_ddp_scenario, asked)
+    if inputs.tuned_ddp_scenario is not None and adv.baseline == "ddp":  # DDP fits: its own tuning
+        adv = _with_tuned_ddp(adv, inputs.tuned_ddp_scenario, _bucket_view_asked(asked))
     return with_crossovers(adv)
+
+
+def _bucket_view_asked(asked: dict) -> dict:
+    """The tuned DDP's question: its memory without DDP's bucket copy (gradient_as_bucket_view)."""
+    memory = asked.get("memory")
+    if memory is None:
+        return asked
+    recipe = replace(memory.recipe, ddp_bucket_view=True)
+    return {**asked, "memory": replace(memory, recipe=recipe)}
 
 
 def _with_tuned_ddp(adv, tuned_sc, asked: dict):

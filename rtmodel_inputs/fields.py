@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime_model.core.constraints import (
+    ACTIVATION_GIB,
     AT_LEAST_ONE,
     BUCKET_CAP_MIB_RANGE,
     COMPUTE_CV,
     COMPUTE_MS,
     DISPATCH_US,
     GLOBAL_BATCH,
+    MEMORY_GIB,
     MFU,
     NICS_PER_NODE,
     OPTIMIZER_MS,
@@ -100,6 +102,9 @@ FIELDS: tuple[InputField, ...] = (
     F(
         "batch_per_gpu", FLOAT, profile_replaces=True, plot_ignores=True, bounds=AT_LEAST_ONE_UNIT
     ),  # weak scaling: global = it x n
+    F("gpu_memory_gib", FLOAT, bounds=MEMORY_GIB),  # one GPU's memory, in place of --gpu's preset
+    F("activation_gib", FLOAT, bounds=ACTIVATION_GIB),  # your activations per GPU (peak allocated less states)
+    F("activation_checkpointing", BOOL),  # you checkpoint activations: the preset's checkpointed figure
     F("margin", FLOAT, plot_ignores=True, bounds=MARGIN_RANGE),
     F("objective", TEXT, plot_ignores=True),  # iteration | accuracy
     F("topology", TEXTS, plot_ignores=True),

@@ -26,7 +26,8 @@ class AdviceInputs:
     or given): the same network, the same compute correction, only DDP's own copies differ;
     provenance: where each input came from (one line each, shown under the verdict and in the JSON);
     notes: lines about the inputs (shown with --verbose); document: the JSON's `inputs` (facts only);
-    margin: what the advice states; sources: the measured sources that took part, in SOURCES' order."""
+    margin: what the advice states; sources: the measured sources that took part, in SOURCES' order;
+    memory: the GPU, recipe and activations the rows' memory is judged from."""
 
     scenario: Scenario
     provenance: dict[str, str]
@@ -35,6 +36,9 @@ class AdviceInputs:
     document: dict = field(default_factory=dict)
     tuned_ddp_scenario: Scenario | None = None
     sources: tuple[str, ...] = ()
+    # what every row's memory is judged from (memory_fit.MemoryQuestion); None: not judged (a measured
+    # source without --gpu or --gpu-memory-gib)
+    memory: object = None
 
     @property
     def assumptions(self):

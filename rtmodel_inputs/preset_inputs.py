@@ -25,17 +25,21 @@ class PresetParts:
     provenance: dict
     document: dict
     sources: tuple[str, ...]
+    memory: object = None  # memory_fit.MemoryQuestion: the GPU, the recipe and the activations
 
 
 def preset_parts(preset_request: dict, library, nccl_tests: Path | None) -> PresetParts:
     """The presets at the request, the nccl-tests link in place of the preset's between nodes, and the
     compute scaled to your DDP step where one is given."""
     from rtmodel_inputs import your_model
+    from rtmodel_inputs.memory_inputs import MEMORY_KEYS, preset_memory
     from runtime_model.advice.assumptions import preset_assumptions
     from runtime_model.presets import to_model as presets
 
     request = {
-        k: v for k, v in preset_request.items() if k not in (*your_model.KEYS, *STEP_KEYS, "batch_per_gpu")
+        k: v
+        for k, v in preset_request.items()
+        if k not in (*your_model.KEYS, *STEP_KEYS, *MEMORY_KEYS, "batch_per_gpu")
     }
     if preset_request.get("batch_per_gpu") is not None:  # weak scaling: the global batch at this n
         request["global_batch"] = preset_request["batch_per_gpu"] * request["gpus"]
@@ -87,7 +91,9 @@ def preset_parts(preset_request: dict, library, nccl_tests: Path | None) -> Pres
         prov["compute"], doc["your_model"] = yours
     if nccl_tests is not None:
         doc["nccl_tests"] = str(nccl_tests)
-    return PresetParts(sc, tuned, prov, doc, sources)
+    memory = preset_memory(choice, library, preset_request)
+    prov["memory"] = f"{memory.device}; activations {memory.activation_source}"
+    return PresetParts(sc, tuned, prov, doc, sources, memory)
 
 
 def _measured_link(nccl_tests: Path | None):

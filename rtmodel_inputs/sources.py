@@ -26,6 +26,7 @@ from rtmodel_inputs.fields import (
     REQUEST_KEYS,
 )
 from rtmodel_inputs.inputs import CALIBRATION, NCCL_TESTS, PROFILE, TRACE, AdviceInputs
+from rtmodel_inputs.memory_inputs import MEMORY_KEYS, check_memory_options
 from rtmodel_inputs.preset_inputs import STEP_KEYS
 from rtmodel_inputs.refusals import refuse_options_a_profile_measured, refuse_options_a_profile_replaces
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
@@ -53,6 +54,7 @@ def _resolved(opts: dict) -> AdviceInputs:
     opts = {name: _as_paths(name, opts.get(name)) for name in OPTION_NAMES}
     if opts["margin"] is not None:
         BOUNDS["margin"].check("margin", opts["margin"])
+    check_memory_options(opts)
     request = scenario_request(opts)
     check_step(request)
     if opts["trace"] or opts["profile"] is not None or opts["calibration"] is not None:
@@ -72,10 +74,24 @@ def _resolved(opts: dict) -> AdviceInputs:
     if opts["margin"] is not None:
         given = opts["margin"]
         resolved = replace(resolved, margin=Margin(given, given, f"±{given:.1%} on the speedup (--margin)"))
+    if resolved.memory is None:  # a measured source: judged where its GPU is known (memory_inputs)
+        resolved = _with_measured_memory(resolved, opts)
     provenance = {**resolved.provenance, "margin": resolved.margin.why}
     if resolved.sources:  # the header's and JSON's one line naming every measured source
         provenance["measured"] = ", ".join(_source_named(s, opts) for s in resolved.sources)
     return replace(resolved, provenance=provenance)
+
+
+def _with_measured_memory(resolved: AdviceInputs, opts: dict) -> AdviceInputs:
+    """A measured answer's memory question (memory_inputs.measured_memory), and its provenance line."""
+    from rtmodel_inputs.memory_inputs import measured_memory
+
+    memory = measured_memory(opts, resolved.scenario, resolved.document)
+    if memory is None:
+        line = "not judged: give --gpu-memory-gib with a profile (the GPU it ran on is not known)"
+    else:
+        line = f"{memory.device}; activations {memory.activation_source}"
+    return replace(resolved, memory=memory, provenance={**resolved.provenance, "memory": line})
 
 
 def _source_named(source: str, opts: dict) -> str:
@@ -131,7 +147,9 @@ def scenario_for(
     if profile is None and calibration is None:
         p = preset_parts(preset_request, presets.load_library(preset_dirs or ()), nccl_tests)
         margin = preset_margin(p.scenario)
-        return AdviceInputs(p.scenario, p.provenance, margin, (), p.document, p.tuned_ddp_scenario, p.sources)
+        return AdviceInputs(
+            p.scenario, p.provenance, margin, (), p.document, p.tuned_ddp_scenario, p.sources, p.memory
+        )
     flag = _measured_flag(profile, calibration)
     refuse_options_a_profile_replaces(preset_request, flag)
     if calibration is None:
@@ -261,6 +279,7 @@ def scenario_request(opts: dict) -> dict:
     request.update(network_kw(opts["nics_per_node"], opts["nccl_algo"]))
     request["gpus"] = DEFAULT_GPUS if opts["gpus"] is None else opts["gpus"]
     request["batch_per_gpu"] = opts.get("batch_per_gpu")  # advise's weak scaling (a plot sweeps its own)
+    request.update({name: opts.get(name) for name in MEMORY_KEYS})  # the memory question's (memory_inputs)
     check_batch_per_gpu(request["batch_per_gpu"], opts["global_batch"])
     varied = variation_kw(opts["straggler"], opts["rank_cv"], opts["node_cv"], request["gpus"])
     return {**request, **own, **varied}

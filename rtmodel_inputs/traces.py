@@ -54,6 +54,10 @@ def traced_scenario(opts: dict, request: dict):
     scenario, provenance, notes = traced.scenario, dict(traced.provenance), list(traced.notes)
     inputs = {"trace": [str(p) for p in paths], "traced_shape": _shape(traced.traced_shape), "trace_gpu": gpu}
     inputs["trace_device"] = "CPU ranks (gloo)" if traced.on_cpu else first.gpu_name
+    if not traced.on_cpu:  # what the memory check is against (memory_inputs.measured_memory)
+        inputs["trace_gpu_memory_bytes"] = first.gpu_memory_bytes
+    peaks = [t.peak_allocated_bytes for t in traces if t.peak_allocated_bytes is not None]
+    inputs["trace_peak_allocated_bytes"] = max(peaks) if peaks else None
     inputs["bucket_bytes"] = traced.bytes_source
     inputs.update(traced.stats.as_inputs())
     inputs["trace_check"] = {

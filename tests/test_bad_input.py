@@ -142,6 +142,9 @@ FIXTURES = {
     "params-alone.toml": "params = 1e8\n",
     "params-profile.toml": 'params = 1e8\ncompute_ms = 100\nprofile = "profile.json"\n',
     "calibration.toml": 'calibration = "profile.json"\n',  # a profile is no calibration file
+    # a profile of a model that does not build on the meta device (its activations are estimated there)
+    "badmodel.py": "def make(**kw):\n    raise RuntimeError('needs a real GPU')\n",
+    "badmodel-profile.json": PROFILE.read_text().replace('"model": "synthetic"', '"model": "badmodel:make"', 1),
     "bad-objective.toml": 'objective = "fastest"\n',
     "number-objective.toml": "objective = 1\n",
     "tiny-dispatch.toml": "dispatch_us = 0.01\n",
@@ -221,6 +224,15 @@ CASES = [
     case("--nccl-algo", "advise", "--nccl-algo", "collnet"),
     case("--nics-per-node", "plot", "speedup", "--out", "f.png", "--nics-per-node", "0"),
     case("--optimizer-ms", "advise", "--optimizer-ms", "-1"),
+    # advise: memory (issue 66)
+    case("--activation-gib", "advise", "--activation-gib", "-1"),
+    case("--activation-gib", "advise", "--activation-gib", "nan"),
+    case("--activation-gib", "advise", "--activation-gib", "1e9"),
+    case("--gpu-memory-gib", "advise", "--gpu-memory-gib", "0"),
+    case("--gpu-memory-gib", "advise", "--gpu-memory-gib", "-40"),
+    case("--gpu-memory-gib", "advise", "--gpu-memory-gib", "inf"),
+    case("--gpu-memory-gib", "advise", "--gpu-memory-gib", "1e12"),
+    case("badmodel:make", "advise", "--profile", "badmodel-profile.json", "--gpu-memory-gib", "40"),
     # advise and the preset plots: your host's dispatch figure (profiler.opcount --dispatch), in us
     case("--dispatch-us must be in [0.1, 10000]", "advise", "--dispatch-us", "0"),
     case("--dispatch-us", "advise", "--dispatch-us", "-1"),

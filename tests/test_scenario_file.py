@@ -103,7 +103,7 @@ def test_a_file_with_every_key_type_gives_the_flags_answer(team):
     from_flags = advise_json(*flags_of(TEAM_VALUES), "--presets", team / "team-presets")
     assert answer(from_file) == answer(from_flags)
     assert from_file["inputs"]["gpus"] == 32 and from_file["margin"] == 0.1
-    names = [p["topology"] for p in from_file["predictions"]][1:]
+    names = [p["topology"] for p in from_file["predictions"] if p["family"] != "all-reduce"]
     assert names == ["ring", "base-2", "alternating-exp-ring", "local-sgd H=50 int8 per-gpu"]
 
 

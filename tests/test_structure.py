@@ -21,10 +21,14 @@ MAY_IMPORT = {
     "profiler": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp"},
     "calibration": {"runtime_model", "rtmodel_util"},
     "emulation": {"runtime_model", "rtmodel_util"},
-    "validation": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration"},
+    # profiler: its activation-memory estimate of the model a run trains (profiler/activation_memory.py)
+    "validation": {
+        "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration", "profiler",
+    },
     "rtmodel_literature": {"runtime_model"},
     "rtmodel_plots": {"runtime_model", "rtmodel_util"},  # rtmodel_util: the one atomic writer of outputs
-    "rtmodel_inputs": {"runtime_model", "rtmodel_util", "calibration"},
+    # profiler: a profiled model's activations, estimated on FakeTensors (rtmodel_inputs/memory_inputs.py)
+    "rtmodel_inputs": {"runtime_model", "rtmodel_util", "calibration", "profiler"},
     "rtmodel_cli": {
         "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "profiler", "calibration",
         "emulation", "validation", "rtmodel_literature", "rtmodel_plots", "rtmodel_inputs",
@@ -40,10 +44,11 @@ MODEL_MAY_NOT_IMPORT = {"typer", "rich", "matplotlib", "pandas", "torch"}
 MODEL_FLOORS = {
     "core": set(),
     "topology": {"core"},
+    "memory": {"core"},
     "convergence": {"core", "topology"},
     "prediction": {"core", "topology", "convergence"},
     "presets": {"core", "topology", "convergence", "prediction"},
-    "advice": {"core", "topology", "convergence", "prediction", "presets"},
+    "advice": {"core", "topology", "convergence", "prediction", "presets", "memory"},
 }
 MAX_MODULE_LINES = 500  # generous: a module past it holds two jobs
 # A function longer than this says why in its docstring (a line starting "Long because").

@@ -59,6 +59,8 @@ class RankTrace:
     host_all_reduce: HostCalls  # DDP's all-reduce calls on autograd's thread, as the host recorded them
     on_cpu: bool = False  # CPU ranks (gloo, no GPU): `gpu` holds the host's ops (host_events)
     backend: str = ""  # distributedInfo's backend: nccl, gloo ("" where the header does not say)
+    # the allocator's peak total over the trace (profile_memory=True: trace_memory.py); None: not recorded
+    peak_allocated_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def read_rank_trace(path: Path) -> RankTrace:
     from calibration.trace.host_events import host_work, is_cpu_ranks
     from calibration.trace.trace_errors import check_document, check_steps
 
-    meta, frame, names = _parse(path)
+    meta, frame, names, peak = _parse(path)
     on_cpu = isinstance(meta, dict) and is_cpu_ranks(meta, frame, names)
     rank, world, gpu_name, memory, nccl = check_document(path, meta, on_cpu)
     on_host = len(meta.get("deviceProperties") or [])
@@ -118,6 +120,7 @@ def read_rank_trace(path: Path) -> RankTrace:
         host_calls,
         on_cpu,
         str((meta.get("distributedInfo") or {}).get("backend") or ""),
+        peak(memory, on_cpu),
     )
 
 
@@ -167,7 +170,8 @@ def _host_all_reduce(frame, main_tid: int) -> HostCalls:
 
 def _parse(path: Path):
     """HTA's parse of one file, read and checked first (trace_document: its size, its JSON, every field
-    the reader uses), its chatter silenced; every way a file can fail becomes a TraceError."""
+    the reader uses), its chatter silenced; every way a file can fail becomes a TraceError. Last: the
+    allocator's peak, as a function of the device's memory (trace_memory; known once the header is checked)."""
     from calibration.trace.trace_document import hta_parse, read_document
     from calibration.trace.trace_errors import check_file
 
@@ -189,7 +193,12 @@ def _parse(path: Path):
         raise TraceError(
             f"--trace {path}: not a readable torch.profiler trace ({_first_line(exc)})"
         ) from None
-    return meta, frame, symbols.get_sym_table()
+    from calibration.trace.trace_memory import peak_allocated_bytes
+
+    def peak(memory: int, on_cpu: bool) -> float | None:
+        return peak_allocated_bytes(path, doc, memory, on_cpu)
+
+    return meta, frame, symbols.get_sym_table(), peak
 
 
 def _gpu_work(frame, main_tid: int) -> GpuWork:

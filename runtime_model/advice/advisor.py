@@ -74,6 +74,12 @@ class TopologyRow:
     # bytes through the busiest NIC per iteration (link_bytes.py); None above symmetry.FULL_MAX_N, where
     # the model answers on a reduced system and no full schedule is built
     nic_bytes_per_iteration: float | None = None
+    memory: object = None  # memory.accounting.MemoryUse per rank where memory was asked (memory_fit.py)
+
+    @property
+    def fits(self) -> bool:
+        """Not known not to fit in one GPU's memory (activations unknown: the states alone are judged)."""
+        return self.memory is None or self.memory.fits is not False
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,12 @@ class Advice:
     # the worst speedup error of this source (confidence.Margin.interval): the verdict's interval; None:
     # `margin` serves both
     interval_margin: float | None = None
+    # the All-Reduce family's rows with their memory (memory_fit.BaselineRow: DDP first, then the sharded
+    # baselines); empty where memory was not asked
+    baselines: list = field(default_factory=list)
+    # the row `allreduce` is: "ddp", or the fastest sharded baseline that fits where DDP does not
+    baseline: str = "ddp"
+    memory: object = None  # memory_fit.MemoryQuestion the rows' memory was computed from
 
     @property
     def verdict_margin(self) -> float:
@@ -170,7 +182,7 @@ def pick(rows: list[TopologyRow], margin: float, objective: str = ITERATION) -> 
 def ranked_pool(rows: list[TopologyRow], objective: str = ITERATION) -> list[TopologyRow]:
     """The decentralized rows the objective ranks: every runnable one; for ACCURACY never a hopeless
     consensus, and only those known to keep All-Reduce's iterations where any is (pick's doc)."""
-    pool = [r for r in rows if r.applicable and r.runnable]
+    pool = [r for r in rows if r.applicable and r.runnable and r.fits]
     if objective == ACCURACY:
         pool = [r for r in pool if r.convergence.kind != HOPELESS]
         pool = [r for r in pool if r.convergence.kind in (EXACT, MEASURED)] or pool
@@ -238,10 +250,12 @@ def advise(
     provenance: dict[str, str] | None = None,
     objective: str = ITERATION,
     local_sgd: list[LocalSgd] | None = None,
+    memory=None,
 ) -> Advice:
     """Predict every topology, rank them, and decide (or say it is too close to call); `local_sgd`: the
-    local-SGD configurations to compare beside them (families.py)."""
-    return advise_many([scenario], margin, topologies, provenance, objective, local_sgd)[0]
+    local-SGD configurations to compare beside them (families.py); `memory`: a memory_fit.MemoryQuestion,
+    to judge every row's memory and never pick one that does not fit."""
+    return advise_many([scenario], margin, topologies, provenance, objective, local_sgd, memory)[0]
 
 
 def advise_many(
@@ -251,6 +265,7 @@ def advise_many(
     provenance: dict[str, str] | None = None,
     objective: str = ITERATION,
     local_sgd: list[LocalSgd] | None = None,
+    memory=None,
 ) -> list[Advice]:
     """`advise` for each scenario (a sweep's), their recurrences run together: the runs that share n and
     draws (every topology at one n; the reduced systems of every n above FULL_MAX_N) take one loop.
@@ -259,10 +274,8 @@ def advise_many(
     if not isinstance(margin, Margin):
         margin = Margin(margin, margin, "")
     plans, preds, sds = predict_many(scenarios, topologies)
-    advices = [
-        _advice(scenario, ar, models, preds, sds, margin, provenance, objective)
-        for scenario, ar, models in plans
-    ]
+    asked = _Asked(margin, provenance, objective, memory)
+    advices = [_advice(scenario, ar, models, preds, sds, asked) for scenario, ar, models in plans]
     return [_with_local_sgd(a, local_sgd or []) for a in advices]
 
 
@@ -270,16 +283,38 @@ def _with_local_sgd(advice: Advice, configs: list[LocalSgd]) -> Advice:
     """The advice with local-SGD rows and the families' ranking (the pick itself is unchanged)."""
     if not configs:
         return advice
-    rows = local_sgd_rows(advice.scenario, advice.allreduce.mean_s, configs)
+    rows = local_sgd_rows(advice.scenario, advice.allreduce.mean_s, configs, advice.memory)
     gossip = pick(advice.rows, advice.margin, advice.objective)
-    best = family_candidates(advice.allreduce.mean_s, gossip, rows, advice.objective)
+    best = family_candidates(advice.allreduce.mean_s, gossip, rows, advice.objective, advice.baseline)
     provenance = {**advice.provenance, "local SGD": LOCAL_SGD_PROVENANCE}
     return replace(advice, local_sgd=rows, families=best, provenance=provenance)
 
 
-def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, objective) -> Advice:
-    """One scenario's Advice from its models and (the next of) the batch's predictions and their 1-sigma."""
+@dataclass(frozen=True)
+class _Asked:
+    """What advise_many was asked, the same for every scenario of a batch."""
+
+    margin: Margin
+    provenance: dict | None
+    objective: str
+    memory: object  # memory_fit.MemoryQuestion or None
+
+
+def _advice(scenario, ar, models: dict, preds, sds, asked: _Asked) -> Advice:
+    """One scenario's Advice from its models and (the next of) the batch's predictions and their 1-sigma;
+    with a memory question (memory_fit.MemoryQuestion) each row's memory, and the verdict against the
+    All-Reduce family's row that fits (memory_fit.chosen_baseline)."""
+    margin, provenance, objective, memory = asked.margin, asked.provenance, asked.objective, asked.memory
     ar_sd = uncertainty_s(scenario, allreduce_prediction)
+    gossip_memory_use = baselines = chosen = None
+    if memory is not None:
+        from runtime_model.advice.memory_fit import baseline_rows, chosen_baseline, gossip_memory
+
+        gossip_memory_use = gossip_memory(scenario, memory)
+        baselines = baseline_rows(scenario, ar, memory)
+        chosen = chosen_baseline(baselines)
+        if chosen is not None and chosen.method != "ddp":
+            ar, ar_sd = chosen.prediction, chosen.uncertainty_s
     rows: list[TopologyRow] = []
     for name, model in models.items():
         builtin = topology_info(name).decent_dp_name is not None
@@ -303,10 +338,21 @@ def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, 
                 convergence=consensus_cost(scenario.shape.gpus, metrics),
                 library=model.exchange.library,
                 nic_bytes_per_iteration=_nic_bytes(scenario, model.schedule),
+                memory=gossip_memory_use,
             )
         )
-    rec = _recommend(scenario, ar, ar_sd, rows, margin.equivalence, objective, margin.interval)
-    rec = _with_equivalents(rec, ar, rows, margin.equivalence, objective)
+    baseline = "ddp" if chosen is None else chosen.method
+    if memory is not None and chosen is None:
+        from runtime_model.advice.memory_fit import nothing_fits
+
+        rec = keep_allreduce(scenario, nothing_fits(scenario, memory, baselines, gossip_memory_use))
+    else:
+        rec = _recommend(scenario, ar, ar_sd, rows, margin.equivalence, objective, margin.interval, baseline)
+        rec = _with_equivalents(rec, ar, rows, margin.equivalence, objective)
+        if baseline != "ddp":
+            from runtime_model.advice.memory_fit import against_baseline
+
+            rec = replace(rec, verdict=f"{against_baseline(chosen, baselines[0])} {rec.verdict}")
     return Advice(
         scenario,
         ar,
@@ -317,6 +363,9 @@ def _advice(scenario, ar, models: dict, preds, sds, margin: Margin, provenance, 
         dict(provenance or {}),
         objective=objective,
         interval_margin=margin.interval,
+        baselines=baselines or [],
+        baseline=baseline,
+        memory=memory,
     )
 
 
@@ -345,44 +394,70 @@ def recommend_against(
         advice.margin,
         advice.objective,
         advice.verdict_margin,
+        advice.baseline,
     )
     return _with_equivalents(rec, allreduce, rows, advice.margin, advice.objective)
 
 
-def keep_allreduce(scenario: Scenario, verdict: str, **kw) -> Recommendation:
-    """Keep All-Reduce: the verdict, and DDP's line to run (never a topology's)."""
-    return Recommendation(
-        "allreduce", 1.0, False, verdict, code_line("allreduce", True), torchrun_line(scenario), **kw
-    )
+def keep_allreduce(scenario: Scenario, verdict: str, baseline: str = "ddp", **kw) -> Recommendation:
+    """Keep All-Reduce: the verdict, and the line of the All-Reduce-family row it keeps (DDP's, or a
+    sharded baseline's where DDP does not fit: memory_fit.BASELINE_CODE), never a topology's."""
+    from runtime_model.advice.memory_fit import BASELINE_CODE
+
+    line = BASELINE_CODE.get(baseline) or code_line("allreduce", True)
+    return Recommendation("allreduce", 1.0, False, verdict, line, torchrun_line(scenario), **kw)
 
 
-def _recommend(scenario, ar, ar_sd, rows, margin, objective, interval_margin) -> Recommendation:
+def baseline_label(baseline: str) -> str:
+    """How a verdict names the row it is against: All-Reduce (DDP), or the sharded baseline's method."""
+    return "All-Reduce" if baseline == "ddp" else baseline
+
+
+def _recommend(
+    scenario, ar, ar_sd, rows, margin, objective, interval_margin, baseline: str = "ddp"
+) -> Recommendation:
+    """The pick and its verdict against `ar`, the All-Reduce-family row named by `baseline` (DDP's, or
+    the sharded one that fits where DDP does not); rows that do not fit in memory are never picked."""
     ranked = RANKED_BY[objective]
-    if not any(r.applicable and r.runnable for r in rows):
-        return keep_allreduce(scenario, "No decentralized topology fits this shape: keep All-Reduce.")
+    label = baseline_label(baseline)
+    runnable = [r for r in rows if r.applicable and r.runnable]
+    if not runnable:
+        return keep_allreduce(scenario, f"No decentralized topology fits this shape: keep {label}.", baseline)
+    if not any(r.fits for r in runnable):
+        from runtime_model.advice.memory_fit import does_not_fit
+
+        return keep_allreduce(
+            scenario,
+            f"Keep {label}: no decentralized topology fits in memory: Decent-DP {does_not_fit(runnable[0].memory)}"
+            " (gossip needs a full replica per rank, its communication blocks and its optimizer's "
+            "states).",
+            baseline,
+        )
     best = pick(rows, margin, objective)
     if best is None:
         return keep_allreduce(
             scenario,
-            f"Keep All-Reduce: every runnable topology's consensus is hopeless at {scenario.shape.gpus} GPUs "
+            f"Keep {label}: every runnable topology's consensus is hopeless at {scenario.shape.gpus} GPUs "
             f"({ranked}).",
+            baseline,
         )
     s, noise = best.speedup, speedup_uncertainty(best, ar, ar_sd, interval_margin)
     low, high = speedup_interval(s, noise)
     if low <= 1.0 <= high:
         verdict = (
-            f"Too close to call: {best.topology} is predicted at {s:.2f}x All-Reduce's speed, and speedups "
-            f"from these inputs err by ±{noise:.1%} ({interval_text(low, high)}). Keep All-Reduce unless a "
+            f"Too close to call: {best.topology} is predicted at {s:.2f}x {label}'s speed, and speedups "
+            f"from these inputs err by ±{noise:.1%} ({interval_text(low, high)}). Keep {label} unless a "
             f"validation run says otherwise ({validate_line(best.topology)})."
         )
         verdict += _consensus_warning(best, scenario.shape.gpus)
-        rec = keep_allreduce(scenario, verdict, candidate=best.topology)
+        rec = keep_allreduce(scenario, verdict, baseline, candidate=best.topology)
         return replace(rec, too_close_to_call=True)
     if s < 1.0:
         return keep_allreduce(
             scenario,
-            f"Keep All-Reduce: the best decentralized topology ({best.topology}) is {s:.2f}x All-Reduce's "
+            f"Keep {label}: the best decentralized topology ({best.topology}) is {s:.2f}x {label}'s "
             f"speed ({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; {ranked}).",
+            baseline,
         )
     parts = sorted(
         ((name, v) for name, v in best.prediction.factors.named_s() if abs(v) >= SHOWN_FACTOR_S),
@@ -390,7 +465,7 @@ def _recommend(scenario, ar, ar_sd, rows, margin, objective, interval_margin) ->
     )
     why = ", ".join(f"{name} {val * 1e3:+.1f} ms" for name, val in parts)
     verdict = (
-        f"Use {best.topology}: {s:.2f}x All-Reduce's speed per iteration "
+        f"Use {best.topology}: {s:.2f}x {label}'s speed per iteration "
         f"({best.prediction.mean_s * 1e3:.1f} ms vs {ar.mean_s * 1e3:.1f} ms; ±{noise:.1%} on the speedup: "
         f"{interval_text(low, high)}; "
         f"{ranked}); why: {why}.{_consensus_warning(best, scenario.shape.gpus)}"

@@ -36,7 +36,7 @@ def consensus_text(entry: dict) -> str:
     c = entry.get("consensus") or {}
     if entry.get("local_sgd"):
         return f"averaged every {entry['local_sgd']['inner_steps']} steps"
-    if entry["topology"] == "allreduce":
+    if entry["topology"] == "allreduce" or entry.get("family") == "all-reduce":
         return "exact every iteration"
     if not entry["applicable"]:
         return ""
@@ -55,8 +55,8 @@ def runs_on_text(entry: dict) -> str:
     """What can run it: PyTorch DDP, Decent-DP (built-in), Decent-DP + rtmodel (rtmodel registers the
     schedule with Decent-DP), another gossip library (SGP, BlueFog), or the model only (from
     Schedule.decent_dp_runnable, the one predicate)."""
-    if entry["topology"] == "allreduce":
-        return "PyTorch DDP"
+    if entry["topology"] == "allreduce" or entry.get("family") == "all-reduce":
+        return entry.get("library") or "PyTorch DDP"
     if not entry["applicable"]:
         return NOT_APPLICABLE
     library = entry.get("library", "Decent-DP")
@@ -67,8 +67,39 @@ def runs_on_text(entry: dict) -> str:
     return "Decent-DP" if entry["decent_dp_builtin"] else "Decent-DP + rtmodel"
 
 
+NO_FIT_MARK = "\u2717 no fit"  # a row that does not fit in one GPU's memory: never picked
+
+
 def vs_best_text(entry: dict) -> str:
+    """best / \u2248 best, or '\u2717 no fit' on a row that does not fit in one GPU's memory (shown in this
+    narrow column, kept at every width, so a row that cannot run is marked however narrow the terminal)."""
+    if (entry.get("memory") or {}).get("fits") is False:
+        return NO_FIT_MARK
     return {"best": "best", "equivalent": EQUIVALENT_MARK}.get(entry.get("vs_best") or "", "")
+
+
+NOT_FIT_MARK = "\u2717"  # in the GiB/GPU column: a row that does not fit (the legend says so)
+
+
+def memory_table_text(entry: dict) -> str:
+    """'12.3', '12.3+act' (activations not known), or '\u2717 61/40' (does not fit: 61 GiB of 40)."""
+    m = entry.get("memory")
+    if not m:
+        return ""
+    peak, cap = m["bytes"] / 2**30, m["capacity_bytes"] / 2**30
+    if m["fits"] is False:
+        return f"{NOT_FIT_MARK} {peak:.3g}/{cap:.3g}"
+    return f"{peak:.3g}" + ("" if m["activations_known"] else "+act")
+
+
+def _memory_field(key: str) -> Callable[[dict], str]:
+    def text(entry: dict) -> str:
+        m = entry.get("memory")
+        if not m or m.get(key) is None:
+            return ""
+        return str(m[key]) if key == "fits" else f"{m[key] / 2**30:.6g}"
+
+    return text
 
 
 @dataclass(frozen=True)
@@ -140,7 +171,7 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
         "topology",
         "topology",
         lambda e: e["topology"],
-        lambda e: "allreduce (DDP)" if e["topology"] == "allreduce" else e["topology"],
+        lambda e: "allreduce (DDP)" if e["topology"] == "allreduce" else e["topology"],  # fsdp, zero2: their names
         numeric=False,
     ),
     Column("applicable", None, lambda e: str(e["applicable"]), numeric=False),
@@ -193,6 +224,8 @@ ADVICE_COLUMNS: tuple[Column, ...] = (
     Column("crossover_inter_bandwidth_gbit_s", None, _crossover("inter_bandwidth_gbit_s")),
     Column("crossover_compute_ms", None, _crossover("compute_ms")),
     Column("crossover_compute_cv", None, _crossover("compute_cv")),
+    Column("memory_gib", "GiB/GPU", _memory_field("bytes"), memory_table_text, priority=3),
+    Column("memory_fits", None, _memory_field("fits"), numeric=False),
 )
 
 CSV_COLUMNS = tuple(c for c in ADVICE_COLUMNS if c.name is not None)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from runtime_model.advice.memory_fit import baseline_predictor
 from runtime_model.advice.run_lines import validate_line
 from runtime_model.convergence.consensus_cost import HOPELESS
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
@@ -97,7 +98,7 @@ def crossovers(advice) -> list[Crossover]:
         searches.append(cv)
     row = next(r for r in advice.rows if r.topology == topology)
     now_log = math.log(advice.allreduce.mean_s / row.prediction.mean_s)  # every search starts from here
-    return _solve(searches, model, topology, now_log)
+    return _solve(searches, model, topology, now_log, baseline_predictor(advice.baseline))
 
 
 @dataclass(frozen=True)
@@ -115,16 +116,18 @@ class _Search:
         return np.linspace(lo, hi, points)
 
 
-def _solve(searches: list[_Search], model, topology: str, now_log: float) -> list[Crossover]:
+def _solve(
+    searches: list[_Search], model, topology: str, now_log: float, baseline=allreduce_prediction
+) -> list[Crossover]:
     grids = [s.grid(s.low, s.high, GRID_POINTS) for s in searches]
-    logs = _grid_logs(searches, grids, model, now_log)
+    logs = _grid_logs(searches, grids, model, now_log, baseline)
     brackets = [_nearest_bracket(s, g, lg) for s, g, lg in zip(searches, grids, logs, strict=True)]
     states = [_Illinois.start(s, b) if b else None for s, b in zip(searches, brackets, strict=True)]
     for _ in range(MAX_REFINEMENTS):
         live = [st for st in states if st is not None and not st.done]
         if not live:
             break
-        values = _speedup_logs([st.search.at(st.next_value()) for st in live], model)
+        values = _speedup_logs([st.search.at(st.next_value()) for st in live], model, baseline)
         for st, value in zip(live, values, strict=True):
             st.update(float(value))
     return [
@@ -133,7 +136,9 @@ def _solve(searches: list[_Search], model, topology: str, now_log: float) -> lis
     ]
 
 
-def _grid_logs(searches: list[_Search], grids: list[np.ndarray], model, now_log: float) -> list[np.ndarray]:
+def _grid_logs(
+    searches: list[_Search], grids: list[np.ndarray], model, now_log: float, baseline=allreduce_prediction
+) -> list[np.ndarray]:
     """The log speedup at every grid point, the runs in one batch; the point at the current value (the
     middle of a log grid) is the advice's own now_log, not run again."""
     here = [np.isclose(g, s.current, rtol=1e-9, atol=0.0) for s, g in zip(searches, grids, strict=True)]
@@ -143,7 +148,7 @@ def _grid_logs(searches: list[_Search], grids: list[np.ndarray], model, now_log:
         for v, at in zip(g, h, strict=True)
         if not at
     ]
-    values = iter(_speedup_logs(todo, model))
+    values = iter(_speedup_logs(todo, model, baseline))
     return [np.array([now_log if at else float(next(values)) for at in h]) for h in here]
 
 
@@ -204,11 +209,14 @@ def _value_at(s: _Search, position: float) -> float:
     return math.exp(position) if s.log_scale else position
 
 
-def _speedup_logs(scenarios: list[Scenario], model) -> np.ndarray:
-    """log(All-Reduce mean / topology mean) for each scenario, their recurrences run as one batch."""
+def _speedup_logs(scenarios: list[Scenario], model, baseline=allreduce_prediction) -> np.ndarray:
+    """log(baseline mean / topology mean) for each scenario, their recurrences run as one batch;
+    `baseline`: scenario -> the All-Reduce-family row the verdict is against (DDP's unless it does not
+    fit: memory_fit.chosen_baseline)."""
     ars = [allreduce_prediction(sc) for sc in scenarios]
     means = run_means([model.pending(sc, ar) for sc, ar in zip(scenarios, ars, strict=True)])
-    return np.array([math.log(a.mean_s / m) for a, m in zip(ars, means, strict=True)])
+    refs = ars if baseline is allreduce_prediction else [baseline(sc) for sc in scenarios]
+    return np.array([math.log(a.mean_s / m) for a, m in zip(refs, means, strict=True)])
 
 
 def _nearest_bracket(s: _Search, grid: np.ndarray, logs: np.ndarray):

@@ -30,6 +30,11 @@ class LocalSgdRow:
     prediction: LocalSgdPrediction
     speedup: float  # All-Reduce's mean over this mean
     convergence: LocalSgdCost
+    memory: object = None  # memory.accounting.MemoryUse per rank where memory was asked
+
+    @property
+    def fits(self) -> bool:
+        return self.memory is None or self.memory.fits is not False
 
 
 @dataclass(frozen=True)
@@ -48,14 +53,22 @@ def model_params(scenario: Scenario) -> float:
     return scenario.buckets.message_bytes / scenario.buckets.element_bytes
 
 
-def local_sgd_rows(scenario: Scenario, allreduce_mean_s: float, configs: list[LocalSgd]) -> list[LocalSgdRow]:
-    """Predict each local-SGD configuration, with its speedup and its convergence cost."""
+def local_sgd_rows(
+    scenario: Scenario, allreduce_mean_s: float, configs: list[LocalSgd], memory=None
+) -> list[LocalSgdRow]:
+    """Predict each local-SGD configuration, with its speedup, its convergence cost and, with `memory`
+    (memory_fit.MemoryQuestion), its memory per rank (a full replica, the outer copy and momentum)."""
     rows = []
     params = model_params(scenario)
     for opts in configs:
         pred = local_sgd_prediction(scenario, opts)
         cost = local_sgd_cost(opts, pred.replicas, params)
-        rows.append(LocalSgdRow(pred, allreduce_mean_s / pred.mean_s, cost))
+        use = None
+        if memory is not None:
+            from runtime_model.advice.memory_fit import memory_of
+
+            use = memory_of(scenario, "local-sgd", memory, replica=opts.replica, fragments=opts.fragments)
+        rows.append(LocalSgdRow(pred, allreduce_mean_s / pred.mean_s, cost, use))
     return rows
 
 
@@ -66,11 +79,14 @@ def _ordered(candidates: list[FamilyBest], objective: str) -> list[FamilyBest]:
 
 
 def family_candidates(
-    allreduce_mean_s: float, gossip, local: list[LocalSgdRow], objective: str
+    allreduce_mean_s: float, gossip, local: list[LocalSgdRow], objective: str, baseline: str = "ddp"
 ) -> list[FamilyBest]:
     """Each family's best option under `objective` (gossip: `gossip`, the advisor's own choice among the
-    runnable topologies, or None), best family first."""
-    out = [FamilyBest("All-Reduce", "allreduce", allreduce_mean_s, True, "All-Reduce's iterations")]
+    runnable topologies that fit, or None; All-Reduce: `baseline`, DDP or the sharded row that fits;
+    local SGD: its rows that fit), best family first."""
+    option = "allreduce" if baseline == "ddp" else baseline
+    out = [FamilyBest("All-Reduce", option, allreduce_mean_s, True, "All-Reduce's iterations")]
+    local = [r for r in local if r.fits]
     if gossip is not None:
         known = gossip.convergence.kind in (EXACT, MEASURED)
         out.append(

@@ -32,6 +32,12 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
               ties All-Reduce as inter_bandwidth_gbit_s, compute_ms or compute_cv moves alone; crossover
               null where it wins (or loses) over the whole `searched` range; that topology's prediction
               entry repeats the three as `crossover: {quantity: value}` (the CSV's crossover_* columns)
+  memory (where memory was asked): {device, capacity_bytes, activation_bytes, activation_source, recipe,
+          gossip_optimizer}; every entry then has memory: {bytes, parts, capacity_bytes, fits,
+          activations_known} (runtime_model.advice.memory_report), the All-Reduce family's sharded rows
+          (fsdp, zero2, zero1, hsdp) are entries of family "all-reduce", and baseline names the entry every
+          speedup is against: "allreduce" (DDP), or the fastest sharded row that fits where DDP does not
+          (then the first entry is that row)
   settle (with crossover[]): the one measurement that would settle the verdict, never one given (the
           validation run then), or null (crossover.settle_line)
 """
@@ -45,6 +51,7 @@ from runtime_model.advice.advisor import Advice, TopologyRow
 from runtime_model.advice.columns import CSV_COLUMNS
 from runtime_model.advice.crossover import crossover_dict, settle_line
 from runtime_model.advice.family_report import allreduce_shared, families_dict, gossip_shared, local_sgd_entry
+from runtime_model.advice.memory_report import add_memory
 from runtime_model.convergence.consensus_cost import EXACT, EXACT_COST, MEASURED, ConsensusCost
 from runtime_model.core.document_header import document_header, schema_tag
 from runtime_model.core.jsonsafe import json_safe
@@ -96,6 +103,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
         "recommendation": _recommendation_dict(advice, marks),
         "margin": advice.margin,
     }
+    add_memory(advice, preds, doc)
     if advice.local_sgd:
         doc["families"] = families_dict(advice.families, advice.family_verdict, advice.objective)
     if advice.tuned_ddp is not None:

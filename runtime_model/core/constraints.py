@@ -101,6 +101,8 @@ MAX_PARAMS = 1e11
 PARAMS_RANGE = Interval(1, MAX_PARAMS, closed="both", integer=True)
 MEMORY_BANDWIDTH_GBPS = Interval(1.0, 1e5, closed="both")
 MEMORY_GIB = Interval(0.1, 1e5, closed="both")
+# activations per GPU a user states (advise --activation-gib): none to the largest GPU memory bound above
+ACTIVATION_GIB = Interval(0.0, 1e5, closed="both")
 LINK_GBPS = Interval(1e-3, 1e5, closed="both")
 LATENCY_US = Interval(0.0, 1e6, closed="both")
 LAUNCH_US = Interval(0.0, 1e4, closed="both")
