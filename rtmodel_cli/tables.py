@@ -72,7 +72,9 @@ LEGEND = (
         "local-sgd H=",
         "local-sgd H=N = local SGD (DiLoCo): N inner steps per replica (a node, DDP inside; 'per-gpu': each "
         "GPU), then the pseudo-gradient all-reduced and an outer Nesterov step; P = fragments and overlap = "
-        "inner steps an all-reduce runs behind (Streaming DiLoCo); fp16/int8/int4 = bits on the wire. It "
+        "inner steps an all-reduce runs behind (Streaming DiLoCo); fp16/int8/int4 = bits on the wire; fsdp = "
+        "FSDP2 over the node's GPUs inside each replica (torchft's DiLoCo), added where DDP's replica does not "
+        "fit. It "
         "changes the training algorithm: compared beside the pick (--local-sgd-h 0 hides it); its agreement "
         "is its loss at All-Reduce's tokens (Charles et al. 2025, Scaling Laws for DiLoCo).",
     ),

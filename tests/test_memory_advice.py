@@ -204,3 +204,28 @@ def test_a_profiled_model_that_runs_on_fake_tensors_is_estimated(tmp_path):
     assert inputs.memory.activation_source.startswith("the profile's model (mlp, 8 per rank")
     assert inputs.memory.activation_bytes > 0
     assert inputs.memory.activation_grad_bytes >= inputs.memory.activation_bytes
+
+
+def test_local_sgd_gets_fsdp_inside_its_replica_where_ddp_inside_does_not_fit():
+    doc = advice_to_dict(advise(gpus=64, params=7e9, compute_ms=2000.0))
+    entries = _entries(doc)
+    plain, sharded = entries["local-sgd H=30"], entries["local-sgd H=30 fsdp"]
+    assert plain["memory"]["fits"] is False and sharded["memory"]["fits"] is not False
+    assert sharded["library"] == "torchft DiLoCo"
+    # the node's FSDP shards the replica over its 4 GPUs: states, gradients and outer momentum by 4
+    assert sharded["memory"]["bytes"] < plain["memory"]["bytes"] / 3
+    small = _entries(advice_to_dict(advise(gpus=64)))
+    assert "local-sgd H=30 fsdp" not in small  # added only where DDP's replica does not fit
+
+
+def test_fsdp_inside_a_replica_shards_its_optimizer_and_needs_a_node():
+    from runtime_model.core.errors import InvalidCombination
+    from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
+    from tests.helpers import scenario
+
+    sc = scenario(16, 4)
+    ddp, fsdp = (local_sgd_prediction(sc, LocalSgd(inner=inner)) for inner in ("ddp", "fsdp"))
+    assert fsdp.outer_step_s == pytest.approx(ddp.outer_step_s / 4)
+    assert fsdp.options.inner == "fsdp" and fsdp.name.endswith(" fsdp")
+    with pytest.raises(InvalidCombination):
+        LocalSgd(inner="fsdp", replica="gpu")

@@ -65,9 +65,9 @@ def local_sgd_rows(
         cost = local_sgd_cost(opts, pred.replicas, params)
         use = None
         if memory is not None:
-            from runtime_model.advice.memory_fit import memory_of
+            from runtime_model.advice.memory_fit import local_sgd_memory
 
-            use = memory_of(scenario, "local-sgd", memory, replica=opts.replica, fragments=opts.fragments)
+            use = local_sgd_memory(scenario, opts, memory)
         rows.append(LocalSgdRow(pred, allreduce_mean_s / pred.mean_s, cost, use))
     return rows
 
@@ -128,9 +128,14 @@ def family_verdict(candidates: list[FamilyBest], objective: str, too_close: bool
     text = f"Across the three families, ranked by {ranked}: " + "; ".join(parts) + "."
     for c in unranked:
         h = re.search(r"H=(\d+)", c.option)  # the row's name: local-sgd H=30 ...
+        measures = (
+            "torchft's DiLoCo runs it, FSDP2 inside each replica; rtmodel validate runs DDP inside"
+            if c.option.endswith(" fsdp")
+            else f"{validate_line(local_sgd_h=int(h[1]) if h else 30)} measures its time per iteration beside "
+            "the pick, not its loss"
+        )
         text += (
             f" Not ranked: {c.family} ({c.option}) {c.mean_s * 1e3:.1f} ms/iteration, {c.cost}: its time to "
-            f"All-Reduce's loss is not known ({validate_line(local_sgd_h=int(h[1]) if h else 30)} measures its "
-            "time per iteration beside the pick, not its loss)."
+            f"All-Reduce's loss is not known ({measures})."
         )
     return text

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 ALLREDUCE, GOSSIP, LOCAL_SGD = "all-reduce", "gossip", "local-sgd"  # the entries' `family`
 LOCAL_SGD_LIBRARY = "local SGD"  # "runs on": rtmodel validate's torch.distributed loop, OpenDiLoCo, prime
+LOCAL_SGD_FSDP_LIBRARY = "torchft DiLoCo"  # FSDP2 inside each replica (torchft, torchtitan); validate runs DDP
 
 
 def allreduce_shared(scenario: Scenario, mean_s: float) -> dict:
@@ -88,7 +89,7 @@ def local_sgd_entry(row: LocalSgdRow) -> dict:
         "uncertainty_s": 0.0,
         "decent_dp_builtin": False,
         "runs_on_decent_dp": False,
-        "library": LOCAL_SGD_LIBRARY,
+        "library": LOCAL_SGD_FSDP_LIBRARY if p.options.inner == "fsdp" else LOCAL_SGD_LIBRARY,
         "vs_best": None,
     }
 

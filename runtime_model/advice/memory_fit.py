@@ -126,6 +126,29 @@ def gossip_memory(scenario: Scenario, question: MemoryQuestion) -> MemoryUse:
     return memory_of(scenario, "decent-dp", question, changes)
 
 
+def local_sgd_memory(scenario: Scenario, opts, question: MemoryQuestion) -> MemoryUse:
+    """One local-SGD configuration's memory per rank (prediction/local_sgd.LocalSgd): DDP inside the
+    replica as rtmodel_harness/local_sgd.py runs it (accounting's local-sgd), or FSDP2 over the node's GPUs
+    as torchft's DiLoCo runs a replica one GPU cannot hold: the node's FSDP memory, plus the outer
+    optimizer's momentum over each GPU's shard (torchft/local_sgd.py keeps the outer copy of the weights,
+    `extract_local_tensor`'s local shards, in CPU memory by default: not on the GPU)."""
+    from dataclasses import replace
+
+    from runtime_model.core.scenario import ClusterShape
+
+    if opts.inner != "fsdp":
+        return memory_of(scenario, "local-sgd", question, replica=opts.replica, fragments=opts.fragments)
+    k = scenario.shape.gpus_per_node
+    node = memory_of(replace(scenario, shape=ClusterShape(k, k)), "fsdp", question)
+    momentum = _element_params(scenario, scenario.buckets.message_bytes) * question.recipe.param_bytes / k
+    return replace(
+        node,
+        parts=(*node.parts, ("outer momentum", momentum)),
+        peak_bytes=node.peak_bytes + momentum,
+        phases=tuple((name, nbytes + momentum) for name, nbytes in node.phases),
+    )
+
+
 def baseline_predictor(method: str):
     """scenario -> IterationPrediction of one All-Reduce-family row (DDP's is allreduce_prediction)."""
     return allreduce_prediction if method == DDP else partial(sharded_prediction, method=method)

@@ -44,6 +44,7 @@ from runtime_model.prediction.link_bytes import allreduce_nic_bytes
 
 NON_NEGATIVE_INT = Interval(0, None, integer=True)
 REPLICAS = ("node", "gpu")  # what one local-SGD replica is
+INNER = ("ddp", "fsdp")  # what trains inside a node replica (LocalSgd.inner)
 WIRE_BITS = (32, 16, 8, 4)  # bits per pseudo-gradient element on the wire
 LOCAL_SGD_SEED = 20241017  # fixed: predictions are deterministic
 DRAW_BUDGET = 1_000_000  # compute draws per prediction (n x H x periods): bounds the advisor's latency
@@ -69,6 +70,10 @@ class LocalSgd:
     # the synchronising step's backward covers the all-reduce too (its buckets leave as the backward makes
     # them), as Douillard's simulators assume for every method; OpenDiLoCo and INTELLECT-1 block (False)
     backward_overlap: bool = False
+    # what trains inside a node replica: "ddp" (DDP: a full replica per GPU), or "fsdp" (FSDP2 over the
+    # node's GPUs, as torchft's DiLoCo and torchtitan run a replica a GPU cannot hold: the inner step's
+    # exposed communication is the sharded model's, its optimizer and the outer step on 1/k each)
+    inner: str = "ddp"
 
     def __post_init__(self):  # each input named as the option that sets it (--local-sgd-h, ...)
         INNER_STEPS.check("local_sgd_h", self.inner_steps)
@@ -78,6 +83,15 @@ class LocalSgd:
             raise InvalidValue("local_sgd_bits", f"one of {', '.join(map(str, WIRE_BITS))}", self.bits)
         if self.replica not in REPLICAS:
             raise InvalidValue("local_sgd_replica", f"one of {', '.join(REPLICAS)}", self.replica)
+        if self.inner not in INNER:
+            raise InvalidValue("local_sgd_inner", f"one of {', '.join(INNER)}", self.inner)
+        if self.inner == "fsdp" and self.replica == "gpu":
+            raise InvalidCombination(
+                "{local_sgd_inner} shards a node replica over its GPUs: a one-GPU replica ({local_sgd_replica}) "
+                "has nothing to shard over",
+                local_sgd_inner=self.inner,
+                local_sgd_replica=self.replica,
+            )
         if self.fragments > self.inner_steps:
             raise InvalidCombination(
                 "{local_sgd_fragments} needs at least as many inner steps ({local_sgd_h}): each fragment "
@@ -104,6 +118,7 @@ class LocalSgd:
             text += f" overlap={self.overlap_steps}"
         text += WIRE_NAMES[self.bits]
         text += " bwd-overlap" if self.backward_overlap else ""
+        text += " fsdp" if self.inner == "fsdp" else ""
         return text + (" per-gpu" if self.replica == "gpu" else "")
 
     def replicas(self, shape: ClusterShape) -> int:
@@ -142,12 +157,22 @@ def compute_utilization(compute: Compute, iteration_s: float) -> float:
 
 
 def inner_tail_s(scenario: Scenario, opts: LocalSgd) -> float:
-    """The exposed DDP tail of one inner step inside a node (0 for a one-GPU replica)."""
+    """The exposed communication of one inner step inside a node (0 for a one-GPU replica): DDP's tail,
+    or with FSDP inside the replica the sharded model's (prediction/sharded.py on the node alone)."""
     k = scenario.shape.gpus_per_node
     if opts.replica == "gpu" or k == 1:
         return 0.0
     node = replace(scenario, shape=ClusterShape(k, k))
+    if opts.inner == "fsdp":
+        from runtime_model.prediction.sharded import sharded_prediction
+
+        return sharded_prediction(node, "fsdp").exposed_comm_s
     return allreduce_prediction(node).exposed_comm_s
+
+
+def optimizer_share(scenario: Scenario, opts: LocalSgd) -> float:
+    """The part of the optimizer's work one GPU does: all of it, or 1/k with FSDP inside the replica."""
+    return 1.0 / scenario.shape.gpus_per_node if opts.inner == "fsdp" else 1.0
 
 
 def period_compute_s(scenario: Scenario, opts: LocalSgd, seed: int = LOCAL_SGD_SEED) -> tuple[float, float]:
@@ -200,7 +225,8 @@ def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPredicti
     """Time per inner step of local SGD with `opts` on `scenario` (module doc)."""
     shape, comp, net = scenario.shape, scenario.compute, scenario.network
     h = opts.inner_steps
-    fixed_step_s = comp.optimizer_s + inner_tail_s(scenario, opts)
+    optimizer_s = comp.optimizer_s * optimizer_share(scenario, opts)
+    fixed_step_s = optimizer_s + inner_tail_s(scenario, opts)
     slowest_s, mean_compute_s = period_compute_s(scenario, opts)
     inner_step_s = mean_compute_s / h + fixed_step_s
     group = global_allreduce_shape(shape.gpus, shape.gpus_per_node, net.nics_per_node)
@@ -208,7 +234,7 @@ def local_sgd_prediction(scenario: Scenario, opts: LocalSgd) -> LocalSgdPredicti
     fragment_s = allreduce_s(group, payload / opts.fragments, net) if shape.gpus > 1 else 0.0
     outer_comm_s = opts.fragments * fragment_s
     exposed_s = outer_exposed_s(fragment_s, opts, inner_step_s, comp.backward_s)
-    outer_step_s = comp.optimizer_s if shape.gpus > 1 else 0.0
+    outer_step_s = optimizer_s if shape.gpus > 1 else 0.0
     steps_s = slowest_s + h * fixed_step_s
     period_s = steps_s + exposed_s + outer_step_s
     return LocalSgdPrediction(
