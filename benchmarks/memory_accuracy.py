@@ -80,6 +80,7 @@ def fsdp_units(model) -> list:
 
 def model_shape(case: Case, batch: int) -> dict:
     """Parameters and the shape method_memory needs, from the model built on this host's CPU."""
+    from rtmodel_harness.fsdp import late_grad_params
     from rtmodel_harness.workloads import build_workload
 
     wl = build_workload(case.model, dict(case.model_args), batch, "cpu", rank=0)
@@ -95,22 +96,6 @@ def model_shape(case: Case, batch: int) -> dict:
         "decent_dp_bucket_params": [b // element for b in layout.gossip_buckets_bytes],
         "buffer_bytes": sum(b.numel() * b.element_size() for b in wl.model.buffers()),
     }
-
-
-def late_grad_params(model, units: list, params: list, backward_order: list[int]) -> int:
-    """Root parameters (in no unit) whose gradients backward makes after every unit's: input embeddings, a
-    stem. A parameter two modules share (a tied head) is not one: autograd holds its head's share early."""
-    in_units = {id(p) for u in units for p in u.parameters()}
-    position = {pid: i for i, pid in enumerate(backward_order)}
-    last_unit = max((position[i] for i, p in enumerate(params) if id(p) in in_units), default=-1)
-    uses: dict[int, int] = {}
-    for _, p in model.named_parameters(remove_duplicate=False):
-        uses[id(p)] = uses.get(id(p), 0) + 1
-    return sum(
-        p.numel()
-        for i, p in enumerate(params)
-        if id(p) not in in_units and position.get(i, -1) > last_unit and uses[id(p)] == 1
-    )
 
 
 def activations(case: Case, batch: int) -> tuple[float, float, str]:

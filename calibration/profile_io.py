@@ -16,6 +16,7 @@ from typing import Any
 
 from calibration.measurement import Measurement
 from calibration.profile import AllReduceMeasurement, ComputeProfile, Profile, Workload
+from calibration.profile_checks import check_peak_memory
 from calibration.units import fmt_bytes
 from rtmodel_util.profile_checks import CalibrationError, ProfileError
 from rtmodel_util.profile_document import PatternResult, ProfileCompute, ProfileDocument
@@ -73,6 +74,7 @@ def profile_from_document(doc: Any, origin: str = "profile") -> Profile:
 #   trace's: NVLink 5 carries 1.8 TB/s per GPU, both directions together);
 # - a batch per rank of at most 1e10 units (the largest global batches are ~1.6e7 tokens), a bucket cap in
 #   (0, 1e6) MiB (the flag's range).
+# - a rank's peak memory at most what its device holds (calibration.profile_checks).
 MAX_RANKS_PER_NODE = MAX_GPUS_PER_NODE
 BUCKET_SLACK = 1.25
 BUCKETS_AGREE = 2.0
@@ -108,6 +110,7 @@ def check_physics(typed: ProfileDocument, origin: str) -> None:
             _check_rate(res.bytes, min(res.samples_s), f"communication.patterns[{j}].results[{i}]", origin)
     for j, entry in enumerate(comm.in_flight or ()):
         _check_rate(sum(entry.buckets_bytes), min(entry.in_flight_s), f"communication.in_flight[{j}]", origin)
+    check_peak_memory(typed, origin)  # a rank holds no more than its device has
 
 
 def _check_buckets(wl, origin: str) -> None:

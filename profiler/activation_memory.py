@@ -240,18 +240,6 @@ def _collector_paused():
             gc.enable()
 
 
-def _forward_loss(model, batch, loss_fn):
-    """rtmodel_harness.workloads.Workload.loss: inputs a tensor, a tuple (model(*inputs)) or a dict."""
-    inputs, targets = batch
-    if isinstance(inputs, tuple | list):
-        out = model(*inputs)
-    elif isinstance(inputs, dict):
-        out = model(**inputs)
-    else:
-        out = model(inputs)
-    return loss_fn(out, targets)
-
-
 def wrap_repeated_blocks(model: nn.Module) -> tuple[str, ...]:
     """Wrap every repeated block with non-reentrant activation checkpointing (checkpoint_wrapper,
     CheckpointImpl.NO_REENTRANT, i.e. torch.utils.checkpoint(use_reentrant=False)); return their names.
@@ -295,6 +283,8 @@ def _one_line(exc: BaseException) -> str:
 def _two_iterations(model, make_batch, loss_fn, batch: int, amp: bool, tracker, kinds):
     """Build the optimizer and run the two iterations under `tracker`, its window open over the second
     forward and backward; (the trainable parameters, each category's bytes as that backward returns)."""
+    from rtmodel_harness.workloads import forward_loss
+
     device = next(model.parameters()).device
     model.train()
     params = list({id(p): p for p in model.parameters() if p.requires_grad}.values())
@@ -305,7 +295,7 @@ def _two_iterations(model, make_batch, loss_fn, batch: int, amp: bool, tracker, 
             data = _moved(make_batch(step, batch, device), device)
             tracker.window = step == 1
             with torch.autocast(device.type, dtype=torch.bfloat16) if amp else nullcontext():
-                loss = _forward_loss(model, data, loss_fn)
+                loss = forward_loss(model, data, loss_fn)
             loss.backward()
             tracker.window = False
             if step == 1:

@@ -7,7 +7,10 @@ bucket (its last parameter in backward order) is accumulated, measured from back
 post-accumulate-grad hooks. CPU: time.perf_counter; GPU: CUDA events recorded on the current stream.
 The step is the recipe's (rtmodel_harness.recipe: --precision, --optimizer): forward + loss under autocast
 for fp16/bf16, backward through the GradScaler for fp16 (its scale() counts in backward, its step() and
-update() in the optimizer phase), as validation trains it.
+update() in the optimizer phase), as validation trains it. With a `memory` probe
+(rtmodel_harness.peak_memory.PeakMemory, entered before the model was built) the run also records its
+peak memory: CUDA's counter reset after the warm-up and read after the timed iterations, CPU's MemTracker
+off for the timed iterations and on for its own iterations after them.
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ def measure_compute(
     iterations: int,
     progress: Callable[[str], None] | None = None,
     recipe: Recipe | None = None,
+    memory=None,
 ) -> dict:
-    """This rank's compute samples (lists over measured iterations) under `recipe` (default: fp32, Adam)."""
+    """This rank's compute samples (lists over measured iterations) under `recipe` (default: fp32, Adam);
+    `memory` (a PeakMemory or None) is told when the timed iterations start and end (module doc)."""
     recipe = recipe or Recipe()
     if recipe.needs_decent_dp:
         import rtmodel_decentdp  # noqa: F401  (AccumAdam's compat shim)
@@ -71,6 +76,10 @@ def measure_compute(
     total = warmup + iterations
     try:
         for it in range(total):
+            if memory is not None:
+                memory.between_iterations()  # after the one before (a no-op while the probe is off)
+                if it == warmup:
+                    memory.timed_start()
             batch = workload.make_batch(it)
             marks.clear()
             clock.sync()
@@ -93,7 +102,21 @@ def measure_compute(
             if progress and (it + 1 == total or (it - warmup) % max(1, iterations // 4) == 0):
                 progress(f"compute: iteration {it - warmup + 1}/{iterations} "
                          f"(forward {out['forward_s'][-1] * 1e3:.1f} ms, backward {out['backward_s'][-1] * 1e3:.1f} ms)")
+        if memory is not None:
+            memory.timed_end()
+            def step(batch):
+                _untimed_step(recipe, workload, model, batch, optimizer, scaler)
+
+            memory.measure(step, workload, total)
     finally:
         for h in handles:
             h.remove()
     return out
+
+
+def _untimed_step(recipe: Recipe, workload, model, batch, optimizer, scaler) -> None:
+    """One iteration as the timed loop runs it, without its marks (the memory probe's own iterations)."""
+    with recipe.autocast(workload.device):
+        loss = workload.loss(model, batch)
+    backward(loss, scaler)
+    optimizer_step(optimizer, scaler)

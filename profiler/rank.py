@@ -188,6 +188,7 @@ class _Run:
 
     def compute(self, skip: bool) -> None:
         from profiler.compute import measure_compute
+        from profiler.compute_memory import compute_fields, describe
         from profiler.wrapped import measure_ddp_work, measure_gossip_step
         from rtmodel_harness.distributed import barrier
         from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
@@ -203,7 +204,9 @@ class _Run:
                 per_rank = self.gather(mine)  # every rank is alive before the wrapped iterations start
                 cap = self.workload_doc.bucket_cap_mb
                 ddp = self.gather(
-                    measure_ddp_work(self._fresh_workload, self.layout, self.recipe, cap, self.say)
+                    measure_ddp_work(
+                        self._fresh_workload, self.layout, self.recipe, cap, self.say, device=self.device
+                    )
                 )
                 if o.trace_out is not None:
                     from profiler.trace_out import record_ddp_trace
@@ -223,6 +226,9 @@ class _Run:
                     )
                 )
                 if self.lead:
+                    memory = compute_fields([r["peak_memory"] for r in ddp])
+                    if self.say:
+                        self.say(describe(memory))
                     measured = all("gossip_step_s" in w for w in wrapped)
                     if not measured and self.say:
                         self.say(
@@ -236,6 +242,7 @@ class _Run:
                             **{key: frozen([r[key] for r in per_rank]) for key in mine},
                             **{key: frozen([r[key] for r in ddp]) for key in DDP_WRAPPED_KEYS},
                             gossip_step_s=frozen([w["gossip_step_s"] for w in wrapped]) if measured else None,
+                            **memory,
                         ),
                     )
         if self.lead:

@@ -86,27 +86,43 @@ def measure_gossip_step(
 
 
 def measure_ddp_work(
-    make_workload: Callable[[], object], layout, recipe, bucket_cap_mb: float, say: Callable[[str], None] | None = None
+    make_workload: Callable[[], object],
+    layout,
+    recipe,
+    bucket_cap_mb: float,
+    say: Callable[[str], None] | None = None,
+    *,
+    device,
 ) -> dict:
     """This rank's compute under DDP ({"ddp_forward_s", "ddp_backward_s", "ddp_optimizer_s"}: seconds per
     iteration), DDP built as validation builds it, with torch's noop comm hook (each bucket returned at
     once): the samples hold DDP's own host work (bucket copy-in in its autograd hooks, the copy-back, the
     reducer's bookkeeping) and no exchange, which the model adds itself. A fresh model from
     `make_workload`: DDP's hooks stay on the parameters it wraps. Call on every rank: building DDP
-    broadcasts the parameters."""
+    broadcasts the parameters.
+
+    Also this rank's peak memory in that training on `device` (the workload's), under "peak_memory"
+    (profiler.compute_memory.rank_memory): the probe (rtmodel_harness.peak_memory) is on from before the
+    model is built."""
     from dataclasses import replace
 
     from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
     from torch.nn.parallel import DistributedDataParallel
 
     from profiler.compute import measure_compute
+    from profiler.compute_memory import rank_memory
     from rtmodel_harness.ddp_args import ddp_kwargs
+    from rtmodel_harness.peak_memory import PeakMemory
 
-    workload = make_workload()
-    model = DistributedDataParallel(workload.model, **ddp_kwargs(workload.device, bucket_cap_mb))
-    model.register_comm_hook(None, noop_hook)
-    out = measure_compute(replace(workload, model=model), layout, WRAPPED_WARMUP, WRAPPED_ITERATIONS, None, recipe)
+    with PeakMemory(device) as memory:
+        workload = make_workload()
+        model = DistributedDataParallel(workload.model, **ddp_kwargs(workload.device, bucket_cap_mb))
+        model.register_comm_hook(None, noop_hook)
+        out = measure_compute(
+            replace(workload, model=model), layout, WRAPPED_WARMUP, WRAPPED_ITERATIONS, None, recipe, memory
+        )
     if say:
         mean_ms = sum(map(sum, (out["forward_s"], out["backward_s"], out["optimizer_s"]))) / WRAPPED_ITERATIONS * 1e3
         say(f"compute: under DDP without exchanges {mean_ms:.1f} ms per iteration ({WRAPPED_ITERATIONS} iterations)")
-    return dict(zip(DDP_WRAPPED_KEYS, (out["forward_s"], out["backward_s"], out["optimizer_s"]), strict=True))
+    times = dict(zip(DDP_WRAPPED_KEYS, (out["forward_s"], out["backward_s"], out["optimizer_s"]), strict=True))
+    return {**times, "peak_memory": rank_memory(memory, model)}

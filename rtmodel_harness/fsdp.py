@@ -63,3 +63,20 @@ def shard_model(model: nn.Module, device, world_size: int) -> nn.Module:
         fully_shard(block, mesh=mesh, reshard_after_forward=True)
     fully_shard(model, mesh=mesh)
     return model
+
+
+def late_grad_params(model, units: list, params: list, backward_order: list[int]) -> int:
+    """Root parameters (in no unit) whose gradients backward makes after every unit's (input embeddings,
+    a stem); a parameter two modules share (a tied head) is not one: autograd holds its head's share early.
+    benchmarks/memory_accuracy.py checks the rule against MemTracker; validation/sharded.py predicts with it."""
+    in_units = {id(p) for u in units for p in u.parameters()}
+    position = {index: i for i, index in enumerate(backward_order)}
+    last_unit = max((position.get(i, -1) for i, p in enumerate(params) if id(p) in in_units), default=-1)
+    uses: dict[int, int] = {}
+    for _, p in model.named_parameters(remove_duplicate=False):
+        uses[id(p)] = uses.get(id(p), 0) + 1
+    return sum(
+        p.numel()
+        for i, p in enumerate(params)
+        if id(p) not in in_units and position.get(i, -1) > last_unit and uses[id(p)] == 1
+    )

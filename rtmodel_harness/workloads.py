@@ -117,14 +117,7 @@ class Workload:
         return (recipe or Recipe()).make_optimizer(params, lr)
 
     def loss(self, model, batch) -> torch.Tensor:
-        inputs, targets = batch
-        if isinstance(inputs, tuple | list):
-            out = model(*inputs)
-        elif isinstance(inputs, dict):
-            out = model(**inputs)
-        else:
-            out = model(inputs)
-        return self.loss_fn(out, targets)
+        return forward_loss(model, batch, self.loss_fn)
 
     @property
     def param_bytes(self) -> int:
@@ -359,3 +352,16 @@ def build_workload(
     if not any(p.requires_grad for p in model.parameters()):
         raise WorkloadError(f"model {name!r} has no trainable parameters")
     return Workload(name, args, batch_per_rank, device, model, make_batch, loss_fn)
+
+
+def forward_loss(model, batch, loss_fn) -> torch.Tensor:
+    """loss_fn(model(inputs), targets) for a batch (inputs, targets) whose inputs are a tensor, a tuple
+    (model(*inputs)) or a dict (model(**inputs)): the factory contract every run and measure follows."""
+    inputs, targets = batch
+    if isinstance(inputs, tuple | list):
+        out = model(*inputs)
+    elif isinstance(inputs, dict):
+        out = model(**inputs)
+    else:
+        out = model(inputs)
+    return loss_fn(out, targets)

@@ -116,11 +116,12 @@ def measured_memory(opts: dict, scenario, facts: dict) -> MemoryQuestion | None:
             activation_checkpointing=True,
             activation_gib=None,
         )
-    traced_gib = (facts.get("trace_gpu_memory_bytes") or 0) / GIB or None
-    if traced_gib is None and opts.get("gpu_memory_gib") is None:
+    profile = _profile_document(facts)
+    measured_gib = (facts.get("trace_gpu_memory_bytes") or _profiled_gpu_bytes(profile) or 0) / GIB or None
+    if measured_gib is None and opts.get("gpu_memory_gib") is None:
         return None
-    gpu = facts.get("trace_gpu") or facts.get("trace_device") or "your GPU"
-    capacity, device = _capacity(opts, traced_gib, gpu)
+    gpu = facts.get("trace_gpu") or facts.get("trace_device") or _profiled_gpu_name(profile) or "your GPU"
+    capacity, device = _capacity(opts, measured_gib, gpu)
     recipe = _recipe("adam", False, checkpointing)
     question = MemoryQuestion(
         recipe, capacity, device, None, "not known: give --activation-gib", _gossip_optimizer(recipe)
@@ -130,27 +131,51 @@ def measured_memory(opts: dict, scenario, facts: dict) -> MemoryQuestion | None:
         return replace(question, activation_bytes=given[0], activation_source=given[1])
     peak = facts.get("trace_peak_allocated_bytes")
     if peak is not None:
-        return activations_from_peak(question, scenario, peak)
-    if facts.get("profile") and "calibration" not in facts:
-        return activations_of_profiled_model(question, Path(facts["profile"]), checkpointing)
-    return question
+        return activations_from_peak(question, scenario, peak, "your trace's peak allocated (profile_memory)")
+    if profile is None:
+        return question
+    from calibration.profile_checks import profiled_peak_bytes
+
+    peak = profiled_peak_bytes(profile, facts["profile"])
+    if peak is not None:
+        return activations_from_peak(question, scenario, peak, "your profile's DDP peak allocated")
+    return activations_of_profiled_model(question, profile, checkpointing)
 
 
-def activations_of_profiled_model(question: MemoryQuestion, profile: Path, checkpointing: bool) -> MemoryQuestion:
+def _profile_document(facts: dict) -> dict | None:
+    """The profile an answer was calibrated from, parsed (None for presets, traces and calibration files)."""
+    import json
+
+    if not facts.get("profile") or "calibration" in facts:
+        return None
+    return json.loads(Path(facts["profile"]).read_text())
+
+
+def _profiled_gpu_bytes(profile: dict | None) -> float | None:
+    """The smallest GPU a profile ran on (compute.device_memory_bytes; CPU ranks name no GPU)."""
+    if profile is None or (profile.get("shape") or {}).get("device") != "cuda":
+        return None
+    held = (profile.get("compute") or {}).get("device_memory_bytes") or []
+    return float(min(held)) if held else None
+
+
+def _profiled_gpu_name(profile: dict | None) -> str | None:
+    return None if profile is None else (profile.get("shape") or {}).get("device_name")
+
+
+def activations_of_profiled_model(question: MemoryQuestion, profile: dict, checkpointing: bool) -> MemoryQuestion:
     """The question with the activations of the profile's own workload (its model, model_args and batch
     per rank), estimated on FakeTensors by PyTorch's MemTracker (profiler/activation_memory.py: no GPU,
     nothing allocated; a small model that reads its data on real CPU tensors). A model that does not build
     there is one line (ActivationMemoryError)."""
-    import json
-
     from profiler.activation_memory import NotOnFakeTensors, estimate_for_workload
+    from rtmodel_util.run_dirs import torch_caches_scratch
 
-    workload = json.loads(profile.read_text()).get("workload") or {}
+    workload = profile.get("workload") or {}
     name, batch = workload.get("model"), workload.get("batch_per_rank")
     if not name or not batch:
         return question
     amp = str(workload.get("precision") or "fp32") in ("bf16", "fp16")
-    from rtmodel_util.run_dirs import torch_caches_scratch
 
     try:
         with torch_caches_scratch():  # MemTracker's import would leave TMPDIR/torchinductor_<user>
@@ -176,11 +201,11 @@ def activations_of_profiled_model(question: MemoryQuestion, profile: Path, check
     )
 
 
-def activations_from_peak(question: MemoryQuestion, scenario, peak_bytes: float) -> MemoryQuestion:
-    """The question with the activations a traced DDP run's peak allocation implies: the peak less DDP's
-    forward/backward memory without activations (accounting's phases: parameters, optimizer states,
-    DDP's buckets and what persists), never below 0. Where the traced peak was the optimizer step's, this
-    is an upper bound on the activations, and said so."""
+def activations_from_peak(question: MemoryQuestion, scenario, peak_bytes: float, what: str) -> MemoryQuestion:
+    """The question with the activations a measured DDP run's peak allocation (`what`: a trace's, a
+    profile's) implies: the peak less DDP's forward/backward memory without activations (accounting's
+    phases: parameters, optimizer states, DDP's buckets and what persists), never below 0. Where the
+    measured peak was the optimizer step's, this is an upper bound on the activations, and said so."""
     from runtime_model.advice.memory_fit import memory_of
 
     ddp = memory_of(scenario, "ddp", question)
@@ -189,10 +214,7 @@ def activations_from_peak(question: MemoryQuestion, scenario, peak_bytes: float)
     bound = (
         " (at most: the peak may be the optimizer step's)" if activations <= ddp.peak_bytes - states else ""
     )
-    source = (
-        f"your trace's peak allocated ({peak_bytes / GIB:.3g} GiB, profile_memory) less DDP's states "
-        f"({states / GIB:.3g} GiB){bound}"
-    )
+    source = f"{what} ({peak_bytes / GIB:.3g} GiB) less DDP's states ({states / GIB:.3g} GiB){bound}"
     return replace(question, activation_bytes=activations, activation_source=source)
 
 

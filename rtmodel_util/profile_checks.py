@@ -170,7 +170,7 @@ def bucket_sizes(sizes: Any, path: str, origin: str) -> tuple[int, ...]:
 OPTIONAL_KEYS = frozenset({
     "device_name", "unmeasured_links", "nccl_algo_env", "precision", "optimizer", "ddp_first_bucket_mb",
     *DDP_WRAPPED_KEYS, "gossip_step_s", "reps", "warmup_reps", "groups", "same_as", "group_samples_s", "in_flight",
-    "two_groups_s",
+    "two_groups_s", "peak_memory_bytes", "peak_memory_source", "device_memory_bytes", "ddp_bucket_view",
 })  # fmt: skip
 
 

@@ -181,6 +181,11 @@ class ProfileCompute(ck.Section):
     ddp_backward_s: PerRank | None = None
     ddp_optimizer_s: PerRank | None = None
     gossip_step_s: PerRank | None = None  # Decent-DP's per-bucket work; None: not measured
+    # what the DDP run held (profiler/compute_memory.py); None: not measured, or a profile from before it
+    peak_memory_bytes: tuple[int, ...] | None = None  # per rank
+    peak_memory_source: str | None = None
+    device_memory_bytes: tuple[int, ...] | None = None  # per rank: what its device holds
+    ddp_bucket_view: bool | None = None
 
     @classmethod
     def from_json(
@@ -227,8 +232,35 @@ class ProfileCompute(ck.Section):
         counts = {
             key: ck.optional_int(d.get(key), f"compute.{key}", origin) for key in ("warmup", "iterations")
         }
+        memory = _memory(d, ranks, origin)
         ck.known_keys(d, cls, origin, "compute")
-        return cls(**phases, **ready, **optional, **counts)
+        return cls(**phases, **ready, **optional, **counts, **memory)
+
+
+def _memory(d: dict, ranks: int, origin: str) -> dict:
+    """The DDP run's memory fields, each optional (profiles before them lack them): byte counts one per
+    rank, integers >= 1 (their bound against the device: calibration.profile_checks), a text, a boolean."""
+    out: dict[str, Any] = {}
+    for key in ("peak_memory_bytes", "device_memory_bytes"):
+        rows = d.get(key)
+        if rows is not None and (not isinstance(rows, list) or len(rows) != ranks):
+            raise fail(
+                origin,
+                f"compute.{key}",
+                f"must hold one byte count per rank ({ranks}), got {ck.brief_value(rows)}",
+            )
+        out[key] = None
+        if rows is not None:
+            out[key] = tuple(ck.require_int(v, f"compute.{key}[{r}]", origin) for r, v in enumerate(rows))
+    source = d.get("peak_memory_source")
+    out["peak_memory_source"] = ck.optional_text(source, "compute.peak_memory_source", origin)
+    view = d.get("ddp_bucket_view")
+    if view is not None and not isinstance(view, bool):
+        raise fail(
+            origin, "compute.ddp_bucket_view", f"must be true, false or null, got {ck.brief_value(view)}"
+        )
+    out["ddp_bucket_view"] = view
+    return out
 
 
 def _phase(per_rank: Any, key: str, world_size: int | None, origin: str) -> PerRank:

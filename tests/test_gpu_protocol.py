@@ -128,6 +128,11 @@ def _install(monkeypatch, log: Log, cuda: bool = True, backend: str = "nccl") ->
         "synchronize": lambda device=None: log.add("synchronize", device=device),
         "Event": Event,
         "get_device_name": lambda device=None: log.add("get_device_name", device=device) or "Fake GPU",
+        # the peak-memory probe's counters (rtmodel_harness/peak_memory.py: the profile's and validate's)
+        "memory_allocated": lambda device=None: log.add("memory_allocated", device=device) or 0,
+        "max_memory_allocated": lambda device=None: log.add("max_memory_allocated", device=device) or 1 << 30,
+        "reset_peak_memory_stats": lambda device=None: log.add("reset_peak_memory_stats", device=device),
+        "get_device_properties": lambda device=None: SimpleNamespace(total_memory=80 << 30, name="Fake GPU"),
     }
     for attr, fn in fakes.items():
         monkeypatch.setattr(torch.cuda, attr, fn)
@@ -322,9 +327,10 @@ def _fake_wrappers(monkeypatch, log) -> None:
     class FakeDDP(torch.nn.Module):
         """The profile's DDP-wrapped iterations: DDP must name this rank's GPU and skip its exchanges."""
 
-        def __init__(self, module, device_ids=None, bucket_cap_mb=None, **kw):
+        def __init__(self, module, device_ids=None, bucket_cap_mb=None, gradient_as_bucket_view=False, **kw):
             super().__init__()
             self.module = module
+            self.gradient_as_bucket_view = gradient_as_bucket_view  # as torch's DDP keeps it
             log.add("DistributedDataParallel", device_ids=device_ids)
 
         def register_comm_hook(self, state, hook) -> None:

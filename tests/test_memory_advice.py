@@ -229,3 +229,22 @@ def test_fsdp_inside_a_replica_shards_its_optimizer_and_needs_a_node():
     assert fsdp.options.inner == "fsdp" and fsdp.name.endswith(" fsdp")
     with pytest.raises(InvalidCombination):
         LocalSgd(inner="fsdp", replica="gpu")
+
+
+def test_a_profiles_measured_peak_gives_the_activations_and_ddp_matches_it(tmp_path):
+    doc = json.loads((Path(__file__).parent / "data" / "real_profile_2x1.json").read_text())
+    peak = 3 * 2**30
+    doc["compute"].update(
+        peak_memory_bytes=[peak, peak - 2**20],
+        peak_memory_source="mem_tracker",
+        device_memory_bytes=[64 * 2**30, 64 * 2**30],
+        ddp_bucket_view=False,
+    )
+    profile = tmp_path / "measured-profile.json"
+    profile.write_text(json.dumps(doc))
+    inputs = resolve_inputs({"gpus": 2, "gpus_per_node": 1, "profile": str(profile), "gpu_memory_gib": 40.0})
+    assert inputs.memory.activation_source.startswith("your profile's DDP peak allocated (3 GiB)")
+    adv = advise_from(inputs, Question())
+    ddp = next(r for r in adv.baselines if r.method == "ddp").memory
+    # the measured peak, at the shape it was measured at, is DDP's predicted peak (or the step's above it)
+    assert ddp.peak_bytes == pytest.approx(peak, rel=1e-9) or ddp.peak_bytes > peak

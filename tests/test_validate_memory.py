@@ -50,7 +50,7 @@ class _Workload:
 
 def test_the_cpu_probe_counts_the_states_and_not_the_timed_iterations():
     torch = pytest.importorskip("torch")
-    from validation.peak_memory import TRACKER_SOURCE, PeakMemory
+    from rtmodel_harness.peak_memory import TRACKER_SOURCE, PeakMemory
 
     kept = []
     with PeakMemory(torch.device("cpu")) as memory:
@@ -73,7 +73,7 @@ def test_without_memtracker_the_peak_is_none_and_says_why(monkeypatch):
     torch = pytest.importorskip("torch")
     import sys
 
-    from validation.peak_memory import PeakMemory
+    from rtmodel_harness.peak_memory import PeakMemory
 
     monkeypatch.setitem(sys.modules, "torch.distributed._tools.mem_tracker", None)  # import fails
     with PeakMemory(torch.device("cpu")) as memory:

@@ -110,7 +110,7 @@ class RankReport:
     load_avg_1m: float | None = None
     fsdp_s: tuple[float, ...] = ()  # per iteration of the FSDP2 run (--baseline fsdp); empty: not run
     # run ("allreduce", "decentralized", "local_sgd", "fsdp") -> this rank's peak bytes (None: not measured),
-    # and how they were measured or why not (validation.peak_memory); reports from before them load empty
+    # and how they were measured or why not (rtmodel_harness.peak_memory); reports from before them load empty
     peak_memory_bytes: dict = field(default_factory=dict)
     peak_memory_source: str | None = None
 

@@ -20,7 +20,7 @@ waits for an outer all-reduce included; warm-up and timed steps are whole period
 With job.baseline "fsdp" a last training shards the model with FSDP2 (rtmodel_harness.fsdp: ZeRO-3) and
 steps it as DDP's (train_step: the recipe, zero_grad(set_to_none=True)); one iteration is forward (each
 block's all-gather) + backward (all-gathers again, reduce-scatters the gradients) + the optimizer on the
-shards. Every training also records this rank's peak memory (validation.peak_memory: CUDA's allocator
+shards. Every training also records this rank's peak memory (rtmodel_harness.peak_memory: CUDA's allocator
 peak over the timed iterations; on a CPU MemTracker, in iterations of its own after the timed ones).
 """
 
@@ -33,12 +33,12 @@ import socket
 import torch
 import torch.distributed as dist
 
+from rtmodel_harness.peak_memory import PeakMemory
 from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
 from rtmodel_util.processes import NODE_NAME_ENV
 from rtmodel_util.rank_exit import release_process_groups
 from validation.errors import ValidationError
 from validation.job import RankJob, RankReport
-from validation.peak_memory import PeakMemory
 
 
 def init_distributed(timeout_s: float, backend: str = "auto") -> bool:
@@ -66,7 +66,7 @@ def timed_loop(
     step_fn, workload, warmup: int, iterations: int, device: torch.device, memory: PeakMemory | None = None
 ) -> list[float]:
     """Per-iteration wall times (s) of `step_fn(batch)` after `warmup` untimed iterations; `memory` is told
-    when the timed ones start and end (validation.peak_memory)."""
+    when the timed ones start and end (rtmodel_harness.peak_memory)."""
     from rtmodel_harness.distributed import barrier, clock
 
     times: list[float] = []
@@ -130,11 +130,21 @@ def run_allreduce(job: RankJob, device: torch.device) -> tuple[list[float], Peak
     from torch.nn.parallel import DistributedDataParallel
 
     from rtmodel_harness.ddp_args import ddp_kwargs
+
+    def wrap(model):
+        return DistributedDataParallel(model, **ddp_kwargs(device, job.workload.bucket_cap_mb))
+
+    return _run_wrapped(job, device, wrap)
+
+
+def _run_wrapped(job: RankJob, device: torch.device, wrap) -> tuple[list[float], PeakMemory]:
+    """Train the workload wrapped by `wrap` (DDP, FSDP2) with the recipe, timed, then its peak memory
+    measured over extra iterations (PeakMemory.measure: never around the timed ones)."""
     from rtmodel_harness.recipe import train_step
 
     with PeakMemory(device) as memory:
         recipe, scaler, wl = _prepared(job, device)
-        model = DistributedDataParallel(wl.model, **ddp_kwargs(device, job.workload.bucket_cap_mb))
+        model = wrap(wl.model)
         optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
 
         def step(batch):
@@ -148,19 +158,8 @@ def run_allreduce(job: RankJob, device: torch.device) -> tuple[list[float], Peak
 def run_fsdp(job: RankJob, device: torch.device) -> tuple[list[float], PeakMemory]:
     """The sharded baseline: FSDP2 over every rank (rtmodel_harness.fsdp), stepped as DDP's."""
     from rtmodel_harness.fsdp import shard_model
-    from rtmodel_harness.recipe import train_step
 
-    with PeakMemory(device) as memory:
-        recipe, scaler, wl = _prepared(job, device)
-        model = shard_model(wl.model, device, job.world_size)
-        optimizer = wl.make_optimizer(model.parameters(), lr=1e-3, recipe=recipe)
-
-        def step(batch):
-            train_step(recipe, wl, model, batch, optimizer, scaler)
-
-        times = timed_loop(step, wl, job.warmup, job.iterations, device, memory)
-        memory.measure(step, wl, job.warmup + job.iterations)
-    return times, memory
+    return _run_wrapped(job, device, lambda model: shard_model(model, device, job.world_size))
 
 
 def run_decentdp(job: RankJob, device: torch.device) -> tuple[list[float], float, PeakMemory]:

@@ -121,23 +121,6 @@ def _forward_order(blocks: list, run) -> list:
     return [blocks[i] for i in entered] + [b for i, b in enumerate(blocks) if i not in entered]
 
 
-def _late_grad_params(model, units: list, params: list, backward_order: list[int]) -> int:
-    """Root parameters (in no unit) whose gradients backward makes after every unit's (input embeddings,
-    a stem); a parameter two modules share (a tied head) is not one: autograd holds its head's share early.
-    The rule of benchmarks/memory_accuracy.py `late_grad_params`, which checks it against MemTracker."""
-    in_units = {id(p) for u in units for p in u.parameters()}
-    position = {index: i for i, index in enumerate(backward_order)}
-    last_unit = max((position.get(i, -1) for i, p in enumerate(params) if id(p) in in_units), default=-1)
-    uses: dict[int, int] = {}
-    for _, p in model.named_parameters(remove_duplicate=False):
-        uses[id(p)] = uses.get(id(p), 0) + 1
-    return sum(
-        p.numel()
-        for i, p in enumerate(params)
-        if id(p) not in in_units and position.get(i, -1) > last_unit and uses[id(p)] == 1
-    )
-
-
 def model_facts(workload: RunWorkload, device_type: str) -> ModelFacts:
     """The run's model as validate trains it (rtmodel_harness.workloads.build_workload: same model, arguments
     and batch), read without training it: its shape on the meta device, where one forward + backward
@@ -151,7 +134,7 @@ def model_facts(workload: RunWorkload, device_type: str) -> ModelFacts:
 
     from profiler.activation_memory import estimate_for_workload
     from rtmodel_harness.buckets import bucket_layout
-    from rtmodel_harness.fsdp import stack_blocks
+    from rtmodel_harness.fsdp import late_grad_params, stack_blocks
     from rtmodel_harness.workloads import build_workload
 
     started = time.perf_counter()
@@ -187,7 +170,7 @@ def model_facts(workload: RunWorkload, device_type: str) -> ModelFacts:
         params=sum(p.numel() for p in params),
         largest_tensor_params=max(p.numel() for p in params),
         unit_params=tuple(sum(p.numel() for p in u.parameters()) for u in units),
-        late_grad_params=_late_grad_params(wl.model, units, params, layout.backward_order),
+        late_grad_params=late_grad_params(wl.model, units, params, layout.backward_order),
         gossip_bucket_params=tuple(b // element for b in layout.gossip_buckets_bytes),
         buffer_bytes=sum(b.numel() * b.element_size() for b in wl.model.buffers()),
         activation_bytes=measure.activation_bytes,

@@ -167,7 +167,7 @@ def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dic
 
 
 def _memory_of(plan: Plan, reports: list[RankReport], device: str):
-    """(comparison, run) -> the comparison with every rank's measured peak memory (validation.peak_memory)
+    """(comparison, run) -> the comparison with every rank's measured peak memory (rtmodel_harness.peak_memory)
     and the memory model's (validation.sharded.predicted_peak: None, and why, where it cannot predict)."""
     from dataclasses import replace
 

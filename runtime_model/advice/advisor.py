@@ -23,6 +23,7 @@ from runtime_model.advice.families import (
     family_candidates,
     family_verdict,
     local_sgd_rows,
+    sharded_replica_configs,
 )
 from runtime_model.advice.run_lines import code_line, torchrun_line, validate_line
 from runtime_model.convergence.consensus import ConsensusMetrics
@@ -285,7 +286,7 @@ def _with_local_sgd(advice: Advice, configs: list[LocalSgd]) -> Advice:
         return advice
     rows = local_sgd_rows(advice.scenario, advice.allreduce.mean_s, configs, advice.memory)
     if advice.scenario.shape.gpus_per_node > 1:
-        extra = _sharded_replicas(rows, configs)
+        extra = sharded_replica_configs(rows, configs)
         rows += local_sgd_rows(advice.scenario, advice.allreduce.mean_s, extra, advice.memory)
     gossip = pick(advice.rows, advice.margin, advice.objective)
     best = family_candidates(advice.allreduce.mean_s, gossip, rows, advice.objective, advice.baseline)
@@ -301,15 +302,6 @@ class _Asked:
     provenance: dict | None
     objective: str
     memory: object  # memory_fit.MemoryQuestion or None
-
-
-def _sharded_replicas(rows: list[LocalSgdRow], configs: list[LocalSgd]) -> list[LocalSgd]:
-    """Each node-replica configuration whose replica does not fit with DDP inside, again with FSDP inside
-    (as torchft's DiLoCo runs it), unless asked for already: the memory check then has a local-SGD row
-    that may fit."""
-    shaped = [r for r in rows if not r.fits and r.prediction.options.replica == "node"]
-    extra = [replace(r.prediction.options, inner="fsdp") for r in shaped if r.prediction.options.inner == "ddp"]
-    return [c for c in dict.fromkeys(extra) if c not in configs]
 
 
 def _advice(scenario, ar, models: dict, preds, sds, asked: _Asked) -> Advice:

@@ -12,7 +12,7 @@ compared, not substituted. Each family's best option is ranked on the objective 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runtime_model.advice.run_lines import validate_line
 from runtime_model.convergence.consensus_cost import EXACT, MEASURED
@@ -139,3 +139,15 @@ def family_verdict(candidates: list[FamilyBest], objective: str, too_close: bool
             f"All-Reduce's loss is not known ({measures})."
         )
     return text
+
+
+
+
+
+def sharded_replica_configs(rows: list[LocalSgdRow], configs: list[LocalSgd]) -> list[LocalSgd]:
+    """Each node-replica configuration whose replica does not fit with DDP inside, again with FSDP inside
+    (as torchft's DiLoCo runs it), unless asked for already: the memory check then has a local-SGD row
+    that may fit."""
+    shaped = [r for r in rows if not r.fits and r.prediction.options.replica == "node"]
+    extra = [replace(r.prediction.options, inner="fsdp") for r in shaped if r.prediction.options.inner == "ddp"]
+    return [c for c in dict.fromkeys(extra) if c not in configs]
