@@ -7,7 +7,8 @@
 # stages: env checks accuracy compute (the default: about 580 s at most), or singly gpu-tests suite
 # slow-suite; checks = gpu-tests, suite and slow-suite at the same time (the functional checks: none of
 # them times anything), then the timed benchmarks alone: accuracy (profile, advise and validate at three
-# configurations: whether the pick is right) and compute (two passes, the second reversed).
+# configurations: whether the pick is right; every validate record and profile carries each rank's peak
+# allocated memory beside the memory model's prediction) and compute (two passes, the second reversed).
 # Time limits: CHECKS_S (200), ACCURACY_S (280), COMPUTE_S (90); ITERATIONS (12) per validate;
 # ACCURACY_CONFIGS (e.g. "4r-3200") runs only those configurations (a lease's last minutes). Accuracy
 # comes first and gets what its three configurations took on three H200 leases (244-250 s at 12-15

@@ -13,28 +13,8 @@ import pytest
 
 from runtime_model.core.errors import UserError
 from runtime_model.presets.preset_loading import PresetFileError, load_library
+from tests.test_presets import MODEL_LINES  # a minimal model preset, as the presets' tests write it
 
-MODEL_LINES = """
-[m]
-description = "m"
-params = 10
-train_flops_per_unit = 1e9
-forward_flops_per_unit = 3e8
-unit = "token"
-default_global_batch = 8
-embedding_params = 0
-compute_cv = 0
-forward_ops = { amp = 10, full = 8 }
-backward_ops = { amp = 20, full = 16 }
-forward_bytes_per_unit = { amp = 1e6, full = 2e6 }
-backward_bytes_per_unit = { amp = 2e6, full = 4e6 }
-forward_fixed_bytes = { amp = 0, full = 0 }
-backward_fixed_bytes = { amp = 0, full = 0 }
-backward_numels = [4, 6]
-optimizer = "adam"
-source = "s"
-counts_source = "test"
-"""
 ACTIVATIONS = """activation_bytes_per_unit = { amp = 5e5, full = 1e6 }
 activation_fixed_bytes = { amp = 2e3, full = 0 }
 checkpointed_activation_bytes_per_unit = { amp = 1e5, full = 2e5 }
