@@ -52,10 +52,8 @@ class SmallCnn(nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
-def small_cnn(width: int = 32, classes: int = 10, image: int = 32, seed: int = 0):
-    """A 4-block residual CNN on image x image RGB inputs, cross-entropy over `classes`."""
-    torch.manual_seed(seed)
-    model = SmallCnn(width, classes)
+def image_batches(image: int, classes: int):
+    """make_batch(step, batch, device) -> (RGB images, class labels), drawn from the step's own seed."""
 
     def make_batch(step: int, batch: int, device):
         g = _generator(step)
@@ -63,7 +61,15 @@ def small_cnn(width: int = 32, classes: int = 10, image: int = 32, seed: int = 0
         y = torch.randint(0, classes, (batch,), generator=g)
         return x.to(device), y.to(device)
 
-    return model, make_batch, F.cross_entropy
+    return make_batch
+
+
+def small_cnn(width: int = 32, classes: int = 10, image: int = 32, seed: int = 0):
+    """A 4-block residual CNN on image x image RGB inputs, cross-entropy over `classes`."""
+    torch.manual_seed(seed)
+    model = SmallCnn(width, classes)
+
+    return model, image_batches(image, classes), F.cross_entropy
 
 
 class VitBlock(nn.Module):
@@ -116,10 +122,4 @@ def small_vit(
     torch.manual_seed(seed)
     model = SmallVit(image, patch, dim, depth, heads, classes)
 
-    def make_batch(step: int, batch: int, device):
-        g = _generator(step)
-        x = torch.randn(batch, 3, image, image, generator=g)
-        y = torch.randint(0, classes, (batch,), generator=g)
-        return x.to(device), y.to(device)
-
-    return model, make_batch, F.cross_entropy
+    return model, image_batches(image, classes), F.cross_entropy

@@ -17,7 +17,7 @@ import time
 import torch
 
 from profiler.activation_memory import ActivationFit, fit_for_workload
-from profiler.opcount import _check_out, _Parser
+from profiler.opcount import _check_out, _Parser, write_output
 from profiler.toml_text import toml_value
 from rtmodel_harness import reference_models
 from rtmodel_harness.model_choice import REFERENCE_MODELS
@@ -129,10 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:  # one line, exit 2, as every rtmodel command
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write_text(text)
+    write_output(text, out)
     return 0
 
 

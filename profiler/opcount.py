@@ -269,11 +269,16 @@ def main(argv: list[str] | None = None) -> int:
         text = render_traffic()
     else:
         text = render_model(args.model, measure(args.model, args.amp, args.dispatch))
+    write_output(text, out)
+    return 0
+
+
+def write_output(text: str, out) -> None:
+    """The TOML a count printed: on stdout, or into --out (opcount's and memcount's)."""
     if out is None:
         sys.stdout.write(text)
     else:
         out.write_text(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 per GPU, from the best source there is.
 
 Why here: a preset answer knows the GPU (its memory, gpus.toml), the model's optimizer and its measured
-activations per batch unit (models.toml, `python -m profiler.memcount`); a measured answer (profile,
-trace) knows the parameters but not the GPU, so its memory is judged only where --gpu or
---gpu-memory-gib says which. Activations, best first: --activation-gib; the model preset's measured
-figure at this batch per GPU (checkpointed with --activation-checkpointing); else not known, and the
-rows are judged on their states alone (said in the JSON and the table: "+act").
+activations per batch unit (models.toml, `python -m profiler.memcount`); a trace knows its GPU and, with
+profile_memory, its peak; a profile taken on GPUs knows what each holds and its DDP run's peak; without
+a known GPU (a profile of CPU ranks) memory is judged only where --gpu-memory-gib sizes it. Activations,
+best first: --activation-gib; a trace's or a profile's measured peak less DDP's states; a profile's own
+model estimated on FakeTensors; the model preset's measured figure at this batch per GPU (checkpointed
+with --activation-checkpointing); else not known, and the rows are judged on their states alone (said in
+the JSON and the table: "+act").
 """
 
 from __future__ import annotations
@@ -59,15 +61,15 @@ def _preset_activations(model, precision: str, units_per_gpu: float, checkpointi
     from runtime_model.presets.preset_types import AMP_PRECISIONS
 
     prefix = "checkpointed_" if checkpointing else ""
-    per_unit = getattr(model, f"{prefix}activation_bytes_per_unit", None)
-    fixed = getattr(model, f"{prefix}activation_fixed_bytes", None)
+    per_unit = getattr(model, f"{prefix}activation_bytes_per_unit")
+    fixed = getattr(model, f"{prefix}activation_fixed_bytes")
     if not per_unit:
         what = "checkpointed activations" if checkpointing else "activations"
         return None, f"not known: the model records no {what}; give --activation-gib"
     mode = "amp" if precision in AMP_PRECISIONS else "full"
     nbytes = per_unit[mode] * units_per_gpu + (fixed[mode] if fixed else 0.0)
     how = ", checkpointed" if checkpointing else ""
-    source = getattr(model, "activation_source", "") or "models.toml"
+    source = model.activation_source or "models.toml"
     return nbytes, f"{model.name}'s at {units_per_gpu:g} {model.unit}s per GPU ({mode}{how}): {source}"
 
 
@@ -90,7 +92,7 @@ def preset_memory(choice, library, opts: dict) -> MemoryQuestion:
     else:
         nbytes, source = given
     capacity, device = _capacity(opts, library.gpu(choice.gpu).memory_GiB, choice.gpu)
-    numels = getattr(model, "backward_numels", ()) or ()
+    numels = model.backward_numels
     return MemoryQuestion(
         recipe,
         capacity,
@@ -99,15 +101,16 @@ def preset_memory(choice, library, opts: dict) -> MemoryQuestion:
         source,
         _gossip_optimizer(recipe),
         float(max(numels)) if numels else 0.0,
-        float(getattr(model, "embedding_params", 0) or 0),
+        float(model.embedding_params),
     )
 
 
 def measured_memory(opts: dict, scenario, facts: dict) -> MemoryQuestion | None:
     """The memory question beside a profile, calibration or trace: the GPU --gpu-memory-gib sizes, else
-    the traced GPU's (its header's memory); None where neither is known (a profile's ranks may have
-    shared one GPU or none; --gpu is refused beside them: they measured the compute). Activations: --activation-gib, else a trace's measured peak less DDP's
-    states (activations_from_peak). `facts`: the answer's JSON inputs (traces.traced_scenario's)."""
+    the traced or profiled GPU's (what the trace's header or the profile's compute says it holds); None
+    where neither is known (--gpu is refused beside them: they measured the compute). Activations:
+    --activation-gib, else a trace's or a profile's measured peak less DDP's states
+    (activations_from_peak), else a profile's model on FakeTensors. `facts`: the answer's JSON inputs."""
     checkpointing = bool(opts.get("activation_checkpointing"))
     if checkpointing and opts.get("activation_gib") is None and not facts.get("profile"):
         raise InvalidCombination(
@@ -163,7 +166,9 @@ def _profiled_gpu_name(profile: dict | None) -> str | None:
     return None if profile is None else (profile.get("shape") or {}).get("device_name")
 
 
-def activations_of_profiled_model(question: MemoryQuestion, profile: dict, checkpointing: bool) -> MemoryQuestion:
+def activations_of_profiled_model(
+    question: MemoryQuestion, profile: dict, checkpointing: bool
+) -> MemoryQuestion:
     """The question with the activations of the profile's own workload (its model, model_args and batch
     per rank), estimated on FakeTensors by PyTorch's MemTracker (profiler/activation_memory.py: no GPU,
     nothing allocated; a small model that reads its data on real CPU tensors). A model that does not build

@@ -309,7 +309,7 @@ def _advice(scenario, ar, models: dict, preds, sds, asked: _Asked) -> Advice:
     with a memory question (memory_fit.MemoryQuestion) each row's memory, and the verdict against the
     All-Reduce family's row that fits (memory_fit.chosen_baseline)."""
     margin, provenance, objective, memory = asked.margin, asked.provenance, asked.objective, asked.memory
-    ar_sd = uncertainty_s(scenario, allreduce_prediction)
+    ar_sd = uncertainty_s(scenario, allreduce_prediction, ar.mean_s)
     gossip_memory_use = baselines = chosen = None
     if memory is not None:
         from runtime_model.advice.memory_fit import baseline_rows, chosen_baseline, gossip_memory

@@ -10,7 +10,7 @@ every row and says what fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from runtime_model.core.scenario import Scenario
@@ -84,6 +84,8 @@ class BaselineRow:
 
 
 def _element_params(scenario: Scenario, nbytes: float) -> float:
+    """Gradient elements in `nbytes` of the scenario's buckets (families.model_params for the whole
+    message: this module stays below families, which asks it for local SGD's memory)."""
     return nbytes / scenario.buckets.element_bytes
 
 
@@ -96,8 +98,6 @@ def memory_of(
     are DDP's for DDP and ZeRO-1, Decent-DP's otherwise; the backend NCCL wherever the network is priced
     as NCCL's (gloo's reduce-scatter copies its input). `shape`: more of ModelShape's fields (local SGD's
     replica and fragments)."""
-    from dataclasses import replace
-
     recipe = replace(question.recipe, **recipe_changes) if recipe_changes else question.recipe
     buckets = scenario.buckets.ddp if method in (DDP, "zero1") else scenario.buckets.gossip
     units = tuple(_element_params(scenario, b.nbytes) for b in reversed(scenario.buckets.gossip))
@@ -132,8 +132,6 @@ def local_sgd_memory(scenario: Scenario, opts, question: MemoryQuestion) -> Memo
     as torchft's DiLoCo runs a replica one GPU cannot hold: the node's FSDP memory, plus the outer
     optimizer's momentum over each GPU's shard (torchft/local_sgd.py keeps the outer copy of the weights,
     `extract_local_tensor`'s local shards, in CPU memory by default: not on the GPU)."""
-    from dataclasses import replace
-
     from runtime_model.core.scenario import ClusterShape
 
     if opts.inner != "fsdp":
@@ -164,14 +162,9 @@ def baseline_rows(
     for method in SHARDED_METHODS:
         if method == "hsdp" and scenario.shape.nodes == 1:
             continue  # one node: HSDP is FSDP
-        rows.append(
-            BaselineRow(
-                method,
-                sharded_prediction(scenario, method),
-                memory_of(scenario, method, question),
-                uncertainty_s(scenario, baseline_predictor(method)),
-            )
-        )
+        pred = sharded_prediction(scenario, method)
+        sd = uncertainty_s(scenario, baseline_predictor(method), pred.mean_s)
+        rows.append(BaselineRow(method, pred, memory_of(scenario, method, question), sd))
     return rows
 
 
@@ -214,8 +207,6 @@ def against_baseline(row: BaselineRow, ddp: BaselineRow) -> str:
 def fsdp_fits_from(scenario: Scenario, question: MemoryQuestion) -> int | None:
     """The fewest GPUs (a power of two times the node's GPUs, above today's) at which FSDP's row fits;
     None where even 2^20 GPUs would not (the activations or one unit alone exceed the GPU)."""
-    from dataclasses import replace
-
     from runtime_model.core.scenario import ClusterShape
 
     gpus = scenario.shape.gpus * 2

@@ -85,7 +85,9 @@ def tuned_ddp(advice: Advice, tuned_scenario: Scenario) -> TunedDdp | None:
     if not runnable or tuned_ar.mean_s >= advice.allreduce.mean_s:
         return None
     fastest = min(runnable, key=lambda r: r.prediction.mean_s)
-    rec = recommend_against(advice, tuned_ar, uncertainty_s(tuned_scenario, allreduce_prediction))
+    rec = recommend_against(
+        advice, tuned_ar, uncertainty_s(tuned_scenario, allreduce_prediction, tuned_ar.mean_s)
+    )
     today = advice.recommendation
     changes = (rec.topology, rec.too_close_to_call) != (today.topology, today.too_close_to_call)
     return TunedDdp(

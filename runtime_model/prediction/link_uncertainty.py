@@ -13,12 +13,14 @@ from runtime_model.core.scenario import Scenario
 from runtime_model.topology.registry import TopologyNotApplicable
 
 
-def uncertainty_s(scenario: Scenario, predict) -> float:
-    """1-sigma of a prediction from the inputs' stated uncertainties (links), by finite differences."""
+def uncertainty_s(scenario: Scenario, predict, base_s: float | None = None) -> float:
+    """1-sigma of a prediction from the inputs' stated uncertainties (links), by finite differences;
+    `base_s`: predict(scenario).mean_s where the caller has it already (not predicted again)."""
     bumped = _bumped_links(scenario)
     if not bumped:
         return 0.0
-    return spread_s(predict(scenario).mean_s, [predict(s).mean_s for s in bumped])
+    base_s = predict(scenario).mean_s if base_s is None else base_s
+    return spread_s(base_s, [predict(s).mean_s for s in bumped])
 
 
 def spread_s(base_s: float, bumped_s: list[float]) -> float:
