@@ -39,7 +39,7 @@ def crossover_curve(advice, where: str):
     _mark(table, "too close to call", [None, None], [1 - margin, 1 + margin])
     ax.axhline(1.0, color="black", ls="--", lw=0.9)
     if topology is not None:
-        speedups = bandwidth_speedups(sc, topology, gbit)
+        speedups = bandwidth_speedups(sc, topology, gbit, advice.baseline)
         ax.plot(gbit, speedups, color="#C44E52", lw=2.0, label=f"{topology} / All-Reduce")
         _mark(table, "curve", gbit, speedups, topology)
         crossing = next((c for c in advice.crossovers if c.quantity == BANDWIDTH and c.at is not None), None)

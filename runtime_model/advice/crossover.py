@@ -252,12 +252,16 @@ def _crossover(s: _Search, topology: str, bracket, current_log: float, grid_logs
     return Crossover(s.quantity, topology, s.current, at, "above" if above else "below", s.low, s.high)
 
 
-def bandwidth_speedups(scenario: Scenario, topology: str, gbit_s: np.ndarray) -> np.ndarray:
-    """`topology`'s speedup over All-Reduce at each inter-node bandwidth (Gbit/s per NIC), everything
-    else as `scenario` has it: the curve `rtmodel plot crossover` draws."""
+def bandwidth_speedups(
+    scenario: Scenario, topology: str, gbit_s: np.ndarray, baseline: str = "ddp"
+) -> np.ndarray:
+    """`topology`'s speedup over the All-Reduce-family row `baseline` names (advice.baseline: DDP, or
+    the sharded row the verdict is against) at each inter-node bandwidth (Gbit/s per NIC), everything
+    else as `scenario` has it: the curve `rtmodel plot crossover` draws, against what crossovers() searched."""
     search = _bandwidth_search(scenario)
     model = topology_model(topology, scenario.shape)
-    return np.exp(_speedup_logs([search.at(float(v)) for v in gbit_s], model))
+    scenarios = [search.at(float(v)) for v in gbit_s]
+    return np.exp(_speedup_logs(scenarios, model, baseline_predictor(baseline)))
 
 
 # ---------------------------------------------------------------- the three quantities
