@@ -1,6 +1,7 @@
 """Accuracy benchmark: the whole pipeline on an emulated multi-node cluster, prediction vs measurement.
 
-For each emulated cluster (nodes x ranks per node, inter-node bandwidth and delay, compute jitter):
+For each emulated cluster (nodes x ranks per node, inter-node bandwidth and delay, compute jitter, a
+per-flow cap):
   profile (torchrun in every namespace) -> calibrate -> advise -> validate each topology
   (DDP and Decent-DP, torchrun in every namespace),
 then prints and writes predicted vs measured per-iteration time (p50), the error, measured vs
@@ -51,12 +52,15 @@ class ClusterConfig:
     jitter_cv: float = 0.0
     slow_ranks: str = ""  # ranks whose compute is `slowdown` x slower every iteration ("0", "0-1")
     slowdown: float = 1.0
+    flow_mbit: float | None = None  # the most one TCP flow sends (EmulatedCluster flow_mbit); None: the NIC's
 
     @property
     def name(self) -> str:
         jitter = f"-jitter{self.jitter_cv:g}" if self.jitter_cv else ""
         straggler = f"-straggler{self.slowdown:g}-r{self.slow_ranks}" if self.slow_ranks else ""
-        return f"{self.nodes}x{self.ranks_per_node}-{self.bandwidth_mbit:g}mbit-{self.delay_ms:g}ms{jitter}{straggler}"
+        flow = f"-flow{self.flow_mbit:g}" if self.flow_mbit is not None else ""
+        return (f"{self.nodes}x{self.ranks_per_node}-{self.bandwidth_mbit:g}mbit-{self.delay_ms:g}ms{jitter}{straggler}"
+                f"{flow}")
 
     def model_args(self) -> list[str]:
         args = dict(WORKLOAD, jitter="none")
@@ -88,6 +92,12 @@ FULL = (
     ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0", slowdown=1.5),
     ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0-1", slowdown=1.3),
     ClusterConfig(2, 2, 1000, 0.2, ("ring", "alternating-exp-ring"), jitter_cv=0.3, slow_ranks="0", slowdown=1.5),
+    # A per-flow cap below the NIC (one TCP stream cannot fill it; emulation/MEASUREMENTS.md "Per-flow
+    # cap"): at 300 of 1000 Mbit/s every flow is held by the cap, also two flows sharing a NIC; at 120 of
+    # 200 Mbit/s a lone flow is held by the cap and two sharing a NIC by the NIC (100 each), so the profile
+    # can tell the two apart (calibration.links.split_flow_cap).
+    ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), flow_mbit=300),
+    ClusterConfig(4, 2, 200, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), flow_mbit=120),
 )
 CI = (ClusterConfig(2, 2, 200, 0.5, ("ring", "alternating-exp-ring")),)
 SUBSETS = {"full": FULL, "ci": CI}
@@ -141,7 +151,8 @@ def run_cluster(cfg: ClusterConfig, workdir: Path, timeout_s: float = 600) -> li
 def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float) -> None:
     from emulation.cluster import EmulatedCluster
 
-    with EmulatedCluster(cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms) as cluster:
+    with EmulatedCluster(cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms,
+                         flow_mbit=cfg.flow_mbit) as cluster:
         _progress(f"{cfg.name}: profiling")
         _launch_with_one_retry(
             cluster, 29500,

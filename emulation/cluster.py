@@ -77,17 +77,20 @@ class EmulatedCluster:
     """Context manager: `with EmulatedCluster(2, 2, 100, 1.0) as c: c.launch_torchrun([...])`.
 
     inter_bandwidth_mbit is each node's NIC rate (Mbit/s, both directions), inter_delay_ms the one-way
-    latency between nodes (ping RTT = 2x). The ranks of a node share its loopback: no other intra-node
-    link is offered.
+    latency between nodes (ping RTT = 2x), flow_mbit the most one inter-node flow (one direction of a
+    TCP connection) may send, Mbit/s (None: a flow may fill the NIC; emulation.flows). The ranks of a
+    node share its loopback: no other intra-node link is offered.
     """
 
     def __init__(self, nodes: int = 2, ranks_per_node: int = 1, inter_bandwidth_mbit: float = 1000.0,
                  inter_delay_ms: float = 0.1, *, shaping: str = "tbf+forwarder",
-                 mtu: int = 65520, realtime_forwarder: bool = True, python: str = sys.executable):
+                 flow_mbit: float | None = None, mtu: int = 65520, realtime_forwarder: bool = True):
         settings.NODES_RANGE.check("nodes", nodes, InvalidSetting)
         settings.RANKS_PER_NODE_RANGE.check("ranks_per_node", ranks_per_node, InvalidSetting)
         settings.BANDWIDTH_MBIT_RANGE.check("inter_bandwidth_mbit", inter_bandwidth_mbit, InvalidSetting)
         settings.DELAY_MS_RANGE.check("inter_delay_ms", inter_delay_ms, InvalidSetting)
+        if flow_mbit is not None:
+            settings.FLOW_MBIT_RANGE.check("flow_mbit", flow_mbit, InvalidSetting)
         if shaping not in SHAPINGS:
             raise InvalidSetting("shaping", f"one of {', '.join(SHAPINGS)}", shaping)
         settings.MTU_RANGE.check("mtu", mtu, InvalidSetting)
@@ -96,9 +99,10 @@ class EmulatedCluster:
         self.inter_bandwidth_mbit = float(inter_bandwidth_mbit)
         self.inter_delay_ms = float(inter_delay_ms)
         self.shaping = shaping
+        self.flow_mbit = None if flow_mbit is None else float(flow_mbit)
         self.mtu = int(mtu)
         self.realtime_forwarder = realtime_forwarder
-        self.python = python
+        self.python = sys.executable  # the interpreter every node, the forwarder and the guardian run
         self.iface = IFNAME
         self.token = netns.new_run_token()
         self.namespaces = [netns.namespace_name(self.token, i) for i in range(self.nodes)]
@@ -176,6 +180,7 @@ class EmulatedCluster:
         cfg = {"owner_pid": os.getpid(), "namespaces": self.namespaces, "ifname": IFNAME,
                "addresses": [self.node_ip(i) for i in range(self.nodes)],
                "rate_Bps": None if self.shaping == "tbf" else self.inter_bandwidth_mbit * 1e6 / 8,
+               "flow_rate_Bps": None if self.flow_mbit is None else self.flow_mbit * 1e6 / 8,
                "delay_s": self.inter_delay_ms / 1e3, "realtime": self.realtime_forwarder,
                "stats_path": os.path.join(self._workdir, "forwarder-stats.json")}
         cfg_path = os.path.join(self._workdir, "forwarder.json")
@@ -380,8 +385,9 @@ class EmulatedCluster:
             return None
 
     def describe(self) -> str:
+        per_flow = "" if self.flow_mbit is None else f" (at most {self.flow_mbit:g} Mbit/s per flow)"
         lines = [f"{self.nodes} nodes x {self.ranks_per_node} ranks, inter-node {self.inter_bandwidth_mbit:g} Mbit/s "
-                 f"per NIC, {self.inter_delay_ms:g} ms one-way (RTT {2 * self.inter_delay_ms:g} ms), "
+                 f"per NIC{per_flow}, {self.inter_delay_ms:g} ms one-way (RTT {2 * self.inter_delay_ms:g} ms), "
                  f"shaping={self.shaping}, TCP {TCP_CONGESTION}, intra-node: loopback"]
         for i in range(self.nodes):
             lines.append(f"  node{i}: netns {self.namespaces[i]}  ip {self.node_ip(i)}  iface {IFNAME}")

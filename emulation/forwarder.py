@@ -4,7 +4,8 @@ Why user space: this kernel has no netem, but TUN works. One process enters each
 (setns), attaches to the node's TUN device `tun0` (IFF_TUN|IFF_NO_PI) and returns to its own namespace;
 the node's only route to other nodes points at tun0, so every inter-node IP packet is read here, routed by
 destination IP to the destination node's TUN and written there at the time LinkModel gives (serialisation
-on the sender's and receiver's NIC, then the one-way delay). Unknown destinations are dropped: nothing can
+on the sender's and receiver's NIC, then the one-way delay; with a per-flow cap each flow is first
+serialised at that rate, emulation.flows). Unknown destinations are dropped: nothing can
 leave the emulated network. Large MTU (~64 KB) keeps the packet rate, and so the CPU cost, low.
 
 Run by EmulatedCluster as `python -m emulation.forwarder <config.json>`; prints `ready` once attached.
@@ -24,6 +25,7 @@ import struct
 import sys
 import time
 
+from emulation.flows import FlowPacer
 from emulation.linkmodel import LinkModel
 from rtmodel_util.files import write_json_atomic
 from rtmodel_util.processes import set_parent_death_signal
@@ -114,17 +116,28 @@ class Stats:
         write_json_atomic(self.path, doc, indent=None, durable=False)
 
 
-def serve(fds: list[int], addrs: list[str], model: LinkModel, stats: Stats) -> None:
-    """Forward until SIGTERM/SIGINT. Per (src, dst) order is kept: release times are FIFO per link pair."""
+def serve(fds: list[int], addrs: list[str], model: LinkModel, stats: Stats,
+          pacer: FlowPacer | None = None) -> None:
+    """Forward until SIGTERM/SIGINT. Order is kept per (src, dst) pair: release times are FIFO per pair;
+    with a per-flow cap, per flow (a pure ACK may pass its flow's queued data, emulation.flows).
+
+    With `pacer`, a packet first waits in `paced` until its flow has produced it (emulation.flows), and
+    only then is it given to the link model, in the order of those times: the NICs serve packets in
+    the order they become eligible, so a held-back flow does not hold up the others. A packet read later
+    is eligible no earlier than it was read, so every packet eligible by `now` can be handed on."""
     node_of = {socket.inet_aton(a): i for i, a in enumerate(addrs)}
     fd_node = {fd: i for i, fd in enumerate(fds)}
     heap: list[tuple[float, int, int, bytes]] = []
+    paced: list[tuple[float, int, int, int, bytes]] = []  # (eligible, seq, src, dst, packet)
     seq = queued = 0
     clock = time.monotonic
+    forgotten_at = clock()
     while True:
         timeout = 1.0  # wake up now and then so the stats file stays fresh
         if heap:
             timeout = max(0.0, heap[0][0] - clock() - EARLY_S)
+        if paced:
+            timeout = min(timeout, max(0.0, paced[0][0] - clock()))
         ready, _, _ = select.select(fds, [], [], timeout)
         now = clock()
         for fd in ready:
@@ -138,10 +151,18 @@ def serve(fds: list[int], addrs: list[str], model: LinkModel, stats: Stats) -> N
                 if dst is None or dst == src or queued + len(pkt) > MAX_QUEUED_BYTES:
                     stats.dropped += 1
                     continue
-                heapq.heappush(heap, (model.deliver_at(src, dst, len(pkt), now), seq, dst, pkt))
+                if pacer is None:
+                    heapq.heappush(heap, (model.deliver_at(src, dst, len(pkt), now), seq, dst, pkt))
+                else:
+                    heapq.heappush(paced, (pacer.eligible_at(pkt, now), seq, src, dst, pkt))
                 seq += 1
                 queued += len(pkt)
             stats.max_queued_bytes = max(stats.max_queued_bytes, queued)
+        if paced:
+            now = clock()
+            while paced and paced[0][0] <= now:
+                eligible, order, src, dst, pkt = heapq.heappop(paced)
+                heapq.heappush(heap, (model.deliver_at(src, dst, len(pkt), eligible), order, dst, pkt))
         now = clock()
         while heap and heap[0][0] <= now + EARLY_S:
             due, _, dst, pkt = heapq.heappop(heap)
@@ -154,6 +175,9 @@ def serve(fds: list[int], addrs: list[str], model: LinkModel, stats: Stats) -> N
             stats.bytes += len(pkt)
             stats.released(max(0.0, now - due))
         stats.dump(now)
+        if pacer is not None and now - forgotten_at > 1.0:
+            pacer.forget_idle(now)
+            forgotten_at = now
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     fds = attach_tuns(cfg["namespaces"], cfg.get("ifname", "tun0"))
     rate = cfg.get("rate_Bps")
     model = LinkModel(len(fds), rate, cfg["delay_s"])
+    flow_rate = cfg.get("flow_rate_Bps")
+    pacer = FlowPacer(flow_rate, rate) if flow_rate is not None else None
     stats = Stats(cfg.get("stats_path"), policy)
 
     def _stop(signum, frame):
@@ -173,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     print("ready", flush=True)
     try:
-        serve(fds, cfg["addresses"], model, stats)
+        serve(fds, cfg["addresses"], model, stats, pacer)
     finally:
         stats.dump(time.monotonic(), force=True)
     return 0

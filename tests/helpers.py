@@ -22,3 +22,15 @@ def scenario(n=8, k=2, **kw) -> Scenario:
     c_kw = {key: kw.pop(key) for key in list(kw) if key in ("fwd", "bwd", "opt", "sd")}
     b_kw = {key: kw.pop(key) for key in list(kw) if key in ("nbytes", "ready")}
     return Scenario(ClusterShape(n, k), net(**kw), compute(**c_kw), buckets(**b_kw))
+
+
+def until_within(measure, within, attempts: int = 3) -> list:
+    """Up to `attempts` measurements, stopping at the first `within` accepts: the emulator's forwarder is a
+    process on a shared box, and one burst of load there (a CI neighbour) delays every packet of one
+    measurement; the emulator is wrong only when no attempt shows the configured link."""
+    seen = []
+    for _ in range(attempts):
+        seen.append(measure())
+        if within(seen[-1]):
+            break
+    return seen

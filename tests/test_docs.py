@@ -57,6 +57,7 @@ SKIPPED = {
     "torchrun --nnodes 2 --nproc-per-node 8 ... $(which rtmodel) validate --profile prof.json --recommended": CLUSTER
     + " (and `...` stands for the rendezvous options)",
     "sudo rtmodel emulate measure": ROOT_NETNS,
+    "sudo rtmodel emulate up --nodes 2 --bandwidth-mbit 1000 --flow-mbit 300": ROOT_NETNS,
     "sudo rtmodel emulate up --nodes 2 --ranks-per-node 2 --bandwidth-mbit 100 --delay-ms 1": ROOT_NETNS
     + "; runs until Ctrl-C",
     "sudo rtmodel emulate run --nodes 2 --ranks-per-node 2 --bandwidth-mbit 1000 -- -m rtmodel_cli profile --out p.json": ROOT_NETNS,

@@ -15,6 +15,7 @@ import pytest
 from emulation import EmulatedCluster, EmulationConfigError, LaunchError, available, cleanup_stale
 from emulation.linkmodel import LinkModel
 from emulation.netns import list_namespaces, owner_pid, run_cmd
+from tests.helpers import until_within
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -159,16 +160,6 @@ def test_nodes_run_loss_based_tcp_not_the_hosts_default(emulated_cluster):
         assert cc.strip() == TCP_CONGESTION == "reno"
 
 
-def _until_within(measure, within, attempts: int = 3) -> list:
-    """Up to `attempts` measurements, stopping at the first `within` accepts: the forwarder is a process
-    on a shared box, and one burst of load there (a CI neighbour) delays every packet of one measurement;
-    the emulator is wrong only when no attempt shows the configured link."""
-    seen = []
-    for _ in range(attempts):
-        seen.append(measure())
-        if within(seen[-1]):
-            break
-    return seen
 
 
 @emulated
@@ -177,7 +168,7 @@ def test_ping_rtt_is_twice_the_one_way_delay(emulated_cluster):
 
     c = emulated_cluster
     expected = 2 * c.inter_delay_ms / 1e3
-    rtts = _until_within(lambda: statistics.median(measure_rtt(c, 0, 1, count=10)),
+    rtts = until_within(lambda: statistics.median(measure_rtt(c, 0, 1, count=10)),
                          lambda rtt: expected * 0.98 <= rtt <= expected + 1.0e-3)
     assert expected * 0.98 <= rtts[-1] <= expected + 1.0e-3, f"RTTs {[round(r * 1e3, 2) for r in rtts]} ms vs {expected * 1e3:.2f} ms"
 
@@ -202,7 +193,7 @@ def test_two_flows_out_of_one_node_share_its_nic(emulated_cluster):
     def shared(rates):
         return all(0.8 * configured / 2 <= r <= 1.2 * configured / 2 for r in rates)
 
-    tries = _until_within(lambda: measure_concurrent(c, [(0, 1), (0, 1)], nbytes=2 << 20), shared)
+    tries = until_within(lambda: measure_concurrent(c, [(0, 1), (0, 1)], nbytes=2 << 20), shared)
     assert shared(tries[-1]), [[round(r * 8e-6, 1) for r in rates] for rates in tries]
 
 

@@ -30,19 +30,27 @@ SHAPING = Annotated[
     ),
 ]
 MTU = Annotated[int, typer.Option("--mtu", help="MTU of the inter-node interfaces")]
+FLOW = Annotated[
+    float | None,
+    typer.Option(
+        "--flow-mbit",
+        help="the most one inter-node TCP/UDP flow may send, Mbit/s (1 to 100000; default: a flow may "
+        "fill the NIC); k flows out of a NIC get min(cap, NIC / k) each",
+    ),
+]
 
 
 # EmulatedCluster's keyword -> the option of these commands that sets it, so that an error names the flag.
 OPTION_OF = {"inter_bandwidth_mbit": "bandwidth_mbit", "inter_delay_ms": "delay_ms"}
 
 
-def _cluster(nodes, ranks, bw, delay, shaping, mtu):
+def _cluster(nodes, ranks, bw, delay, shaping, mtu, flow_mbit=None):
     """The cluster, not yet up: its settings are checked here, before anything is created (no root needed)."""
     from emulation.cluster import EmulatedCluster
     from emulation.settings import InvalidSetting
 
     try:
-        return EmulatedCluster(nodes, ranks, bw, delay, shaping=shaping, mtu=mtu)
+        return EmulatedCluster(nodes, ranks, bw, delay, shaping=shaping, mtu=mtu, flow_mbit=flow_mbit)
     except InvalidSetting as exc:
         raise InvalidSetting(OPTION_OF.get(exc.name, exc.name), exc.requirement, exc.value) from None
 
@@ -54,6 +62,7 @@ def up(
     delay_ms: DELAY = 0.1,
     shaping: SHAPING = "tbf+forwarder",
     mtu: MTU = 65520,
+    flow_mbit: FLOW = None,
     check: Annotated[bool, typer.Option(help="measure ping RTT and TCP rate node0 -> node1 first")] = True,
 ):
     """Bring an emulated cluster up and keep it until Ctrl-C; prints how to run commands inside."""
@@ -62,7 +71,7 @@ def up(
     from emulation.probe import measure_rtt, measure_throughput
 
     try:
-        with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu) as c:
+        with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu, flow_mbit) as c:
             typer.echo(c.describe())
             if check and c.nodes >= 2:
                 rtts = sorted(measure_rtt(c, 0, 1, count=10))
@@ -93,6 +102,7 @@ def run(
     delay_ms: DELAY = 0.1,
     shaping: SHAPING = "tbf+forwarder",
     mtu: MTU = 65520,
+    flow_mbit: FLOW = None,
     plain: Annotated[
         bool,
         typer.Option(
@@ -108,7 +118,7 @@ def run(
 
     TIMEOUT_S_RANGE.check("timeout_s", timeout_s, InvalidSetting)  # before the cluster exists, not after
     PORT_RANGE.check("master_port", master_port, InvalidSetting)
-    with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu) as c:
+    with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu, flow_mbit) as c:
         typer.echo(c.describe())
         if plain:
             cmds = [
