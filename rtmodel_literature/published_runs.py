@@ -6,7 +6,9 @@ Sources:
 - BlueFog (Bluefog-Lib/bluefog docs/performance.rst, `examples/pytorch_benchmark.py --batch-size 64`):
   ResNet-50 fp32, 64 images per GPU, 16 AWS p3.16xlarge nodes (8 V100, 25 Gbit/s). Horovod reaches
   "around 66%" scaling efficiency at 128 GPUs, BlueFog's neighbor_allreduce "over 95%"; one GPU does
-  about 350 images/s (the chart's ideal bars), i.e. a 182.5 ms step at 64 images.
+  about 350 images/s (the chart's ideal bars), i.e. a 182.5 ms step at 64 images. At bluefog@0f23999, the
+  commit that wrote "66%", `--dist-optimizer=horovod` imports the real horovod.torch; 8 GPUs per node at
+  128 GPUs is the instance's layout, not stated by the page.
 - The paper's Figure 6 SGP column (rtmodel_literature/data/paper_measurements.csv): SGP's one-peer exponential
   graph next to Decent-DP's on the same clusters.
 """
