@@ -36,7 +36,9 @@ def preset(gpus: int, network: str = "ib-100", model: str = "transformer-big", p
 def infinitely_fast(scenario):
     """Every link a million times faster and without latency (measured fits dropped)."""
     net = scenario.network
-    fast_link = lambda link: replace(link, latency_s=0.0, bandwidth_Bps=link.bandwidth_Bps * 1e6)  # noqa: E731
+    fast_link = lambda link: replace(  # noqa: E731
+        link, latency_s=0.0, bandwidth_Bps=link.bandwidth_Bps * 1e6, flow_cap_Bps=link.flow_cap_Bps * 1e6
+    )
     return replace(
         scenario, network=replace(net, intra=fast_link(net.intra), inter=fast_link(net.inter), group_costs={})
     )

@@ -48,6 +48,8 @@ class Link:
     # The most one flow gets when it is alone on the link (one TCP stream, link-aggregation hashing):
     # q flows sharing the link each get min(bandwidth_Bps / q, flow_cap_Bps). inf: a flow fills the link.
     flow_cap_Bps: float = math.inf
+    # the fabric a preset declares (presets/preset_types.FABRICS); "": not known (measured, or a user's)
+    fabric: str = ""
 
     def __post_init__(self):
         NON_NEGATIVE.check("latency_s", self.latency_s)

@@ -77,6 +77,10 @@ OPTIMIZERS, PASSES = "optimizers", "passes"
 # GradScaler) for the fp16/bf16 precisions, "full" (no autocast) for fp32/tf32.
 MODES = ("amp", "full")
 AMP_PRECISIONS = ("fp16", "bf16")
+# An inter-node network's fabric: InfiniBand, RDMA over Ethernet (NCCL's IB verbs transport on both), or
+# TCP sockets (NCCL's socket transport, gloo).
+INFINIBAND, ROCE, TCP = "infiniband", "roce", "tcp"
+FABRICS = (INFINIBAND, ROCE, TCP)
 
 
 def _toml(kind: str, check: Interval | None = None, *, ref: str | None = None, default=MISSING):
@@ -152,11 +156,25 @@ class LinkPreset:
     description: str = _toml(TEXT)
     bandwidth_Gbps: float = _toml(NUMBER, LINK_GBPS)  # 10^9 bits per second
     latency_us: float = _toml(NUMBER, LATENCY_US)  # per ring step, software + wire
-    # achievable all-reduce bus bandwidth / line rate (published nccl-tests results for the fabric)
+    # what the link carries / line rate: published nccl-tests bus bandwidth for the fabric, or, where one
+    # flow cannot fill it (flow_cap_Gbps), what many flows together carry
     efficiency: float = _toml(NUMBER, EFFICIENCY, default=1.0)
     source: str = _toml(TEXT)
     latency_source: str = _toml(TEXT, default="")
     efficiency_source: str = _toml(TEXT, default="")
+    # an inter-node network's fabric (FABRICS): which published checks its margin comes from
+    # (runtime_model/advice/confidence.py); None: not declared (a user's file), said in a note
+    fabric: str | None = _toml(TEXT, default=None)
+    # the most one flow (one collective's connection: a NCCL communicator's sockets) moves, Gbit/s, where a
+    # source shows it below the link's: q flows then get min(link / q, cap) each; None: a flow fills the link
+    flow_cap_Gbps: float | None = _toml(NUMBER, LINK_GBPS, default=None)
+    flow_cap_source: str = _toml(TEXT, default="")
+
+    def __post_init__(self):
+        if self.fabric is not None and self.fabric not in FABRICS:
+            raise InvalidValue("fabric", f"one of {', '.join(FABRICS)}", self.fabric)
+        if self.flow_cap_Gbps is not None and not self.flow_cap_source:
+            raise InvalidValue("flow_cap_source", "the source of flow_cap_Gbps", "")
 
     @property
     def achievable_Gbps(self) -> float:

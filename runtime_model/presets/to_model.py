@@ -10,6 +10,7 @@ library to use (default: the built-in one); pass the same library to `resolve` a
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from runtime_model.core.defaults import BUCKET_CAP_MIB, DDP_FIRST_BUCKET_MIB
@@ -52,11 +53,15 @@ __all__ = [
 
 
 def link_from_preset(preset: LinkPreset) -> Link:
-    """A preset's achievable link: line rate x its published all-reduce efficiency."""
+    """A preset's achievable link: line rate x its published efficiency, its fabric, and one flow's cap
+    where a source gives one (inf otherwise: a flow fills the link)."""
+    cap = math.inf if preset.flow_cap_Gbps is None else preset.flow_cap_Gbps * 1e9 / 8
     return Link(
         latency_s=preset.latency_us * 1e-6,
         bandwidth_Bps=preset.achievable_Gbps * 1e9 / 8,
         source=f"preset {preset.name}",
+        flow_cap_Bps=cap,
+        fabric=preset.fabric or "",
     )
 
 
