@@ -18,6 +18,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from benchmarks.gpu_accuracy import RESULTS_DIR, Config, Run, config_result, summarise, to_markdown
+from runtime_model.advice.held_out import leave_one_source_out
 
 
 def rescore_config(entry: dict, runs_dir: Path) -> dict:
@@ -44,6 +45,11 @@ def rescore_config(entry: dict, runs_dir: Path) -> dict:
 def speedup_errors(doc: dict) -> list[float]:
     """predicted / measured - 1 of each validate run's speedup over All-Reduce (its own DDP run beside
     it: the runs come in (All-Reduce, topology) pairs)."""
+    return [e for _, e in sourced_speedup_errors(doc)]
+
+
+def sourced_speedup_errors(doc: dict) -> list[tuple[str, float]]:
+    """speedup_errors with the configuration each came from: the source a held-out interval leaves out."""
     out = []
     for c in doc["configs"]:
         runs = c["runs"]
@@ -52,7 +58,7 @@ def speedup_errors(doc: dict) -> list[float]:
                 raise ValueError(f"{c['config']}: runs are not (All-Reduce, topology) pairs")
             predicted = ar["predicted_ms"] / topo["predicted_ms"]
             measured = ar["measured_ms"] / topo["measured_ms"]
-            out.append(predicted / measured - 1.0)
+            out.append((c["config"], predicted / measured - 1.0))
     return out
 
 
@@ -61,12 +67,14 @@ def shared_gpu_evidence(root: Path = RESULTS_DIR) -> dict:
     copies), validated on that host: every kept GPU accuracy run with its profiles (root/*/runs),
     re-predicted with today's model. The figures preset_data/accuracy.toml keeps as that source's margin
     (runtime_model/advice/confidence.py); a test recomputes them."""
-    times, speedups, dirs = [], [], []
+    times, sourced, dirs = [], [], []
     for d in sorted(p for p in root.iterdir() if (p / "runs").is_dir()):
         doc = rescore(json.loads((d / "gpu-accuracy.json").read_text()), d / "runs")
         times += [abs(r["error"]) for c in doc["configs"] for r in c["runs"]]
-        speedups += [abs(e) for e in speedup_errors(doc)]
+        sourced += [(f"{d.name}/{name}", e) for name, e in sourced_speedup_errors(doc)]
         dirs.append(d.name)
+    speedups = [abs(e) for _, e in sourced]
+    held = leave_one_source_out(sourced)
     return {
         "mean_abs_error": sum(times) / len(times),
         "max_abs_error": max(times),
@@ -74,6 +82,10 @@ def shared_gpu_evidence(root: Path = RESULTS_DIR) -> dict:
         "speedup_mean_abs_error": sum(speedups) / len(speedups),
         "speedup_max_abs_error": max(speedups),
         "speedups": len(speedups),
+        "speedup_interval": held.interval,
+        "speedup_held_out_factor": held.factor,
+        "speedup_held_out_coverage": held.coverage,
+        "speedup_sources": held.sources,
         "results": dirs,
     }
 

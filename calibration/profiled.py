@@ -51,14 +51,24 @@ class ProfiledScenario:
         """The confidence.Margin: the calibrated profiles' measured error, widened by each link not
         measured or fitted loosely and by extrapolation beyond the measured shape (confidence.py); the
         mean errors for equivalence, the worst ones for the verdict's interval."""
-        from runtime_model.advice.confidence import Margin, describe_parts, profile_margin
+        from runtime_model.advice.confidence import (
+            PROFILE,
+            SHARED_GPU_PROFILE,
+            Margin,
+            describe_parts,
+            measured_errors,
+            profile_margin,
+        )
 
         shape = (self.scenario.shape.gpus, self.measured_shape.gpus, self.links_used())
         shared_gpu = "intra" in self.kept_as_measured  # the ranks shared a GPU (profiler/shape.py)
         typical, _ = profile_margin(*shape, shared_gpu=shared_gpu)
         worst, parts = profile_margin(*shape, worst=True, shared_gpu=shared_gpu)
         why = f"±{worst:.1%} on the speedup (mean errors: ±{typical:.1%}): {describe_parts(parts)}"
-        return Margin(typical, worst, why)
+        kind = SHARED_GPU_PROFILE if shared_gpu else PROFILE
+        evidence = measured_errors()[kind].evidence(f"calibrated {kind}", worst)
+        evidence["parts"] = {p.what: p.error for p in parts}
+        return Margin(typical, worst, why, evidence)
 
 
 def scenario_from_profile(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from rtmodel_literature.paper import COLUMNS, paper_advice, published
 from rtmodel_literature.published_runs import bluefog_efficiency
 from runtime_model.advice.confidence import ETHERNET_PRESET, IB_PRESET
+from runtime_model.advice.held_out import leave_one_source_out
 
 PAPER_TOPOLOGIES = {**{v: k for k, v in COLUMNS.items() if v != "allreduce"}, "sgp-exp": "sgp_exp_ms"}
 
@@ -83,18 +84,39 @@ def all_checks() -> list[SpeedupCheck]:
 
 @dataclass(frozen=True)
 class ClassError:
-    """The speedup errors of one source class: what its margin states."""
+    """The speedup errors of one source class: what its margin states (confidence.SpeedupEvidence), the
+    interval held out over its runs (a check's `case`: held_out.py) where it has two runs or more."""
 
     mean_abs_error: float
     max_abs_error: float
     speedups: int
+    sources: int
+    interval: float | None
+    held_out_factor: float | None
+    held_out_coverage: float | None
 
 
 def class_errors(checks: list[SpeedupCheck]) -> dict[str, ClassError]:
     """Per source class, and pooled over every preset class ("presets": the stand-in where a class has
-    no published check of its own)."""
-    groups: dict[str, list[float]] = {}
+    too little evidence of its own)."""
+    groups: dict[str, list[tuple[str, float]]] = {}
     for c in checks:
-        groups.setdefault(c.source_class, []).append(abs(c.error))
-        groups.setdefault("presets", []).append(abs(c.error))
-    return {k: ClassError(sum(v) / len(v), max(v), len(v)) for k, v in groups.items()}
+        groups.setdefault(c.source_class, []).append((c.case, c.error))
+        groups.setdefault("presets", []).append((c.case, c.error))
+    return {k: class_error(v) for k, v in groups.items()}
+
+
+def class_error(errors: list[tuple[str, float]]) -> ClassError:
+    """One class's figures from its (source, error) checks."""
+    flat = [abs(e) for _, e in errors]
+    sources = len({name for name, _ in errors})
+    held = leave_one_source_out(errors) if sources >= 2 else None
+    return ClassError(
+        sum(flat) / len(flat),
+        max(flat),
+        len(flat),
+        sources,
+        None if held is None else held.interval,
+        None if held is None else held.factor,
+        None if held is None else held.coverage,
+    )

@@ -81,8 +81,17 @@ def test_the_shared_gpu_profiles_error_kept_as_data_is_the_kept_gpu_runs_re_pred
 
     kept, now = measured_errors()[SHARED_GPU_PROFILE], rescore.shared_gpu_evidence()
     assert (kept.predictions, kept.speedups) == (now["predictions"], now["speedups"])
-    for key in ("mean_abs_error", "max_abs_error", "speedup_mean_abs_error", "speedup_max_abs_error"):
+    for key in (
+        "mean_abs_error",
+        "max_abs_error",
+        "speedup_mean_abs_error",
+        "speedup_max_abs_error",
+        "speedup_interval",
+        "speedup_held_out_coverage",
+        "speedup_held_out_factor",
+    ):
         assert abs(getattr(kept, key) - now[key]) < 5e-4, key
+    assert kept.speedup_sources == now["speedup_sources"]
 
 
 def test_speedup_errors_pair_each_topology_with_its_own_all_reduce_run():

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rtmodel_literature.paper import compare, published
+from rtmodel_literature.paper import compare, local_tokens, paper_choice, published
 
 
 def test_every_published_number_is_compared():
@@ -12,14 +12,25 @@ def test_every_published_number_is_compared():
     assert np.allclose(df["error"], (df["predicted_ms"] - df["published_ms"]) / df["published_ms"])
 
 
-def test_presets_error_is_bounded_and_the_a100_rows_closer_than_the_t4s():
+def test_presets_error_is_bounded():
     """Presets are physical data with public sources, nothing fitted per row; docs/paper.md quotes the error
-    and why the T4 rows miss. These bounds guard against regressions, not a tuned match."""
+    and what the A100 rows lack. These bounds guard against regressions, not a tuned match: the T4 panel
+    at the issue's bound (mean 15 %, max 25 %), the A100 one where it stands (docs/paper.md)."""
     df = compare()
-    assert df["error"].abs().mean() < 0.45
-    assert df["error"].abs().max() < 0.75
-    by_cluster = df.groupby("cluster")["error"].apply(lambda e: e.abs().mean())
-    assert by_cluster["a100-ib100"] < 0.30
+    by_cluster = df.groupby("cluster")["error"]
+    t4 = by_cluster.get_group("t4-ib100").abs()
+    assert t4.mean() <= 0.15 and t4.max() <= 0.25
+    assert by_cluster.get_group("a100-ib100").abs().mean() < 0.25
+
+
+def test_each_row_is_priced_as_the_authors_code_ran_it():
+    """WangZesen/accum-adam-nips2024: use_amp = false (fp32 on the T4, which has no TF32; TF32 matmuls on
+    the A100), DDP with the bucket view, and each GPU's max_tokens_per_batch // world_size tokens."""
+    assert local_tokens(16) == 1562 and local_tokens(64) == 390
+    for rec in published().itertuples():
+        choice = paper_choice(rec)
+        assert choice.precision == {"t4-ib100": "fp32", "a100-ib100": "tf32"}[rec.cluster]
+        assert choice.ddp_bucket_view and choice.global_batch == local_tokens(rec.gpus) * rec.gpus
 
 
 def test_decentralized_faster_than_allreduce_where_published_so():
@@ -56,3 +67,14 @@ def test_the_profiles_measured_error_kept_as_data_is_the_benchmarks():
     assert kept.speedups == summary["speedups"]
     assert abs(kept.speedup_mean_abs_error - summary["speedup_mean_abs_error"]) < 5e-4
     assert abs(kept.speedup_max_abs_error - summary["speedup_max_abs_error"]) < 5e-4
+    # the interval held out over the emulated clusters (held_out.py), from the benchmark's rows
+    import csv
+
+    from runtime_model.advice.held_out import leave_one_source_out
+
+    rows = list(csv.DictReader((Path(__file__).parents[1] / "benchmarks/results/accuracy-full.csv").open()))
+    held = leave_one_source_out(
+        [(r["cluster"], float(r["speedup_pred"]) / float(r["speedup_meas"]) - 1) for r in rows]
+    )
+    assert abs(kept.speedup_interval - held.interval) < 5e-4 and kept.speedup_sources == held.sources
+    assert abs(kept.speedup_held_out_coverage - held.coverage) < 5e-4

@@ -37,7 +37,7 @@ def test_the_kept_figures_are_the_checks(checks):
     """preset_data/accuracy.toml's [speedups.*] recomputed from the published comparisons."""
     kept = speedup_evidence()
     measured = class_errors(checks)
-    assert set(kept) == set(measured)
+    assert set(kept) == set(measured) | {NCCL_TESTS}  # nccl-tests: the emulated clusters' (test_held_out.py)
     for cls, m in measured.items():
         assert kept[cls].speedups == m.speedups, cls
         assert kept[cls].mean_abs_error == pytest.approx(m.mean_abs_error, abs=5e-4), cls
@@ -64,10 +64,11 @@ def test_a_class_with_few_checks_of_its_own_borrows_the_pooled_figure():
     assert pooled.interval == kept[PRESETS].max_abs_error
     assert "fewer than" in pooled.why and "Ethernet" in pooled.why
     own = class_margin(IB_PRESET)
-    assert own.interval == kept[IB_PRESET].max_abs_error
+    assert own.interval == kept[IB_PRESET].interval >= kept[IB_PRESET].max_abs_error
     assert own.equivalence == kept[IB_PRESET].mean_abs_error
-    for cls in (ONE_NODE_PRESET, NCCL_TESTS):
-        assert "none" in class_margin(cls).why
+    assert "none" in class_margin(ONE_NODE_PRESET).why
+    nccl = class_margin(NCCL_TESTS)  # evidence of its own, from the emulated clusters
+    assert nccl.interval == kept[NCCL_TESTS].interval and "nccl-tests-network speedups" in nccl.why
 
 
 def test_the_source_class_of_a_scenario():
@@ -78,8 +79,10 @@ def test_the_source_class_of_a_scenario():
     sc = _scenario(32)
     measured = replace(sc.network, inter=replace(sc.network.inter, source="nccl-tests all_reduce_perf"))
     assert source_class(replace(sc, network=measured)) == NCCL_TESTS
-    custom = replace(sc.network, inter=Link(1e-5, 1e9, source="preset my-fabric"))
+    custom = replace(sc.network, inter=Link(1e-5, 1e9, source="preset ib-like"))  # no fabric declared
     assert source_class(replace(sc, network=custom)) == PRESETS
+    declared = replace(sc.network, inter=Link(1e-5, 1e9, source="preset efa-100", fabric="infiniband"))
+    assert source_class(replace(sc, network=declared)) == IB_PRESET  # the fabric decides, not the name
 
 
 def test_a_verdict_a_preset_network_could_flip_is_too_close_to_call():

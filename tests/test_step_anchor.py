@@ -8,8 +8,14 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
+from runtime_model.advice.confidence import class_margin, source_class
+from runtime_model.presets import to_model as presets
 
 runner = CliRunner()
+
+
+def _scenario(gpus: int):
+    return presets.scenario_from_choice(presets.resolve(presets.PresetRequest(gpus)))
 
 
 def _json(*argv: str) -> dict:
@@ -39,12 +45,13 @@ def test_the_presets_residual_is_judged_against_their_margin():
     near = _json("--gpus", "64", "--step-ms", "75")["inputs"]["step_anchor"]
     far = _json("--gpus", "64", "--step-ms", "100")["inputs"]["step_anchor"]
     assert near["presets_ms"] == far["presets_ms"] == pytest.approx(_allreduce_s(_json("--gpus", "64")) * 1e3)
-    assert abs(near["residual"]) < 0.177 < abs(far["residual"])
+    margin = class_margin(source_class(_scenario(64))).equivalence
+    assert abs(near["residual"]) < margin < abs(far["residual"])
     table = " ".join(
         runner.invoke(app, ["advise", "--gpus", "64", "--step-ms", "100"], terminal_width=100).output.split()
     )
     assert "note: your DDP step 100 ms at 64 GPUs is reproduced with" in table
-    assert "beyond their ±17.7% margin, so they do not describe this cluster" in table
+    assert f"beyond their ±{margin:.1%} margin, so they do not describe this cluster" in table
     assert "the compute backed out of your DDP step (--step-ms)" in table.split("┏")[0]  # the head line
 
 

@@ -118,12 +118,12 @@ class Advice:
     families: list[FamilyBest] = field(default_factory=list)  # each family's best, in the objective's order
     # where the pick's speedup over All-Reduce crosses 1 (crossover.py); filled by with_crossovers
     crossovers: list = field(default_factory=list)
-    tuned_ddp: object = (
-        None  # tuned_ddp.TunedDdp: All-Reduce with DDP's own setting; filled by with_tuned_ddp
-    )
-    # the worst speedup error of this source (confidence.Margin.interval): the verdict's interval; None:
-    # `margin` serves both
+    # tuned_ddp.TunedDdp: All-Reduce with DDP's own setting; filled by with_tuned_ddp
+    tuned_ddp: object = None
+    # the held-out speedup error of this source (confidence.Margin.interval, None: `margin` serves both)
+    # and what stands behind it (Margin.evidence: class, checks, runs, held-out coverage)
     interval_margin: float | None = None
+    interval_evidence: dict | None = None
     # the All-Reduce family's rows with their memory (memory_fit.BaselineRow: DDP first, then the sharded
     # baselines); empty where memory was not asked
     baselines: list = field(default_factory=list)
@@ -367,6 +367,7 @@ def _advice(scenario, ar, models: dict, preds, sds, asked: _Asked) -> Advice:
         dict(provenance or {}),
         objective=objective,
         interval_margin=margin.interval,
+        interval_evidence=margin.evidence,
         baselines=baselines or [],
         baseline=baseline,
         memory=memory,

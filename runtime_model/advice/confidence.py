@@ -8,9 +8,10 @@ cluster (benchmarks/accuracy.py), one of ranks sharing a GPU against runs on GPU
 (benchmarks/gpu_accuracy_rescore.py). The figures are kept as data (preset_data/accuracy.toml) and
 recomputed by the tests, so they cannot drift from the model.
 
-Why two figures: the worst error seen is the verdict's interval (every kept speedup lies inside its
-class's), the mean error the margin inside which two options are equivalent (a tie-break by consensus
-must not pick an option 40 % slower).
+Why two figures: the interval held out (held_out.py: the worst error seen, widened until each run left
+out in turn lies inside what the others state, in 90 % of its checks) is the verdict's; the mean error the
+margin inside which two options are equivalent (a tie-break by consensus must not pick an option 40 %
+slower).
 
 Why on the speedup: the verdict is a ratio (topology vs All-Reduce), and a ratio's error is not the
 error of either time (a compute error shared by both cancels; a link error in one does not). Each
@@ -29,7 +30,9 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 
+from runtime_model.advice.held_out import MIN_SOURCES
 from runtime_model.presets import preset_data
+from runtime_model.presets.preset_types import INFINIBAND, ROCE, TCP
 
 PRESETS, PROFILE = "presets", "profile"
 # calibrated profiles whose ranks share a GPU (their intra-node link a copy through the host, kept as
@@ -58,6 +61,26 @@ class MeasuredError:
     speedup_mean_abs_error: float | None = None
     speedup_max_abs_error: float | None = None
     speedups: int | None = None
+    # the speedup interval held out over its sources (held_out.py: each emulated cluster or GPU-host
+    # configuration left out in turn)
+    speedup_interval: float | None = None
+    speedup_held_out_factor: float | None = None
+    speedup_held_out_coverage: float | None = None
+    speedup_sources: int | None = None
+
+    def evidence(self, name: str, interval: float) -> dict:
+        """What stands behind a profile's interval, for the JSON (Margin.evidence)."""
+        return {
+            "class": name,
+            "interval": interval,
+            "mean_abs_error": self.speedup_mean_abs_error,
+            "worst_abs_error": self.speedup_max_abs_error,
+            "checks": self.speedups,
+            "sources": self.speedup_sources,
+            "held_out_coverage": self.speedup_held_out_coverage,
+            "held_out_factor": self.speedup_held_out_factor,
+            "from": self.source,
+        }
 
 
 @cache
@@ -73,12 +96,21 @@ def measured_errors() -> dict[str, MeasuredError]:
 @dataclass(frozen=True)
 class SpeedupEvidence:
     """The published speedups over All-Reduce of one source class the project keeps, and how far the
-    predictions from such inputs missed them (rtmodel_literature/speedup_evidence.py recomputes these)."""
+    predictions from such inputs missed them (rtmodel_literature/speedup_evidence.py recomputes these):
+    the mean and worst |error|, and the interval held out (held_out.py): the worst widened until each run
+    left out in turn falls inside what the other runs state, in held_out_coverage of its checks."""
 
     mean_abs_error: float
     max_abs_error: float
     speedups: int
     source: str
+    interval: float | None = None  # None: fewer than MIN_SOURCES runs to hold one out against
+    held_out_factor: float | None = None
+    held_out_coverage: float | None = None
+    sources: int = 1
+
+    def states_its_own(self) -> bool:
+        return self.interval is not None and self.sources >= MIN_SOURCES and self.speedups >= MIN_OWN_CHECKS
 
 
 @cache
@@ -86,9 +118,9 @@ def speedup_evidence() -> dict[str, SpeedupEvidence]:
     return {cls: SpeedupEvidence(**entry) for cls, entry in _accuracy()["speedups"].items()}
 
 
-# A class states its own worst error only from this many checks of its own: the worst of k exchangeable
-# errors covers the next one with probability k / (k + 1), so 9 checks make the stated interval a 90 %
-# promise; a class with fewer borrows the figure pooled over every preset class.
+# A class states its own interval only from this many checks of its own, from MIN_SOURCES runs or more:
+# the worst of k exchangeable errors covers the next one with probability k / (k + 1), so 9 checks make a
+# 90 % promise at best; a class with fewer borrows the interval pooled over every preset class.
 MIN_OWN_CHECKS = 9
 CLASS_NAMES = {
     IB_PRESET: "InfiniBand-preset",
@@ -97,51 +129,72 @@ CLASS_NAMES = {
     NCCL_TESTS: "nccl-tests-network",
     PRESETS: "preset",
 }
+# Which source class a preset network's declared fabric (networks.toml `fabric`) puts an answer in: RoCE
+# runs NCCL's IB verbs transport, but over Ethernet switches, and its published checks are Ethernet ones.
+FABRIC_CLASS = {INFINIBAND: IB_PRESET, ROCE: ETHERNET_PRESET, TCP: ETHERNET_PRESET}
 
 
 @dataclass(frozen=True)
 class Margin:
     """What the advisor states for one source of inputs. `equivalence`: the typical (mean) speedup
-    error, inside which two options are equivalent; `interval`: the worst speedup error seen, so that a
-    published speedup s_pub of every check kept lies in s / (1 + interval) .. s / (1 - interval)."""
+    error, inside which two options are equivalent; `interval`: the held-out speedup error, so that a
+    published speedup s_pub lies in s / (1 + interval) .. s / (1 - interval) (held_out.py);
+    `evidence`: what stands behind the interval, for the JSON (None: given, not measured)."""
 
     equivalence: float
     interval: float
     why: str
+    evidence: dict | None = None
 
 
 def source_class(scenario) -> str:
-    """The source class of a preset-built scenario: one node, a network from nccl-tests, or the preset
-    network's fabric (InfiniBand, Ethernet: TCP or RoCE); PRESETS for a network of unknown fabric."""
+    """The source class of a preset-built scenario: one node, a network from nccl-tests, or the class of
+    the preset network's declared fabric (FABRIC_CLASS); PRESETS for a network of undeclared fabric."""
     if scenario.shape.nodes == 1:
         return ONE_NODE_PRESET
     inter = scenario.network.inter
     if inter.source.startswith("nccl-tests"):
         return NCCL_TESTS
-    name = inter.source.removeprefix("preset ")
-    if name.startswith("ib-"):
-        return IB_PRESET
-    if name.startswith(("tcp-", "roce-", "eth-")):
-        return ETHERNET_PRESET
-    return PRESETS
+    return FABRIC_CLASS.get(inter.fabric, PRESETS)
+
+
+def _evidence_dict(cls: str, used: SpeedupEvidence) -> dict:
+    return {
+        "class": cls,
+        "interval": used.interval,
+        "mean_abs_error": used.mean_abs_error,
+        "worst_abs_error": used.max_abs_error,
+        "checks": used.speedups,
+        "sources": used.sources,
+        "held_out_coverage": used.held_out_coverage,
+        "held_out_factor": used.held_out_factor,
+        "from": used.source,
+    }
 
 
 def class_margin(cls: str) -> Margin:
-    """The margin a preset-built advice states: its class's own published speedup errors when it has at
-    least MIN_OWN_CHECKS of them, else the errors pooled over every preset class (and it says so)."""
+    """The margin a preset-built (or nccl-tests) advice states: its class's own held-out interval where
+    it has the evidence for one (SpeedupEvidence.states_its_own), else the pooled preset classes'."""
     evidence = speedup_evidence()
     own, pooled = evidence.get(cls), evidence[PRESETS]
-    used = own if own is not None and own.speedups >= MIN_OWN_CHECKS else pooled
+    used = own if own is not None and own.states_its_own() else pooled
     name = CLASS_NAMES[cls]
+    widened = "" if used.held_out_factor == 1.0 else f", widened x{used.held_out_factor:.2f}"
     why = (
-        f"±{used.max_abs_error:.1%} on the speedup, the worst error of {used.speedups} published "
-        f"{CLASS_NAMES[PRESETS] if used is pooled else name} speedups over All-Reduce ({used.source}; mean "
-        f"{used.mean_abs_error:.1%}): a new cluster's error exceeds it about 1 time in {used.speedups + 1}"
+        f"±{used.interval:.1%} on the speedup: the worst error of {used.speedups} "
+        f"{CLASS_NAMES[PRESETS] if used is pooled else name} speedups over All-Reduce from {used.sources} "
+        f"runs ({used.source}){widened}; each run left out in turn, the others' interval held "
+        f"{used.held_out_coverage:.0%} of its checks; mean {used.mean_abs_error:.1%}"
     )
     if used is pooled and cls != PRESETS:
-        mine = "none" if own is None else f"{own.speedups}, worst {own.max_abs_error:.1%}"
-        why += f"; {name} checks of its own: {mine}, fewer than {MIN_OWN_CHECKS}, so all presets' figures stand in"
-    return Margin(used.mean_abs_error, used.max_abs_error, why)
+        mine = "none" if own is None else f"{own.speedups} from {own.sources} runs"
+        why += (
+            f"; {name} checks of its own: {mine}, fewer than {MIN_OWN_CHECKS} from {MIN_SOURCES} runs, so "
+            "all presets' figures stand in"
+        )
+    if cls == PRESETS:
+        why += "; the network's fabric is not declared (networks.toml `fabric`), so no class of its own"
+    return Margin(used.mean_abs_error, used.interval, why, _evidence_dict(name, used))
 
 
 @dataclass(frozen=True)
@@ -165,7 +218,7 @@ def profile_margin(
     shared_gpu: bool = False,
 ) -> tuple[float, list[MarginPart]]:
     """The margin of profile-based advice at `target_gpus` and its parts: with `worst` the interval's
-    (each part's worst error seen), else the equivalence's (each part's mean).
+    (each part's held-out interval), else the equivalence's (each part's mean).
 
     links_used: for each link class the target shape uses ("intra", "inter"), (measured?, the fit's
     relative 1-sigma on bandwidth). The parts:
@@ -176,8 +229,8 @@ def profile_margin(
     - a target larger than the measured shape: the largest speedup error the profiles showed at their
       own shapes (the benchmark has no extrapolated runs, so the worst seen is the honest figure)."""
     prof, pre = measured_errors()[SHARED_GPU_PROFILE if shared_gpu else PROFILE], speedup_evidence()[PRESETS]
-    base = prof.speedup_max_abs_error if worst else prof.speedup_mean_abs_error
-    stand_in = pre.max_abs_error if worst else pre.mean_abs_error
+    base = prof.speedup_interval if worst else prof.speedup_mean_abs_error
+    stand_in = pre.interval if worst else pre.mean_abs_error
     what = (
         "of ranks sharing a GPU (gloo through the host), on that host"
         if shared_gpu
@@ -191,7 +244,7 @@ def profile_margin(
             parts.append(MarginPart(f"{cls}-node link measured, its fit's 1-sigma", rel_sd))
     if target_gpus > measured_gpus:
         parts.append(
-            MarginPart(f"extrapolated from {measured_gpus} to {target_gpus} GPUs", prof.speedup_max_abs_error)
+            MarginPart(f"extrapolated from {measured_gpus} to {target_gpus} GPUs", prof.speedup_interval)
         )
     return combined(parts), parts
 

@@ -25,7 +25,9 @@ JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
                    candidate, objective}
                   equivalent: the options whose vs_best is "equivalent"; candidate: with too_close_to_call,
                   the decentralized option to validate; objective: "iteration" or "accuracy"
-  margin: relative margin on speedups used for "too close to call" and for "equivalent"
+  margin: relative margin on speedups used for "equivalent" (the same as margins.equivalence)
+  margins: {equivalence, interval (the verdict's held-out speedup error), interval_evidence (class, checks,
+           sources, held_out_coverage, ...; null where --margin gave it)}
   crossover[] (advise's answer, not a sweep's): {quantity, topology, unit, current, crossover, wins,
               searched}: where `topology` (the option the verdict names, or the best gossip option when
               All-Reduce is kept outright: crossover.crossover_topology)
@@ -102,6 +104,7 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
         "predictions": preds,
         "recommendation": _recommendation_dict(advice, marks),
         "margin": advice.margin,
+        "margins": margins_dict(advice),
     }
     add_memory(advice, preds, doc)
     if advice.local_sgd:
@@ -114,6 +117,18 @@ def advice_to_dict(advice: Advice, inputs: dict | None = None) -> dict:
         entry = next(e for e in preds if e["topology"] == advice.crossovers[0].topology)
         entry["crossover"] = {c.quantity: c.at for c in advice.crossovers}
     return json_safe(doc)
+
+
+def margins_dict(advice: Advice) -> dict:
+    """The two margins, each named for what it is: `equivalence` (the typical speedup error: options this
+    close are equivalent; the same figure as the top-level `margin`) and `interval` (the held-out speedup
+    error the verdict states: published speedups lie in s / (1 + interval) .. s / (1 - interval)), with the
+    evidence behind the interval (None where it was given, not measured)."""
+    return {
+        "equivalence": advice.margin,
+        "interval": advice.verdict_margin,
+        "interval_evidence": advice.interval_evidence,
+    }
 
 
 def _allreduce_entry(advice: Advice, standing: dict) -> dict:
