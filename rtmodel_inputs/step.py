@@ -46,7 +46,7 @@ def anchor_step(
     (confidence.Margin): the source's own, against which the residual is judged (default: the preset
     class's); `model_from`: whose prediction the step is compared with."""
     from runtime_model.advice.confidence import class_margin, source_class
-    from runtime_model.advice.step_anchor import anchor_compute
+    from runtime_model.advice.step_anchor import PRESET_LINKS, anchor_compute
     from runtime_model.core.constraints import AT_LEAST_ONE
     from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
     from runtime_model.prediction.iteration import allreduce_prediction
@@ -69,7 +69,11 @@ def anchor_step(
 
     equivalence = (margin or class_margin(source_class(at_step))).equivalence
     presets_ms = allreduce_prediction(at_step).mean_s * 1e3 if presets_known else None
-    anchor = anchor_compute(step_ms_at, step_ms, n, presets_ms, equivalence, model_from)
+    source = at_step.network.inter.source
+    links = "your nccl-tests run's" if source.startswith("nccl-tests") else (
+        "the profile's measured" if source.startswith("measured") else PRESET_LINKS
+    )
+    anchor = anchor_compute(step_ms_at, step_ms, n, presets_ms, equivalence, model_from, links)
     return anchor, anchor.compute_ms / base_ms
 
 

@@ -62,6 +62,9 @@ class StepAnchor:
         }
 
 
+PRESET_LINKS = "the presets'"
+
+
 def anchor_compute(
     step_ms_at,
     step_ms: float,
@@ -69,9 +72,11 @@ def anchor_compute(
     presets_ms: float | None,
     margin: float,
     model_from: str = "the presets",
+    links_from: str = PRESET_LINKS,
 ) -> StepAnchor:
     """`step_ms_at(compute_ms)`: the model's DDP step in ms at step_gpus with that compute. UserError when
-    no compute in COMPUTE_MS reproduces the step (shorter than the exchange alone, or longer than a day)."""
+    no compute in COMPUTE_MS reproduces the step (shorter than the exchange alone, or longer than a day);
+    `links_from` says whose links priced the exchange (the refusal names what to check)."""
     from runtime_model.core.blas_threads import one_blas_thread
 
     with one_blas_thread():
@@ -83,8 +88,13 @@ def anchor_compute(
     if floor_ms > step_ms:
         raise InvalidCombination(
             f"{{step_ms}} at {step_gpus} GPUs is shorter than the model's All-Reduce step with no compute at all "
-            f"({floor_ms:,.4g} ms: the exchange and the optimizer): the presets' links are slower than "
-            "yours; measure them (--nccl-tests FILE, or a profile)",
+            f"({floor_ms:,.4g} ms: the exchange and the optimizer): "
+            + (
+                "the presets' links are slower than yours; measure them (--nccl-tests FILE, or a profile)"
+                if links_from == PRESET_LINKS
+                else f"{links_from} links are slower than your step allows: check they were measured on "
+                "this cluster's nodes, with the settings the step ran with"
+            ),
             step_ms=step_ms,
         )
     if step_ms_at(hi) < step_ms:
