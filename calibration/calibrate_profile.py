@@ -20,7 +20,13 @@ from calibration.compute_fit import ComputeFit, fit_compute
 from calibration.fitting import AffineFit, RegimeFit, fit_regimes
 from calibration.in_flight import group_concurrency, in_flight_reports
 from calibration.inversion import MeasuredLine, invert_line, line_algorithm
-from calibration.links import CombinedLink, LinkEstimate, combine_estimates, split_flow_cap
+from calibration.links import (
+    CombinedLink,
+    LinkEstimate,
+    capacity_is_a_lower_bound,
+    combine_estimates,
+    split_flow_cap,
+)
 from calibration.nccl_auto import ring_regime_lines
 from calibration.profile import Profile
 from calibration.profile_io import CalibrationError
@@ -414,6 +420,15 @@ def _with_flow_cap(
         f"together get {nic.link.bandwidth_Bps / 1e9:.4g} GB/s: a per-flow cap (one TCP stream, link "
         "aggregation) below the NIC's capacity; q flows are charged min(capacity / q, cap) each"
     )
+    if capacity_is_a_lower_bound(nic, cap):
+        q = max(e.nic_sharing for e in nic.estimates)
+        provenance[f"{cls}.bandwidth_Bps"] += f", a lower bound: its {q} flows each moved at the cap"
+        notes.append(
+            f"{cls} link: the {q} flows sharing a NIC each moved at the per-flow cap, so the NIC's capacity is "
+            f"at least {nic.link.bandwidth_Bps / 1e9:.4g} GB/s, not measured: shapes with more flows per NIC "
+            "may run faster than predicted (the emulator measured +73 % on one); profile with more ranks per "
+            "node to measure it"
+        )
     return Link(
         combined.latency_s,
         nic.link.bandwidth_Bps,

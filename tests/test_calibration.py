@@ -689,6 +689,24 @@ def test_a_lone_flow_slower_than_the_nic_gives_a_flow_cap_and_both_are_reported(
     assert back.network.inter.flow_cap_Bps == inter.flow_cap_Bps
 
 
+def test_flows_sharing_a_nic_at_the_cap_show_its_capacity_only_as_a_lower_bound():
+    # True NIC 5 GB/s, cap 2 GB/s, q = 2: sharing, each flow still gets min(5/2, 2) = 2 GB/s, so the
+    # profile sees 4 GB/s "capacity": at least that, not measured; the 3 GB/s NIC above binds and is said so
+    truth = SyntheticTruth(
+        nodes=2, ranks_per_node=2, inter=Link(60e-6, 5e9, flow_cap_Bps=2e9), noise_rel=0.01
+    )
+    c = calibrate_doc(synthetic_profile(truth))
+    assert c.network.inter.bandwidth_Bps == pytest.approx(4e9, rel=0.03)
+    assert "a lower bound" in c.provenance["inter.bandwidth_Bps"]
+    assert any("NIC's capacity is at least" in n for n in c.notes)
+    binding = calibrate_doc(
+        synthetic_profile(
+            SyntheticTruth(nodes=2, ranks_per_node=2, inter=Link(60e-6, 3e9, flow_cap_Bps=2e9), noise_rel=0.01)
+        )
+    )
+    assert "a lower bound" not in binding.provenance["inter.bandwidth_Bps"]
+
+
 def test_no_flow_cap_is_claimed_when_a_lone_flow_fills_the_nic(cal):
     assert math.isinf(cal.network.inter.flow_cap_Bps)
     assert "inter.flow_cap_Bps" not in cal.provenance
