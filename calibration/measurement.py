@@ -11,10 +11,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-# torch.utils.benchmark's thresholds: an IQR above 10% of the median suggests significant
-# environmental influence, above 50% gross fluctuation.
+# torch.utils.benchmark's thresholds and words (torch/utils/benchmark/utils/common.py _IQR_WARN_THRESHOLD,
+# _IQR_GROSS_WARN_THRESHOLD): an IQR above 10 % of the median "could indicate system fluctuation", above
+# 25 % it "suggests significant environmental influence".
 NOISY_IQR_REL = 0.10
-VERY_NOISY_IQR_REL = 0.50
+VERY_NOISY_IQR_REL = 0.25
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,6 @@ class Measurement:
         rel = self.iqr_s / median
         if rel <= NOISY_IQR_REL:
             return None
-        what = "gross fluctuation" if rel > VERY_NOISY_IQR_REL else "significant environmental influence"
+        what = "significant environmental influence" if rel > VERY_NOISY_IQR_REL else "system fluctuation"
         name = f"{self.label}: " if self.label else ""
         return f"{name}interquartile range is {rel:.0%} of the median over {self.n} samples ({what})"

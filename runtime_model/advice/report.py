@@ -1,4 +1,4 @@
-"""Render an Advice as a rich table, JSON (schema `rtmodel-advice/1`) or CSV.
+"""Render an Advice as JSON (schema `rtmodel-advice/1`) or CSV; the terminal table is rtmodel_cli/tables.py.
 
 JSON schema `rtmodel-advice/1` (stable; fields are only ever added):
   schema: "rtmodel-advice/1"
