@@ -25,6 +25,23 @@ def emulated_cluster(request):
 # ---- END emulated_cluster fixture ----------------------------------------------------------------------
 
 
+# ---- BEGIN one_rank_group fixture (owner: validation/ and rtmodel_harness/) ---------------------------------
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A gloo group of one process (this one): a collective's arithmetic without other ranks."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group already exists in this process")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield torch
+    dist.destroy_process_group()
+
+
+# ---- END one_rank_group fixture --------------------------------------------------------------------------
+
+
 # ---- BEGIN gpu marker (owner: the GPU path) -------------------------------------------------------------
 def pytest_collection_modifyitems(config, items):
     """`gpu` tests run only where torch sees a CUDA GPU; elsewhere they are skipped with the reason."""

@@ -264,19 +264,6 @@ def test_table_shows_local_sgd_beside_the_others():
 # ----------------------------------------------------------------------------- the outer step itself
 
 
-@pytest.fixture
-def one_rank_group(tmp_path):
-    """A gloo group of one process (this one): the outer step's arithmetic without other ranks."""
-    torch = pytest.importorskip("torch")
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group already exists in this process")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    yield torch
-    dist.destroy_process_group()
-
-
 def test_outer_step_is_diloco_nesterov_on_the_pseudo_gradient(one_rank_group):
     torch = one_rank_group
     from rtmodel_harness.local_sgd import OuterSync

@@ -149,19 +149,6 @@ def test_blocks_are_the_children_of_the_models_stacks():
     assert stack_blocks(nn.Linear(2, 2)) == []  # no stack: the root alone is sharded
 
 
-@pytest.fixture
-def one_rank_group(tmp_path):
-    """A gloo group of one process (this one)."""
-    torch = pytest.importorskip("torch")
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group already exists in this process")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    yield torch
-    dist.destroy_process_group()
-
-
 def test_an_fsdp2_that_cannot_step_is_one_line_from_the_preflight(one_rank_group):
     torch = one_rank_group
     from validation.errors import ValidationError

@@ -69,18 +69,19 @@ class MeasuredError:
     speedup_sources: int | None = None
 
     def evidence(self, name: str, interval: float) -> dict:
-        """What stands behind a profile's interval, for the JSON (Margin.evidence)."""
-        return {
-            "class": name,
-            "interval": interval,
-            "mean_abs_error": self.speedup_mean_abs_error,
-            "worst_abs_error": self.speedup_max_abs_error,
-            "checks": self.speedups,
-            "sources": self.speedup_sources,
-            "held_out_coverage": self.speedup_held_out_coverage,
-            "held_out_factor": self.speedup_held_out_factor,
-            "from": self.source,
-        }
+        """What stands behind a profile's interval, for the JSON (Margin.evidence): this kind's speedup
+        evidence, with the interval the profile composed from it (profile_margin)."""
+        speedups = SpeedupEvidence(
+            self.speedup_mean_abs_error,
+            self.speedup_max_abs_error,
+            self.speedups,
+            self.source,
+            self.speedup_interval,
+            self.speedup_held_out_factor,
+            self.speedup_held_out_coverage,
+            self.speedup_sources,
+        )
+        return speedups.evidence(name) | {"interval": interval}
 
 
 @cache
@@ -111,6 +112,20 @@ class SpeedupEvidence:
 
     def states_its_own(self) -> bool:
         return self.interval is not None and self.sources >= MIN_SOURCES and self.speedups >= MIN_OWN_CHECKS
+
+    def evidence(self, name: str) -> dict:
+        """What stands behind the interval, named `name`, for the JSON (Margin.evidence)."""
+        return {
+            "class": name,
+            "interval": self.interval,
+            "mean_abs_error": self.mean_abs_error,
+            "worst_abs_error": self.max_abs_error,
+            "checks": self.speedups,
+            "sources": self.sources,
+            "held_out_coverage": self.held_out_coverage,
+            "held_out_factor": self.held_out_factor,
+            "from": self.source,
+        }
 
 
 @cache
@@ -158,20 +173,6 @@ def source_class(scenario) -> str:
     return FABRIC_CLASS.get(inter.fabric, PRESETS)
 
 
-def _evidence_dict(cls: str, used: SpeedupEvidence) -> dict:
-    return {
-        "class": cls,
-        "interval": used.interval,
-        "mean_abs_error": used.mean_abs_error,
-        "worst_abs_error": used.max_abs_error,
-        "checks": used.speedups,
-        "sources": used.sources,
-        "held_out_coverage": used.held_out_coverage,
-        "held_out_factor": used.held_out_factor,
-        "from": used.source,
-    }
-
-
 def class_margin(cls: str) -> Margin:
     """The margin a preset-built (or nccl-tests) advice states: its class's own held-out interval where
     it has the evidence for one (SpeedupEvidence.states_its_own), else the pooled preset classes'."""
@@ -194,7 +195,7 @@ def class_margin(cls: str) -> Margin:
         )
     if cls == PRESETS:
         why += "; the network's fabric is not declared (networks.toml `fabric`), so no class of its own"
-    return Margin(used.mean_abs_error, used.interval, why, _evidence_dict(name, used))
+    return Margin(used.mean_abs_error, used.interval, why, used.evidence(name))
 
 
 @dataclass(frozen=True)

@@ -40,16 +40,6 @@ class HeldOutInterval:
     checks: int
     sources: int
 
-    def to_dict(self) -> dict:
-        return {
-            "interval": self.interval,
-            "held_out_factor": self.factor,
-            "held_out_coverage": self.coverage,
-            "mean_abs_error": self.mean_abs_error,
-            "checks": self.checks,
-            "sources": self.sources,
-        }
-
 
 def _others_worst(by_source: dict[str, list[float]]) -> dict[str, float]:
     """Each source's interval as the other sources state it: their worst |error|."""
@@ -62,7 +52,10 @@ def _others_worst(by_source: dict[str, list[float]]) -> dict[str, float]:
 
 def held_out_coverage(by_source: dict[str, list[float]], factor: float) -> float:
     """The share of checks inside `factor` x the worst |error| of the other sources."""
-    others = _others_worst(by_source)
+    return _coverage(by_source, _others_worst(by_source), factor)
+
+
+def _coverage(by_source: dict[str, list[float]], others: dict[str, float], factor: float) -> float:
     inside = [e <= factor * others[name] * (1 + 1e-9) for name, errs in by_source.items() for e in errs]
     return sum(inside) / len(inside)
 
@@ -83,12 +76,12 @@ def leave_one_source_out(errors: Sequence[tuple[str, float]], coverage: float = 
         {1.0} | {e / others[name] for name, errs in by_source.items() for e in errs if others[name] > 0}
     )
     factor = next(
-        (f for f in candidates if f >= 1.0 and held_out_coverage(by_source, f) >= coverage), candidates[-1]
+        (f for f in candidates if f >= 1.0 and _coverage(by_source, others, f) >= coverage), candidates[-1]
     )
     return HeldOutInterval(
         interval=factor * max(flat),
         factor=factor,
-        coverage=held_out_coverage(by_source, factor),
+        coverage=_coverage(by_source, others, factor),
         mean_abs_error=sum(flat) / len(flat),
         checks=len(flat),
         sources=len(by_source),
