@@ -426,6 +426,8 @@ CASES = [
     case("presets-dir/gpus.toml: is not a regular file", "advise", "--presets", "presets-dir"),
     case("presets-loop/gpus.toml: cannot be read", "advise", "--presets", "presets-loop"),
     case("tflops", "advise", "--presets", "presets-tiny", "--gpu", "X1"),
+    case("presets-fabric/networks.toml [inter.efa-100]: fabric", "advise", "--presets", "presets-fabric"),
+    case("presets-cap/networks.toml [inter.cap-100]: flow_cap_source", "advise", "--presets", "presets-cap"),
     # topologies
     case("--gpus", "topologies", "--gpus", "0"),
     case("--gpus", "topologies", "--gpus", "1000000000000"),
@@ -496,6 +498,7 @@ CASES = [
     case("--nodes", "emulate", "up", "--nodes", "0"),
     case("--bandwidth-mbit", "emulate", "up", "--bandwidth-mbit", "inf"),
     case("--bandwidth-mbit", "emulate", "up", "--bandwidth-mbit", "-5"),
+    case("--flow-mbit", "emulate", "up", "--flow-mbit", "0"),
     case("--timeout-s", "emulate", "run", "--timeout-s", "0", "--", "true"),
     case("--nodes", "emulate", "run", "--nodes", "0", "--", "true"),
     case("nosuch", "emulate", "nosuch"),
@@ -664,6 +667,13 @@ def workdir(tmp_path, monkeypatch):
         'default_precision = "fp32"\nmfu = { fp32 = 0.5 }\nmemory_efficiency = 0.8\ndispatch_us = 20\n'
         'source = "a typo"\n'
     )
+    link = 'description = "x"\nbandwidth_Gbps = 100\nlatency_us = 10\nsource = "y"\n'
+    for folder, entry in (
+        ("presets-fabric", f'[inter.efa-100]\n{link}fabric = "efa"\n'),  # a fabric the margins know nothing of
+        ("presets-cap", f'[inter.cap-100]\n{link}fabric = "tcp"\nflow_cap_Gbps = 10\n'),  # a cap with no source
+    ):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "networks.toml").write_text(entry)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
