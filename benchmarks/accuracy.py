@@ -92,7 +92,7 @@ FULL = (
     ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0", slowdown=1.5),
     ClusterConfig(2, 2, 1000, 0.5, ("ring", "one-peer-exp", "alternating-exp-ring"), slow_ranks="0-1", slowdown=1.3),
     ClusterConfig(2, 2, 1000, 0.2, ("ring", "alternating-exp-ring"), jitter_cv=0.3, slow_ranks="0", slowdown=1.5),
-    # A per-flow cap below the NIC (one TCP stream cannot fill it; emulation/MEASUREMENTS.md "Per-flow
+    # A per-flow cap below the NIC (one TCP stream cannot fill it; rtmodel_emulation/MEASUREMENTS.md "Per-flow
     # cap"): at 300 of 1000 Mbit/s every flow is held by the cap, also two flows sharing a NIC; at 120 of
     # 200 Mbit/s a lone flow is held by the cap and two sharing a NIC by the NIC (100 each), so the profile
     # can tell the two apart (calibration.links.split_flow_cap).
@@ -149,7 +149,7 @@ def run_cluster(cfg: ClusterConfig, workdir: Path, timeout_s: float = 600) -> li
 
 
 def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float) -> None:
-    from emulation.cluster import EmulatedCluster
+    from rtmodel_emulation.cluster import EmulatedCluster
 
     with EmulatedCluster(cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms,
                          flow_mbit=cfg.flow_mbit) as cluster:
@@ -174,7 +174,7 @@ def _measure(cfg: ClusterConfig, profile: Path, results: Path, timeout_s: float)
 def _launch_with_one_retry(cluster, port: int, args: list[str], timeout_s: float) -> None:
     """A job that dies (e.g. a rank aborted by gloo at teardown on the overloaded 2-core host) is run
     once more, and the benchmark says so; a second failure stops the benchmark with the error."""
-    from emulation.errors import LaunchError
+    from rtmodel_emulation.errors import LaunchError
 
     try:
         cluster.launch_torchrun(args, timeout_s=timeout_s, master_port=port)
@@ -344,7 +344,7 @@ def run(
     merge_dir: Path | None = None,
     skip: list[str] | None = None,
 ) -> tuple[list[Row], dict]:
-    from emulation import available
+    from rtmodel_emulation import available
 
     configs = select(subset, only, skip)
     if merge_dir is not None and out_dir.resolve() == merge_dir.resolve():

@@ -2,7 +2,7 @@
 
 Why: `benchmarks.gpu_accuracy` keeps each configuration's profile beside its results (runs/), and a lent
 GPU's time is short and rare; the model changes between runs. Predicting the measured runs again from
-their own profiles, exactly as `rtmodel validate` predicts (validation.plan.validation_inputs), is how a
+their own profiles, exactly as `rtmodel validate` predicts (rtmodel_validation.plan.validation_inputs), is how a
 session without a GPU checks a model change against GPU measurements, as `benchmarks.accuracy --keep`
 does for the emulated cluster. The advisor's pick is re-made from the same scenario.
 
@@ -26,7 +26,7 @@ def rescore_config(entry: dict, runs_dir: Path) -> dict:
     from calibration.profile_io import load_profile
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topology.registry import build_schedule
-    from validation.plan import choose_topology, run_shape, validation_inputs
+    from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
 
     cfg = Config(**{**entry["config"], "topologies": tuple(entry["config"]["topologies"])})
     shape = run_shape(cfg.ranks, cfg.ranks)  # every configuration's ranks are on this one machine

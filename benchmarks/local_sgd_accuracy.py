@@ -103,7 +103,7 @@ class Row:
 
 def _measure(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path, timeout_s: float) -> None:
     """Profile the cluster once, then validate each local-SGD configuration not yet in workdir."""
-    from emulation.cluster import EmulatedCluster
+    from rtmodel_emulation.cluster import EmulatedCluster
 
     profile = workdir / f"{cfg.name}.profile.json"
     todo = [r for r in runs if not _doc_path(workdir, cfg, r).exists()]
@@ -300,7 +300,7 @@ def write_results(rows: list[Row], out_dir: Path) -> dict:
 
 
 def run(out_dir: Path = RESULTS_DIR, keep: Path | None = None, timeout_s: float = 600) -> list[Row]:
-    from emulation import available
+    from rtmodel_emulation import available
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="rtmodel-local-sgd-") as tmp:

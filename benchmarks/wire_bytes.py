@@ -4,7 +4,7 @@ topology (gloo), next to the model's `nic_bytes_per_iteration` (runtime_model.pr
 Why: a time can be right for the wrong reason; bytes settle whether the model charges a NIC what the
 libraries really send. Each cluster (nodes x ranks per node) runs `benchmarks.wire_bytes_rank` under
 torchrun in every namespace; each node's first rank reads the kernel's counters of its inter-node
-interface (emulation.wire_counters) after every step of a whole number of gossip periods. Measured: tx
+interface (rtmodel_emulation.wire_counters) after every step of a whole number of gossip periods. Measured: tx
 bytes per iteration (the slope of the cumulative count) of the busiest node (the model's figure is the busiest NIC's sends), every node's tx and rx,
 and TCP retransmissions (which would inflate tx: none expected on the lossless forwarder).
 
@@ -84,8 +84,8 @@ def measure_cluster(nodes: int, ranks: int, runs: list[str] | None = None, timeo
     """Run DDP and each Decent-DP topology (default: every one that applies) once on an emulated cluster;
     the rank-0 RESULT document with the cluster's settings."""
     from benchmarks.wire_bytes_rank import ALLREDUCE
-    from emulation.cluster import EmulatedCluster
-    from emulation.errors import EmulationError
+    from rtmodel_emulation.cluster import EmulatedCluster
+    from rtmodel_emulation.errors import EmulationError
 
     runs = runs or [ALLREDUCE, *decent_dp_runs(nodes * ranks, ranks)]
     args = [

@@ -7,7 +7,7 @@ steps it with the same helpers validate uses (rtmodel_harness.recipe), so the by
 validation run puts on the wire. Warm-up: one period + 2 (as validate: Decent-DP's set-up gossips and
 DDP's bucket rebuild stay outside the window). Counted: `iterations` iterations, a multiple of the
 schedule's period, so every round is counted equally often, as the model's per-round mean weighs them.
-Rank 0 prints one line `RESULT {json}`. Imports torch only inside main(), so `import emulation` stays
+Rank 0 prints one line `RESULT {json}`. Imports torch only inside main(), so `import rtmodel_emulation` stays
 torch-free.
 """
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch.distributed as dist
 
-    from emulation.wire_counters import read_counters
+    from rtmodel_emulation.wire_counters import read_counters
     from rtmodel_harness.distributed import barrier, init_distributed
     from rtmodel_util.rank_exit import release_process_groups
 

@@ -18,7 +18,7 @@ from runtime_model.core.scenario import Link
 
 FLOW_CAP_MIN_REL = 0.05  # below this a lone flow's shortfall is not told from the fit's systematic error
 # concurrent groups whose flows are each held at a per-flow cap moved 6-12 % below it on the emulated
-# cluster (host pauses and start skew a capped flow cannot catch up: emulation/MEASUREMENTS.md "Per-flow cap")
+# cluster (host pauses and start skew a capped flow cannot catch up: rtmodel_emulation/MEASUREMENTS.md "Per-flow cap")
 CAPPED_SHARING_SHORTFALL = 0.12
 
 
@@ -133,7 +133,7 @@ def split_flow_cap(
 def capacity_is_a_lower_bound(nic: CombinedLink, cap: CombinedLink) -> bool:
     """True when the flows that shared a NIC each moved at the per-flow cap (within what capped flows
     sharing a NIC were measured to lose, CAPPED_SHARING_SHORTFALL, or the estimates' noise): their sum then
-    shows the NIC only as at least q x cap (emulation/MEASUREMENTS.md, "Per-flow cap": a 1000 Mbit NIC
+    shows the NIC only as at least q x cap (rtmodel_emulation/MEASUREMENTS.md, "Per-flow cap": a 1000 Mbit NIC
     under a 300 Mbit cap calibrated at 531 with 2 flows)."""
     noise = 3 * float(np.hypot(nic.link.bandwidth_rel_sd, cap.link.bandwidth_rel_sd))
     per_flow = min(e.bandwidth_Bps / e.nic_sharing for e in nic.estimates)

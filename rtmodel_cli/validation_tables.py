@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rtmodel_cli.fitted_tables import fitted_table, print_dropped
-from validation.results import ResultsSummary, ValidationResult
+from rtmodel_validation.results import ResultsSummary, ValidationResult
 
 
 def _fitted(
@@ -109,7 +109,7 @@ def render_result(res: ValidationResult, console: Console) -> None:
             highlight=False,
         )
     if res.drift is not None:
-        from validation.drift import drift_line
+        from rtmodel_validation.drift import drift_line
 
         line = drift_line(res.drift, res.topology, res.allreduce.error, res.decentralized.error)
         console.print(f"[yellow]{line}[/]" if res.drift["beyond"] else line, highlight=False)

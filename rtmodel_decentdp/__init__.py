@@ -17,7 +17,7 @@ Usage: `import rtmodel_decentdp` (registers on import; importing again is harmle
 AccumAdam/AccumAdamW step on every torch in rtmodel's range (rtmodel_decentdp.compat), which is why the
 advisor's AccumAdam line wants it even with a Decent-DP built-in topology. A top-level package of its
 own, named for rtmodel: the line goes into the user's training script, whose folder may well hold a
-`validation/`.
+`rtmodel_validation/`.
 """
 
 from __future__ import annotations

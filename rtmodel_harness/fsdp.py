@@ -68,7 +68,7 @@ def shard_model(model: nn.Module, device, world_size: int) -> nn.Module:
 def late_grad_params(model, units: list, params: list, backward_order: list[int]) -> int:
     """Root parameters (in no unit) whose gradients backward makes after every unit's (input embeddings,
     a stem); a parameter two modules share (a tied head) is not one: autograd holds its head's share early.
-    benchmarks/memory_accuracy.py checks the rule against MemTracker; validation/sharded.py predicts with it."""
+    benchmarks/memory_accuracy.py checks the rule against MemTracker; rtmodel_validation/sharded.py predicts with it."""
     in_units = {id(p) for u in units for p in u.parameters()}
     position = {index: i for i, index in enumerate(backward_order)}
     last_unit = max((position.get(i, -1) for i, p in enumerate(params) if id(p) in in_units), default=-1)

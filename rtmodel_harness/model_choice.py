@@ -172,7 +172,7 @@ def parse_rank_list(value) -> list[int]:
 def load_factory(spec: str) -> Callable:
     """'package.module:factory' -> the factory callable. The current directory is importable, last:
     rtmodel's ranks run with a safe path (PYTHONSAFEPATH), so a folder of the user's named `profiler` or
-    `validation` cannot shadow rtmodel's own packages, and the user's model is still found."""
+    `calibration` cannot shadow rtmodel's own packages, and the user's model is still found."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise WorkloadError(

@@ -1,6 +1,6 @@
 """The training recipe the profiler times and the validator trains: precision and optimizer, in one place.
 
-Why one place: profiler/compute.py, validation/runner.py (DDP, Decent-DP, local SGD) must run the same
+Why one place: profiler/compute.py, rtmodel_validation/runner.py (DDP, Decent-DP, local SGD) must run the same
 step, or the profile measures one recipe and validation trains another. Torch is imported lazily, so the
 launchers can check `--precision` / `--optimizer` without it.
 

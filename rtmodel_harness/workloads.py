@@ -1,6 +1,6 @@
 """Models the profiler times and the validator trains: one `Workload` per (model, args, batch, device).
 
-Public API (stable; validation/ imports it too):
+Public API (stable; rtmodel_validation/ imports it too):
 
     build_workload(name, model_args, batch_per_rank, device, *, rank=None) -> Workload
         name: "synthetic" | "mlp" | "transformer-tiny" | a preset model (below) | "package.module:factory"

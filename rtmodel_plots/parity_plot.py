@@ -4,7 +4,7 @@ Why a parity plot with ±5% / ±10% bands: the model is judged on mean per-itera
 and whether the error stays inside the advisor's too-close-to-call margin is what matters, whatever
 the scale. Points whose `source` is not "measured" are kept but must be flagged by the caller.
 Why the figure takes lists, not a results file: reading validation results is validation's
-(`validation.results.read_parity_points`); the shell or a notebook reads them and passes the numbers.
+(`rtmodel_validation.results.read_parity_points`); the shell or a notebook reads them and passes the numbers.
 """
 
 from __future__ import annotations

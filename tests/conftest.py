@@ -3,7 +3,7 @@
 import pytest
 
 
-# ---- BEGIN emulated_cluster fixture (owner: emulation/) ------------------------------------------------
+# ---- BEGIN emulated_cluster fixture (owner: rtmodel_emulation/) ------------------------------------------------
 @pytest.fixture(scope="module")
 def emulated_cluster(request):
     """An up EmulatedCluster shared by one test module: 2 nodes x 2 ranks, 200 Mbit/s, 2 ms one-way.
@@ -11,7 +11,7 @@ def emulated_cluster(request):
     Override with `@pytest.mark.parametrize("emulated_cluster", [dict(nodes=3, ...)], indirect=True)`.
     Skips (with the reason) where the machine cannot emulate: not root, no netns/TUN/tc.
     """
-    from emulation import EmulatedCluster, available
+    from rtmodel_emulation import EmulatedCluster, available
 
     ok, reason = available()
     if not ok:
@@ -25,7 +25,7 @@ def emulated_cluster(request):
 # ---- END emulated_cluster fixture ----------------------------------------------------------------------
 
 
-# ---- BEGIN one_rank_group fixture (owner: validation/ and rtmodel_harness/) ---------------------------------
+# ---- BEGIN one_rank_group fixture (owner: rtmodel_validation/ and rtmodel_harness/) ---------------------------------
 @pytest.fixture
 def one_rank_group(tmp_path):
     """A gloo group of one process (this one): a collective's arithmetic without other ranks."""

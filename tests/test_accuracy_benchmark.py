@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("decent_dp")
 
 from benchmarks import accuracy  # noqa: E402
-from emulation import available  # noqa: E402
+from rtmodel_emulation import available  # noqa: E402
 
 ok, why = available()
 pytestmark = [pytest.mark.emulated, pytest.mark.skipif(not ok, reason=f"emulated cluster unavailable: {why}")]

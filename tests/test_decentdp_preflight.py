@@ -1,5 +1,5 @@
 """Decent-DP's optimizers step on every torch in range (rtmodel_decentdp.compat), and validation's
-preflight turns a Decent-DP that cannot step into one line before any training (validation.preflight).
+preflight turns a Decent-DP that cannot step into one line before any training (rtmodel_validation.preflight).
 
 torch 2.11 (no `_cuda_graph_capture_health_check` on torch.optim.Optimizer) is simulated by deleting the
 method; a CUDA graph capture by faking the shim's `graph_capture_in_progress`.
@@ -20,8 +20,8 @@ from decent_dp import optim as dd_optim  # noqa: E402
 import rtmodel_decentdp  # noqa: E402, F401  (installs the shim on import, as users do)
 from rtmodel_decentdp import compat  # noqa: E402
 from tests.spawned import end_spawned_rank  # noqa: E402
-from validation.errors import ValidationError  # noqa: E402
-from validation.preflight import (  # noqa: E402
+from rtmodel_validation.errors import ValidationError  # noqa: E402
+from rtmodel_validation.preflight import (  # noqa: E402
     ADVISOR_OPTIMIZER,
     preflight_decent_dp,
     versions,
@@ -119,7 +119,7 @@ def _one_line(exc: ValidationError) -> str:
 
 
 def test_world_size_1_is_refused_in_one_line_before_anything_runs(monkeypatch):
-    import validation.preflight as preflight
+    import rtmodel_validation.preflight as preflight
 
     monkeypatch.setattr(preflight, "_step_alone", lambda *a: pytest.fail("stepped with one rank"))
     with pytest.raises(ValidationError) as info:
@@ -167,7 +167,7 @@ def test_accumadam_on_torch_211_without_the_shim_is_one_line(monkeypatch):
 
 
 def _job(optimizer: str = "adam"):
-    from validation.job import RankJob
+    from rtmodel_validation.job import RankJob
 
     return RankJob.from_json(
         {"world_size": 2, "ranks_per_node": 2, "topology": "ring", "decent_dp_topology": "ring",
@@ -181,7 +181,7 @@ def _job(optimizer: str = "adam"):
 )
 def test_the_job_preflight_steps_the_runs_own_optimizer(monkeypatch, optimizer, expected):
     """run_rank's call: the run's optimizer is its workload's make_optimizer with the job's recipe."""
-    import validation.preflight as preflight
+    import rtmodel_validation.preflight as preflight
     from rtmodel_harness.recipe import Recipe
 
     built, wrapped = [], []
@@ -199,7 +199,7 @@ def test_the_job_preflight_steps_the_runs_own_optimizer(monkeypatch, optimizer, 
 
 
 def test_the_job_preflight_refuses_one_rank(monkeypatch):
-    import validation.preflight as preflight
+    import rtmodel_validation.preflight as preflight
 
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 1)
     monkeypatch.setattr(preflight, "job_optimizer_factory", lambda *a: pytest.fail("looked for an optimizer"))

@@ -54,8 +54,8 @@ def test_the_advice_writes_the_header():
 
 
 def test_validation_records_are_read_in_either_header_and_refused_when_newer(tmp_path):
-    from validation.errors import ValidationError
-    from validation.results import read_records
+    from rtmodel_validation.errors import ValidationError
+    from rtmodel_validation.results import read_records
 
     body = {"topology": "ring", "allreduce": {"error": 0.1}, "decentralized": {"error": -0.1}}
     lines = [{**document_header("validation", 1), **body}, {**OLD["validation"], **body},
@@ -74,8 +74,8 @@ def test_validation_records_are_read_in_either_header_and_refused_when_newer(tmp
 def test_a_committed_validation_record_reads_back_typed_and_writes_the_same_line():
     from pathlib import Path
 
-    from validation.plan import AdvisorSummary
-    from validation.results import ValidationResult, dumps
+    from rtmodel_validation.plan import AdvisorSummary
+    from rtmodel_validation.results import ValidationResult, dumps
 
     path = Path(__file__).parent.parent / "benchmarks/results/gpu-accuracy/h200-2026-11-27-b/runs/runs.jsonl"
     for line in path.read_text().splitlines():

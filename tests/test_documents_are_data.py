@@ -51,8 +51,8 @@ def test_validate_refuses_a_profile_naming_code_in_one_line(tmp_path, model):
 
 def test_the_profiles_own_factory_is_never_imported_even_beside_another_model(tmp_path, monkeypatch):
     from calibration.profile_io import profile_from_document
-    from validation.errors import ValidationError
-    from validation.plan import resolve_workload
+    from rtmodel_validation.errors import ValidationError
+    from rtmodel_validation.plan import resolve_workload
 
     spec = _planting_module(tmp_path, monkeypatch)
     profile = profile_from_document(json.loads(_profile_naming(tmp_path, spec, {}).read_text()), "shared")
@@ -67,7 +67,7 @@ def test_the_profiles_own_factory_is_never_imported_even_beside_another_model(tm
 
 def test_a_factory_named_on_the_command_line_is_the_users_choice(tmp_path, monkeypatch):
     from calibration.profile_io import profile_from_document
-    from validation.plan import resolve_workload
+    from rtmodel_validation.plan import resolve_workload
 
     spec = _planting_module(tmp_path, monkeypatch)
     profile = profile_from_document(json.loads(PROFILE.read_text()), "mine")

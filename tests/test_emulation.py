@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from emulation import EmulatedCluster, EmulationConfigError, LaunchError, available, cleanup_stale
-from emulation.linkmodel import LinkModel
-from emulation.netns import list_namespaces, owner_pid, run_cmd
+from rtmodel_emulation import EmulatedCluster, EmulationConfigError, LaunchError, available, cleanup_stale
+from rtmodel_emulation.linkmodel import LinkModel
+from rtmodel_emulation.netns import list_namespaces, owner_pid, run_cmd
 from tests.helpers import until_within
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,7 +94,7 @@ def test_emulate_refuses_bad_options_before_creating_anything(args, flag, monkey
     """One line naming the flag, exit 2, and no namespace, tc call or forwarder: no root needed."""
     from typer.testing import CliRunner
 
-    from emulation import netns
+    from rtmodel_emulation import netns
     from rtmodel_cli.app import app
 
     def must_not_run(*a, **kw):
@@ -125,7 +125,7 @@ def test_torchrun_commands_use_a_static_rendezvous_on_node0():
 
 
 def test_importing_emulation_does_not_import_torch():
-    code = "import sys, emulation, emulation.measure, rtmodel_cli.commands.emulate; assert 'torch' not in sys.modules"
+    code = "import sys, emulation, rtmodel_emulation.measure, rtmodel_cli.commands.emulate; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
@@ -153,7 +153,7 @@ def test_namespaces_exist_and_have_the_node_addresses(emulated_cluster):
 
 @emulated
 def test_nodes_run_loss_based_tcp_not_the_hosts_default(emulated_cluster):
-    from emulation.cluster import TCP_CONGESTION
+    from rtmodel_emulation.cluster import TCP_CONGESTION
 
     for ns in emulated_cluster.namespaces:
         cc = run_cmd(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"]).stdout
@@ -164,7 +164,7 @@ def test_nodes_run_loss_based_tcp_not_the_hosts_default(emulated_cluster):
 
 @emulated
 def test_ping_rtt_is_twice_the_one_way_delay(emulated_cluster):
-    from emulation.probe import measure_rtt
+    from rtmodel_emulation.probe import measure_rtt
 
     c = emulated_cluster
     expected = 2 * c.inter_delay_ms / 1e3
@@ -175,7 +175,7 @@ def test_ping_rtt_is_twice_the_one_way_delay(emulated_cluster):
 
 @emulated
 def test_tcp_throughput_matches_the_configured_rate(emulated_cluster):
-    from emulation.probe import measure_throughput
+    from rtmodel_emulation.probe import measure_throughput
 
     c = emulated_cluster
     res = measure_throughput(c, 0, 1, nbytes=5 << 20)
@@ -185,7 +185,7 @@ def test_tcp_throughput_matches_the_configured_rate(emulated_cluster):
 
 @emulated
 def test_two_flows_out_of_one_node_share_its_nic(emulated_cluster):
-    from emulation.probe import measure_concurrent
+    from rtmodel_emulation.probe import measure_concurrent
 
     c = emulated_cluster
     configured = c.inter_bandwidth_mbit * 1e6 / 8
@@ -202,7 +202,7 @@ def test_two_flows_out_of_one_node_share_its_nic(emulated_cluster):
 def test_gloo_all_reduce_over_four_ranks_completes_and_feels_the_delay(emulated_cluster):
     pytest.importorskip("torch")
     c = emulated_cluster
-    res = c.launch_torchrun(["-m", "emulation.allreduce_bench", "--sizes", "4096,262144", "--repeats", "2",
+    res = c.launch_torchrun(["-m", "rtmodel_emulation.allreduce_bench", "--sizes", "4096,262144", "--repeats", "2",
                              "--target-repeat-s", "0.1", "--timeout-s", "60"], timeout_s=120)
     assert res.returncodes == [0, 0]
     line = next(ln for ln in res.stdout[0].splitlines() if ln.startswith("RESULT "))
@@ -243,7 +243,7 @@ def test_teardown_on_exception_and_on_normal_exit(needs_root):
 def test_sigterm_tears_down_and_cleanup_stale_removes_leftovers_of_dead_runs(needs_root):
     script = textwrap.dedent("""
         import time
-        from emulation import EmulatedCluster
+        from rtmodel_emulation import EmulatedCluster
         with EmulatedCluster(2, 1, 100, 0.5) as c:
             print(" ".join(c.namespaces), flush=True)
             time.sleep(60)
@@ -271,10 +271,10 @@ def test_sigterm_tears_down_and_cleanup_stale_removes_leftovers_of_dead_runs(nee
 
 @emulated
 def test_sigkill_of_the_owner_ends_its_node_commands_and_namespaces(needs_root):
-    """No teardown runs after a SIGKILL: the guardian (emulation/guardian.py) does it instead."""
+    """No teardown runs after a SIGKILL: the guardian (rtmodel_emulation/guardian.py) does it instead."""
     script = textwrap.dedent("""
         import subprocess, time
-        from emulation import EmulatedCluster
+        from rtmodel_emulation import EmulatedCluster
         with EmulatedCluster(2, 1, 100, 0.5) as c:
             procs = [c.run_on_node(n, ["sleep", "300"]) for n in range(2)]
             print(" ".join(c.namespaces), *[p.pid for p in procs], flush=True)

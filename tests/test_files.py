@@ -146,8 +146,8 @@ def test_a_second_profile_naming_the_same_out_is_refused_before_any_rank(tmp_pat
 
 def test_the_library_validate_refuses_results_naming_its_profile(tmp_path):
     """run_validation checks its results file as the CLI does, before any rank starts."""
-    from validation.options import ValidateOptions
-    from validation.validate import run_validation
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.validate import run_validation
 
     profile = tmp_path / "p.json"
     profile.write_text(PROFILE.read_text())

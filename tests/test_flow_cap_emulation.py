@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from emulation import EmulatedCluster, EmulationConfigError, available
-from emulation.flows import FlowPacer, flow_key, is_pure_ack
-from emulation.linkmodel import LinkModel
+from rtmodel_emulation import EmulatedCluster, EmulationConfigError, available
+from rtmodel_emulation.flows import FlowPacer, flow_key, is_pure_ack
+from rtmodel_emulation.linkmodel import LinkModel
 from tests.helpers import until_within
 
 
@@ -109,7 +109,7 @@ def test_no_flow_cap_is_the_default_and_the_forwarder_is_told_none():
 def test_emulate_refuses_a_bad_flow_cap_in_one_line(args, monkeypatch):
     from typer.testing import CliRunner
 
-    from emulation import netns
+    from rtmodel_emulation import netns
     from rtmodel_cli.app import app
 
     def must_not_run(*a, **kw):
@@ -138,7 +138,7 @@ def capped_cluster():
 
 @pytest.mark.emulated
 def test_one_flow_alone_gets_the_cap_not_the_nic(capped_cluster):
-    from emulation.probe import measure_throughput
+    from rtmodel_emulation.probe import measure_throughput
 
     cap = 150e6 / 8
     tries = until_within(
@@ -150,7 +150,7 @@ def test_one_flow_alone_gets_the_cap_not_the_nic(capped_cluster):
 
 @pytest.mark.emulated
 def test_concurrent_flows_get_the_lower_of_cap_and_nic_share(capped_cluster):
-    from emulation.probe import measure_concurrent
+    from rtmodel_emulation.probe import measure_concurrent
 
     for k, each_Bps in ((2, 150e6 / 8), (4, 100e6 / 8)):  # min(150, 400/2) = 150; min(150, 400/4) = 100
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from profiler.options import ProfileOptions
-from validation.options import ValidateOptions
+from rtmodel_validation.options import ValidateOptions
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cluster]
 
@@ -47,7 +47,7 @@ def test_profile_without_options_measures_the_papers_recipe_on_the_visible_gpus(
 
 def test_validate_with_ranks_sharing_one_gpu_runs_gloo_on_it(tmp_path, monkeypatch):
     pytest.importorskip("decent_dp")
-    from validation.validate import run_validation
+    from rtmodel_validation.validate import run_validation
 
     monkeypatch.chdir(tmp_path)
     nproc = _gpus() + 1  # one GPU at least is shared
@@ -60,8 +60,8 @@ def test_validate_with_ranks_sharing_one_gpu_runs_gloo_on_it(tmp_path, monkeypat
 
 def test_validate_refuses_nccl_for_ranks_sharing_a_gpu_in_one_line(tmp_path, monkeypatch):
     pytest.importorskip("decent_dp")
-    from validation.errors import ValidationError
-    from validation.validate import run_validation
+    from rtmodel_validation.errors import ValidationError
+    from rtmodel_validation.validate import run_validation
 
     monkeypatch.chdir(tmp_path)
     profile, _ = _profile(tmp_path, _gpus() + 1)
@@ -73,7 +73,7 @@ def test_validate_with_one_rank_per_gpu_runs_nccl(tmp_path, monkeypatch):
     pytest.importorskip("decent_dp")
     if _gpus() < 2:
         pytest.skip("one rank per GPU needs two or more GPUs")
-    from validation.validate import run_validation
+    from rtmodel_validation.validate import run_validation
 
     monkeypatch.chdir(tmp_path)
     profile, doc = _profile(tmp_path, _gpus())

@@ -34,7 +34,7 @@ DIST_CALLS = ("init_process_group", "new_group", "barrier", "all_reduce", "destr
 def test_warmup_covers_one_schedule_period_plus_two(name, n, k, asked, used):
     from runtime_model.core.scenario import ClusterShape
     from runtime_model.topology.registry import build_schedule
-    from validation.plan import MIN_WARMUP, effective_warmup
+    from rtmodel_validation.plan import MIN_WARMUP, effective_warmup
 
     schedule = build_schedule(name, ClusterShape(n, k))
     assert effective_warmup(asked, schedule) == used >= schedule.period + MIN_WARMUP
@@ -45,8 +45,8 @@ def test_plan_raises_warmup_and_says_so(tmp_path):
 
     from calibration.profile_io import load_profile
     from calibration.synthetic import write_synthetic_profile
-    from validation.options import ValidateOptions
-    from validation.plan import make_plan, run_shape
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.plan import make_plan, run_shape
 
     profile = write_synthetic_profile(tmp_path / "p32.json", nodes=4, ranks_per_node=8)
     opts = ValidateOptions(topology="one-peer-exp", iterations=5, warmup=5)
@@ -432,7 +432,7 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
     import torch
 
     ddp_mod = pytest.importorskip("decent_dp.ddp")
-    from validation.runner import run_rank
+    from rtmodel_validation.runner import run_rank
 
     def fake_ddp(module, device_ids=None, **kw):
         gpu.add("DistributedDataParallel", device_ids=device_ids)
@@ -452,18 +452,18 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
 
     monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", fake_ddp)
     monkeypatch.setattr(ddp_mod, "DecentralizedDataParallel", FakeDecentDP)
-    import validation.preflight  # steps real tensors on the GPU: recorded here, tested in test_decentdp_preflight
+    import rtmodel_validation.preflight  # steps real tensors on the GPU: recorded here, tested in test_decentdp_preflight
 
-    monkeypatch.setattr(validation.preflight, "preflight_job", lambda job, device, recipe=None: gpu.add("preflight", device=device))
+    monkeypatch.setattr(rtmodel_validation.preflight, "preflight_job", lambda job, device, recipe=None: gpu.add("preflight", device=device))
     warmup, iterations = 4, 3
-    from validation.job import RankJob
+    from rtmodel_validation.job import RankJob
 
     job = RankJob.from_json(
         {"world_size": WORLD, "ranks_per_node": 2, "topology": "ring", "decent_dp_topology": "ring",
          "registered_by_rtmodel": False, "iterations": iterations, "warmup": warmup, "timeout_s": 60,
          "workload": {"model": "mlp", "model_args": SMALL_MLP, "batch_per_rank": 2, "bucket_cap_mb": 25.0}})
     reports = run_rank(job)
-    from validation.runner import BARE_ITERATIONS, BARE_WARMUP
+    from rtmodel_validation.runner import BARE_ITERATIONS, BARE_WARMUP
 
     check_bound_init(gpu, 60)
     check_barriers_name_device(gpu)
@@ -471,7 +471,7 @@ def test_validation_rank_follows_the_cuda_nccl_protocol(gpu, monkeypatch):
     assert gpu.calls("DistributedDataParallel") == [{"device_ids": [GPU]}]
     assert [_cuda(a["device"]) for a in gpu.calls("preflight")] == [_cuda(GPU)]  # before any training
     assert gpu.names().index("preflight") < gpu.names().index("DistributedDataParallel")
-    # the bare step (the drift check: validation/drift.py), DDP, Decent-DP: each on this rank's GPU
+    # the bare step (the drift check: rtmodel_validation/drift.py), DDP, Decent-DP: each on this rank's GPU
     assert [_cuda(a["device"]) for a in gpu.calls("build_workload")] == [_cuda(GPU)] * 3
     names = gpu.names()
     clocks = gpu.where("perf_counter")

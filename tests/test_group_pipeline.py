@@ -27,7 +27,7 @@ def _gloo_node(gain: float, **kw):
      ("one-peer-exp", 16, 8, 4), ("complete", 8, 4, 1)],
 )  # fmt: skip
 def test_distinct_groups_count_the_process_groups_decent_dp_registers(name, n, k, groups):
-    from validation.plan import run_shape
+    from rtmodel_validation.plan import run_shape
 
     assert distinct_groups(build_schedule(name, run_shape(n, k))) == groups
 
@@ -51,7 +51,7 @@ def test_one_group_rate_changes_nothing():
 @pytest.mark.parametrize("name", ["complete", "ring"])
 def test_a_schedule_on_one_group_keeps_its_queue(name):
     """Two ranks: ring's two rounds and complete's one are the same pair, one process group."""
-    from validation.plan import run_shape
+    from rtmodel_validation.plan import run_shape
 
     sc = replace(_gloo_node(2.0), shape=run_shape(2, 2))
     schedule = build_schedule(name, sc.shape)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from emulation import EmulatedCluster
+from rtmodel_emulation import EmulatedCluster
 from rtmodel_util.host_share import OMP_THREADS_ENV, omp_threads_env, threads_per_rank
 
 
@@ -40,7 +40,7 @@ def test_local_profile_and_validation_ranks_get_the_same_share(monkeypatch, tmp_
     """The profile times compute with each rank's share of the cores; a validation with fewer threads
     per rank would time slower compute than was profiled."""
     from profiler.launch import _rank_env
-    from validation.launch import _env
+    from rtmodel_validation.launch import _env
 
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.delenv(OMP_THREADS_ENV, raising=False)

@@ -138,11 +138,11 @@ def test_describe_removed_is_one_short_line():
 
 
 def test_every_run_directory_family_is_swept_by_emulate_cleanup():
-    from emulation.netns import PREFIX
+    from rtmodel_emulation.netns import PREFIX
 
     used = {
         m
-        for pkg in ("profiler", "validation", "emulation")
+        for pkg in ("profiler", "rtmodel_validation", "rtmodel_emulation")
         for p in (ROOT / pkg).rglob("*.py")
         for m in re.findall(r'run_directory\(\s*"([^"]+)"', p.read_text())
     }
@@ -155,10 +155,10 @@ def test_every_run_directory_family_is_swept_by_emulate_cleanup():
 def test_emulate_cleanup_removes_the_directory_of_a_killed_owner_and_guardian(tmpdir_here, monkeypatch):
     """Owner and both guardians SIGKILLed: TMPDIR/rtmemu-* stays until `emulate cleanup` (or the next
     cluster's up()). The namespaces' part is test_emulation's (root, real namespaces)."""
-    import emulation.netns
+    import rtmodel_emulation.netns
     from rtmodel_cli.app import app
 
-    monkeypatch.setattr(emulation.netns, "cleanup_stale", lambda: [])
+    monkeypatch.setattr(rtmodel_emulation.netns, "cleanup_stale", lambda: [])
     dead = _dead_pid()
     stale = _run_dir(tmpdir_here, f"rtmemu-{dead}-beef-ab12cd34", owner_record(dead))
     (stale / "forwarder.json").write_text("{}")
@@ -175,12 +175,12 @@ def test_emulate_cleanup_removes_the_directory_of_a_killed_owner_and_guardian(tm
     assert not stale.exists() and not validate.exists() and live.exists()
     again = CliRunner().invoke(app, ["emulate", "cleanup"], env={"TMPDIR": str(tmpdir_here)})
     assert again.exit_code == 0 and again.stdout.strip() == "nothing to clean up"
-    assert emulation.netns.cleanup_stale_dirs() == []
+    assert rtmodel_emulation.netns.cleanup_stale_dirs() == []
 
 
 @pytest.mark.emulated
 def test_an_emulated_cluster_keeps_its_files_and_torchruns_in_its_run_directory(tmpdir_here):
-    from emulation import EmulatedCluster, available
+    from rtmodel_emulation import EmulatedCluster, available
 
     ok, reason = available()
     if not ok:
@@ -228,8 +228,8 @@ def test_a_validate_run_leaves_nothing_in_tmpdir(tmpdir_here, tmp_path, monkeypa
     pytest.importorskip("torch")
     pytest.importorskip("decent_dp")
     from calibration.synthetic import write_synthetic_profile
-    from validation.options import ValidateOptions
-    from validation.validate import run_validation
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.validate import run_validation
 
     monkeypatch.chdir(tmp_path)
     profile = write_synthetic_profile(

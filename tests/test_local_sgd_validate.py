@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from rtmodel_cli.app import app
 from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
 from tests.spawned import end_spawned_rank
-from validation.errors import ValidationError
-from validation.job import RankJob, RankReport, RunWorkload
-from validation.local_sgd import local_sgd_counts, local_sgd_options
-from validation.options import ValidateOptions
+from rtmodel_validation.errors import ValidationError
+from rtmodel_validation.job import RankJob, RankReport, RunWorkload
+from rtmodel_validation.local_sgd import local_sgd_counts, local_sgd_options
+from rtmodel_validation.options import ValidateOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE_2X2 = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -48,12 +48,12 @@ BAD = [
 
 @pytest.mark.parametrize("args, names", BAD, ids=lambda x: " ".join(x) if isinstance(x, list) else x)
 def test_bad_local_sgd_option_is_one_line_exit_2_before_any_rank(args, names, tmp_path, monkeypatch):
-    import validation.validate
+    import rtmodel_validation.validate
 
     def no_run(*a, **k):
         raise AssertionError("a bad option reached the run")
 
-    monkeypatch.setattr(validation.validate, "run_validation", no_run)
+    monkeypatch.setattr(rtmodel_validation.validate, "run_validation", no_run)
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["validate", "--profile", str(PROFILE_2X2), "--topology", "ring", *args])
     assert res.exit_code == 2, (res.exit_code, res.output)
@@ -100,7 +100,7 @@ def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks(
     from calibration.profile_io import load_profile
     from calibration.profiled import scenario_from_profile
     from runtime_model.prediction.iteration import allreduce_prediction
-    from validation.plan import _placeholder_network, make_plan, run_shape
+    from rtmodel_validation.plan import _placeholder_network, make_plan, run_shape
 
     profile = load_profile(PROFILE_2X2)
     shape = run_shape(4, 2)
@@ -114,7 +114,7 @@ def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks(
     assert (plan.local_sgd_warmup, plan.local_sgd_iterations) == local_sgd_counts(10, plan.warmup, 8)
     job = plan.rank_job(60.0)
     assert job.local_sgd == opts and plan.local_sgd == opts  # typed both sides of the rank boundary
-    from validation.job import RankJob
+    from rtmodel_validation.job import RankJob
 
     assert RankJob.from_json(json.loads(json.dumps(job.to_json()))) == job  # as the workers read it
     assert (
@@ -139,10 +139,10 @@ def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks(
 def test_local_sgd_alone_validates_it_beside_the_advisors_pick(args, expected, tmp_path, monkeypatch):
     """`rtmodel validate --profile PROFILE --local-sgd-h 30` runs as advise prints it: a run always sets
     local SGD beside DDP and one Decent-DP topology, and with none named it is the advisor's."""
-    import validation.validate
+    import rtmodel_validation.validate
 
     planned = []
-    monkeypatch.setattr(validation.validate, "run_validation", lambda _p, opts: planned.append(opts))
+    monkeypatch.setattr(rtmodel_validation.validate, "run_validation", lambda _p, opts: planned.append(opts))
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["validate", "--profile", str(PROFILE_2X2), *args])
     assert res.exit_code == 0, res.output
@@ -208,9 +208,9 @@ def _fake_reports(plan, with_local_sgd: bool):
 
 def test_result_record_and_readers_carry_local_sgd(tmp_path):
     from calibration.profile_io import load_profile
-    from validation.plan import make_plan, run_shape
-    from validation.results import append_record, read_parity_points, summarise_results
-    from validation.validate import assemble
+    from rtmodel_validation.plan import make_plan, run_shape
+    from rtmodel_validation.results import append_record, read_parity_points, summarise_results
+    from rtmodel_validation.validate import assemble
 
     profile, shape = load_profile(PROFILE_2X2), run_shape(4, 2)
     plan = make_plan(
@@ -229,7 +229,7 @@ def test_result_record_and_readers_carry_local_sgd(tmp_path):
     assert math.isnan(c.predicted_p50_s) and rec["local_sgd"]["predicted_p50_s"] is None  # no percentiles
     assert {p.method for p in read_parity_points(path)} == {"allreduce", "ring", "local-sgd H=4"}
     assert set(summarise_results(path).by_run) == {"allreduce", "ring", "local-sgd H=4"}
-    from validation.results import ValidationResult, dumps
+    from rtmodel_validation.results import ValidationResult, dumps
 
     back = ValidationResult.from_record(rec)  # the record read back, typed: it writes the same line again
     assert json.loads(dumps(back.to_record())) == rec and back.local_sgd.measured == c.measured
@@ -247,8 +247,8 @@ def test_table_shows_local_sgd_beside_the_others():
 
     from calibration.profile_io import load_profile
     from rtmodel_cli.commands.validate import render_local_sgd
-    from validation.plan import make_plan, run_shape
-    from validation.validate import assemble
+    from rtmodel_validation.plan import make_plan, run_shape
+    from rtmodel_validation.validate import assemble
 
     plan = make_plan(
         load_profile(PROFILE_2X2),
@@ -351,8 +351,8 @@ def test_validate_runs_local_sgd_for_whole_periods(tmp_path, monkeypatch):
     """2 CPU ranks on one node: DDP inside it every inner step (a node subgroup), two fragments with
     overlap (async all-reduce), fp16 on the wire; every rank times a whole number of periods."""
     from tests.test_validation import _profile
-    from validation.results import read_records
-    from validation.validate import run_validation
+    from rtmodel_validation.results import read_records
+    from rtmodel_validation.validate import run_validation
 
     monkeypatch.chdir(tmp_path)
     profile = _profile(tmp_path, 2, 2)

@@ -252,11 +252,11 @@ def _write_only(tmp_path: Path) -> list[tuple[list[str], str, str]]:
 
 
 def test_every_written_path_follows_one_rule_before_any_work(tmp_path, monkeypatch, captured_profile_runs):
-    import validation.launch
+    import rtmodel_validation.launch
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(
-        validation.launch, "launch_local", lambda *a, **k: pytest.fail("validate started ranks")
+        rtmodel_validation.launch, "launch_local", lambda *a, **k: pytest.fail("validate started ranks")
     )
     for args, flag, path in _write_only(tmp_path):
         res = invoke(*args)
@@ -287,12 +287,12 @@ def test_atomic_profile_write_leaves_no_temp_file(tmp_path):
 
 def _fake_ranks(monkeypatch, before_return=None):
     """validate without torch: the launcher returns plausible reports of every rank."""
-    import validation.launch
+    import rtmodel_validation.launch
 
     def launch_local(job, nproc, timeout_s, workdir, progress=None):
         if before_return:
             before_return()
-        from validation.job import RankReport
+        from rtmodel_validation.job import RankReport
 
         rng = np.random.default_rng(0)
         return [
@@ -309,7 +309,7 @@ def _fake_ranks(monkeypatch, before_return=None):
             for r in range(nproc)
         ]
 
-    monkeypatch.setattr(validation.launch, "launch_local", launch_local)
+    monkeypatch.setattr(rtmodel_validation.launch, "launch_local", launch_local)
 
 
 VALIDATE = [
@@ -350,7 +350,7 @@ def test_validate_records_in_the_projects_directory_by_default_and_report_reads_
 
 
 def test_the_default_results_file_is_the_working_directorys(tmp_path, monkeypatch):
-    from validation.results import default_results_path
+    from rtmodel_validation.results import default_results_path
 
     monkeypatch.chdir(tmp_path)
     assert default_results_path() == tmp_path / "rtmodel-validations.jsonl"

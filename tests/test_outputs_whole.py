@@ -28,7 +28,7 @@ from rtmodel_util.files import (
     write_atomic,
 )
 from runtime_model.core.errors import RunFailure
-from validation.errors import ValidationError
+from rtmodel_validation.errors import ValidationError
 
 ROOT = Path(__file__).parent.parent
 DATA = ROOT / "tests" / "data"
@@ -159,7 +159,7 @@ def test_a_trace_is_written_gzipped_under_the_ranks_name(tmp_path):
 
 
 def _append(path: Path, rec: dict | None = None, flag: str = "--results") -> None:
-    from validation.results_file import append_line
+    from rtmodel_validation.results_file import append_line
 
     append_line(path, json.dumps(rec or RECORD), flag)
 
@@ -175,7 +175,7 @@ def test_an_append_on_a_full_disk_keeps_every_earlier_record(tmp_path, full_disk
 
 
 def test_a_results_file_without_its_last_newline_keeps_its_records(tmp_path):
-    from validation.results import read_records
+    from rtmodel_validation.results import read_records
 
     path = tmp_path / "runs.jsonl"
     path.write_text(json.dumps(RECORD) + "\n" + json.dumps({**RECORD, "topology": "base-2"}))  # no newline
@@ -186,7 +186,7 @@ def test_a_results_file_without_its_last_newline_keeps_its_records(tmp_path):
 
 
 def test_a_results_file_may_hold_records_flat_lines_comments_and_blank_lines(tmp_path):
-    from validation.results_file import check_results_file
+    from rtmodel_validation.results_file import check_results_file
 
     path = tmp_path / "runs.jsonl"
     legacy = {"kind": "rtmodel-validation", "version": 1}
@@ -212,7 +212,7 @@ def test_a_results_file_may_hold_records_flat_lines_comments_and_blank_lines(tmp
     ],
 )
 def test_a_file_that_is_not_a_results_file_is_refused_and_kept(tmp_path, text, why):
-    from validation.results_file import check_results_file
+    from rtmodel_validation.results_file import check_results_file
 
     path = tmp_path / "x.jsonl"
     path.write_bytes(text.encode("latin-1"))  # the PNG's bytes as they are
@@ -224,10 +224,10 @@ def test_a_file_that_is_not_a_results_file_is_refused_and_kept(tmp_path, text, w
 
 
 def _no_ranks(monkeypatch):
-    import validation.launch
+    import rtmodel_validation.launch
 
     monkeypatch.setattr(
-        validation.launch, "launch_local", lambda *a, **k: pytest.fail("validate started ranks")
+        rtmodel_validation.launch, "launch_local", lambda *a, **k: pytest.fail("validate started ranks")
     )
 
 
@@ -312,10 +312,10 @@ def test_plot_out_and_data_while_another_command_writes_them_are_refused(tmp_pat
 
 
 def test_validate_results_held_by_a_replacing_writer_is_refused_before_training(tmp_path, monkeypatch):
-    import validation.results_file
+    import rtmodel_validation.results_file
 
     _no_ranks(monkeypatch)
-    monkeypatch.setattr(validation.results_file, "APPEND_WAIT_S", 0.2)
+    monkeypatch.setattr(rtmodel_validation.results_file, "APPEND_WAIT_S", 0.2)
     monkeypatch.chdir(tmp_path)
     with output_lock("runs.jsonl", "--out"):  # `calibrate --out runs.jsonl`, say
         res = invoke("validate", "--profile", PROFILE, "--topology", "ring", "--results", "runs.jsonl")

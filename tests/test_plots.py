@@ -273,7 +273,7 @@ def test_the_example_results_give_the_parity_points():
     """The notebook's frame of the example results (validation reads them; the figure takes the numbers)."""
     from dataclasses import asdict
 
-    from validation.results import read_parity_points
+    from rtmodel_validation.results import read_parity_points
 
     df = pd.DataFrame([asdict(p) for p in read_parity_points(EXAMPLE_RESULTS)])
     recs = [json.loads(line) for line in EXAMPLE_RESULTS.read_text().splitlines() if line.strip()]

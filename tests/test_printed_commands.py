@@ -52,8 +52,8 @@ ADVISE_RUNS = [
 ]
 OTHER_RUNS = ["topologies --gpus 64", "presets"]
 # where messages no run above reaches (errors, notes, resume hints) are written: their literal strings
-PRINTING_PACKAGES = ("rtmodel_cli", "rtmodel_inputs", "runtime_model", "validation", "calibration", "profiler",
-                     "rtmodel_util", "rtmodel_plots", "rtmodel_harness", "rtmodel_decentdp", "emulation")  # fmt: skip
+PRINTING_PACKAGES = ("rtmodel_cli", "rtmodel_inputs", "runtime_model", "rtmodel_validation", "calibration", "profiler",
+                     "rtmodel_util", "rtmodel_plots", "rtmodel_harness", "rtmodel_decentdp", "rtmodel_emulation")  # fmt: skip
 STARTS = ("rtmodel", "python -m", "torchrun")
 BARE = re.compile(r"(?<![\w./`'-])(?:rtmodel|python -m|torchrun) ")
 ENDING = ".,;:)\"'"  # closes the sentence a bare line sits in
@@ -275,15 +275,15 @@ def parse(argv: list[str]):
 
 def validate_planned(argv: list[str], monkeypatch) -> str:
     """Run a validate line up to its plan (the ranks never start); '' when it got there, else why not."""
-    import validation.validate
+    import rtmodel_validation.validate
 
-    real = validation.validate.make_plan
+    real = rtmodel_validation.validate.make_plan
 
     def plan_only(*args, **kwargs):
         raise Planned(real(*args, **kwargs))
 
     with monkeypatch.context() as patched:
-        patched.setattr(validation.validate, "make_plan", plan_only)
+        patched.setattr(rtmodel_validation.validate, "make_plan", plan_only)
         res = CliRunner().invoke(app, argv)
     return "" if isinstance(res.exception, Planned) else f"exit {res.exit_code}: {res.output.strip()}"
 

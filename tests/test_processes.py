@@ -134,14 +134,14 @@ def no_launch(monkeypatch):
     """Fail the test if any rank would start (the checks must come first)."""
     import profiler.launch
     import profiler.rank
-    import validation.launch
+    import rtmodel_validation.launch
 
     monkeypatch.setattr(profiler.launch, "launch_local", lambda *a, **k: pytest.fail("profile started ranks"))
     monkeypatch.setattr(
         profiler.rank, "run_rank", lambda *a, **k: pytest.fail("profile joined a job"), raising=False
     )
     monkeypatch.setattr(
-        validation.launch, "launch_local", lambda *a, **k: pytest.fail("validate started ranks")
+        rtmodel_validation.launch, "launch_local", lambda *a, **k: pytest.fail("validate started ranks")
     )
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from validation.errors import ValidationError
-from validation.job import RankJob, RankReport, RunWorkload
+from rtmodel_validation.errors import ValidationError
+from rtmodel_validation.job import RankJob, RankReport, RunWorkload
 
 JOB = RankJob(
     world_size=4,

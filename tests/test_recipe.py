@@ -144,8 +144,8 @@ def test_batch_per_rank_counts_the_models_units():
 
 def test_old_jobs_load_as_fp32_adam_and_the_profiles_recipe_reaches_the_rank_job():
     from calibration.profile_io import profile_from_document
-    from validation.job import RankJob, RunWorkload
-    from validation.plan import resolve_workload
+    from rtmodel_validation.job import RankJob, RunWorkload
+    from rtmodel_validation.plan import resolve_workload
 
     old = {"model": "synthetic", "model_args": {}, "batch_per_rank": 2, "bucket_cap_mb": 25.0}
     assert RunWorkload.from_json(old) == RunWorkload("synthetic", {}, 2, 25.0, "fp32", "adam")

@@ -20,9 +20,9 @@ MAY_IMPORT = {
     "rtmodel_decentdp": {"runtime_model"},
     "profiler": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp"},
     "calibration": {"runtime_model", "rtmodel_util"},
-    "emulation": {"runtime_model", "rtmodel_util"},
+    "rtmodel_emulation": {"runtime_model", "rtmodel_util"},
     # profiler: its activation-memory estimate of the model a run trains (profiler/activation_memory.py)
-    "validation": {
+    "rtmodel_validation": {
         "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration", "profiler",
     },
     "rtmodel_literature": {"runtime_model"},
@@ -31,11 +31,11 @@ MAY_IMPORT = {
     "rtmodel_inputs": {"runtime_model", "rtmodel_util", "calibration", "profiler"},
     "rtmodel_cli": {
         "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "profiler", "calibration",
-        "emulation", "validation", "rtmodel_literature", "rtmodel_plots", "rtmodel_inputs",
+        "rtmodel_emulation", "rtmodel_validation", "rtmodel_literature", "rtmodel_plots", "rtmodel_inputs",
     },
 }  # fmt: skip
 PACKAGES = tuple(MAY_IMPORT)
-STAGES = ("profiler", "calibration", "validation", "emulation")
+STAGES = ("profiler", "calibration", "rtmodel_validation", "rtmodel_emulation")
 SHELL = ("rtmodel_cli", "rtmodel_plots")  # the command line and the figures: nothing below imports them
 # runtime_model is pure numpy/scipy: not the shell's or the plots' libraries, and never torch.
 MODEL_MAY_NOT_IMPORT = {"typer", "rich", "matplotlib", "pandas", "torch"}
@@ -245,7 +245,7 @@ def test_ci_runs_the_readme_test_command():
     assert f"```bash\n{command}\n```" in readme
 
 
-@pytest.mark.parametrize("package", ["calibration", "validation"])
+@pytest.mark.parametrize("package", ["calibration", "rtmodel_validation"])
 def test_no_public_name_is_also_a_submodule(package):
     """`from calibration import calibrate` must give the function even after some code has imported a
     submodule of that name: Python then binds the submodule to the package attribute, and the lazy
@@ -298,7 +298,7 @@ def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 
 
 def test_no_function_but_a_command_takes_more_than_8_parameters():
-    """Options travel as one typed object (profiler.options.ProfileOptions, validation.options.ValidateOptions,
+    """Options travel as one typed object (profiler.options.ProfileOptions, rtmodel_validation.options.ValidateOptions,
     rtmodel_cli.commands.calibrate.CalibrateOptions), not as a chain of parameters."""
     many = {}
     for pkg in PACKAGES:
@@ -317,3 +317,17 @@ def test_the_parameter_check_sees_the_commands_it_exempts():
     assert "validate_cmd" in command_functions(tree)  # decorated
     tree = ast.parse((ROOT / "rtmodel_cli" / "commands" / "plot.py").read_text())
     assert "speedup" in command_functions(tree)  # registered: plot.command("speedup")(speedup)
+
+
+# The design card's three stage names stay at the top; every other installed package carries the
+# project's prefix, so no other distribution on the package index installs the same top-level name.
+CARD_NAMES = {"runtime_model", "profiler", "calibration"}
+
+
+def test_installed_top_level_names_clash_with_no_other_distribution():
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = {p.rstrip("*") for p in meta["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert installed == set(PACKAGES)  # every layer is installed, and nothing else
+    assert all(n in CARD_NAMES or n.startswith("rtmodel_") for n in installed), sorted(installed)

@@ -245,8 +245,8 @@ def test_fit_columns_priorities_and_minimums():
 def _validation_result():
     from runtime_model.core.scenario import ClusterShape as Shape
     from runtime_model.prediction.iteration import IterationPrediction
-    from validation.analysis import compare, measure, verdict
-    from validation.results import ValidationResult
+    from rtmodel_validation.analysis import compare, measure, verdict
+    from rtmodel_validation.results import ValidationResult
 
     def pred(mean):
         return IterationPrediction("test", mean, mean * 0.98, mean * 1.3, 0.0, 0.0, 0.0, 0.0)
@@ -278,7 +278,7 @@ def test_validate_result_and_summary_fit_every_width(width):
     from pathlib import Path
 
     from rtmodel_cli.validation_tables import render_result, render_summary
-    from validation.results import summarise_results
+    from rtmodel_validation.results import summarise_results
 
     console = _console(width)
     render_result(_validation_result(), console)

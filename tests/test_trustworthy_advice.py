@@ -200,7 +200,7 @@ def test_a_validation_of_ranks_sharing_a_gpu_states_what_such_profiles_missed_by
 
     from calibration.profile_io import load_profile
     from runtime_model.advice.confidence import SHARED_GPU_PROFILE
-    from validation.plan import choose_topology, run_shape, validation_inputs
+    from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
 
     root = Path(__file__).parents[1]
     runs = root / "benchmarks/results/gpu-accuracy/h200-2026-11-28/runs"
@@ -222,7 +222,7 @@ def test_a_validation_of_ranks_sharing_a_gpu_states_what_such_profiles_missed_by
 def _comparison(name: str, per_rank_times_s: list[list[float]]):
     from types import SimpleNamespace
 
-    from validation.analysis import compare, measure
+    from rtmodel_validation.analysis import compare, measure
 
     m = measure(per_rank_times_s)
     pred = SimpleNamespace(p50_s=m.p50_s, mean_s=m.mean_s, p99_s=m.max_s)
@@ -230,7 +230,7 @@ def _comparison(name: str, per_rank_times_s: list[list[float]]):
 
 
 def test_batch_means_give_the_standard_error_of_a_runs_mean():
-    from validation.analysis import BATCHES, batch_means_se
+    from rtmodel_validation.analysis import BATCHES, batch_means_se
 
     steady = [[0.1] * 20, [0.1] * 20]
     assert batch_means_se(steady) == 0.0
@@ -243,7 +243,7 @@ def test_batch_means_give_the_standard_error_of_a_runs_mean():
 
 
 def test_a_single_noisy_run_does_not_settle_a_verdict_near_the_margin():
-    from validation.analysis import verdict
+    from rtmodel_validation.analysis import verdict
 
     ar = _comparison("allreduce", [[1.0, 1.3, 0.8, 1.2, 0.9, 1.1, 0.7, 1.3] * 2] * 2)
     noisy = _comparison("ring", [[0.95, 1.25, 0.75, 1.15, 0.85, 1.05, 0.65, 1.25] * 2] * 2)
@@ -260,7 +260,7 @@ def test_validate_recommended_runs_the_too_close_candidate(monkeypatch):
 
     import runtime_model.advice.advisor
     from tests.helpers import scenario
-    from validation.plan import choose_topology
+    from rtmodel_validation.plan import choose_topology
 
     rows = [NS(topology=t, applicable=True, prediction=NS(mean_s=m)) for t, m in (("ring", 0.9), ("one-peer-exp", 1.0))]
     rec = NS(topology="allreduce", candidate="one-peer-exp", too_close_to_call=True, verdict="Too close", speedup=1.0)

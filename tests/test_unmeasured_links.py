@@ -177,8 +177,8 @@ def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
 
 def test_validation_keeps_a_marked_link_as_measured(tmp_path):
     from calibration.profile_io import load_profile
-    from validation.options import ValidateOptions
-    from validation.plan import make_plan, run_shape
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.plan import make_plan, run_shape
 
     doc, opts = synthetic_profile(), ValidateOptions(topology="ring", iterations=5, warmup=5)
     plain = make_plan(load_profile(write(tmp_path, doc, "a.json")), run_shape(4, 2), opts)

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from tests.test_validation import SMALL_MODEL, _invoke, _one_error_line
-from validation.job import RankJob, RankReport, RunWorkload
+from rtmodel_validation.job import RankJob, RankReport, RunWorkload
 
 JOB = RankJob(2, 2, "ring", "ring", False, RunWorkload("synthetic", {"layers": 2}, 4, 25.0), 8, 4, 60.0)
 REPORT = RankReport(1, 1, "node0", "cpu", "gloo", (0.1, 0.2), (0.09, 0.08), 0.0)
@@ -42,15 +42,15 @@ def profile_2(tmp_path):
 def test_fsdp_where_it_cannot_run_is_one_line_exit_2(
     value, torch_version, needle, profile_2, tmp_path, monkeypatch
 ):
-    import validation.sharded
-    import validation.validate
+    import rtmodel_validation.sharded
+    import rtmodel_validation.validate
 
     def no_launch(*a, **k):
         raise AssertionError("a bad --baseline reached the ranks")
 
-    monkeypatch.setattr(validation.validate, "_run_local", no_launch)
+    monkeypatch.setattr(rtmodel_validation.validate, "_run_local", no_launch)
     if torch_version is not None:
-        monkeypatch.setattr(validation.sharded, "torch_version", lambda: torch_version)
+        monkeypatch.setattr(rtmodel_validation.sharded, "torch_version", lambda: torch_version)
     results = tmp_path / "r.jsonl"
     res = _invoke(
         ["--profile", str(profile_2), "--topology", "ring", "--baseline", value, "--results", str(results)]
@@ -63,8 +63,8 @@ def test_fsdp_where_it_cannot_run_is_one_line_exit_2(
 def test_without_baseline_nothing_changes(profile_2):
     """The default runs what validate always ran: no fsdp in the plan, the job or the record."""
     from calibration.profile_io import load_profile
-    from validation.options import ValidateOptions
-    from validation.plan import make_plan, run_shape
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.plan import make_plan, run_shape
 
     plan = make_plan(
         load_profile(profile_2), run_shape(2, 2), ValidateOptions("ring", iterations=4, warmup=2)
@@ -151,8 +151,8 @@ def test_blocks_are_the_children_of_the_models_stacks():
 
 def test_an_fsdp2_that_cannot_step_is_one_line_from_the_preflight(one_rank_group):
     torch = one_rank_group
-    from validation.errors import ValidationError
-    from validation.preflight import preflight_fsdp
+    from rtmodel_validation.errors import ValidationError
+    from rtmodel_validation.preflight import preflight_fsdp
 
     def broken(params):
         raise KeyError("capturable")
@@ -178,8 +178,8 @@ def fsdp_run(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("decent_dp")
     from calibration.synthetic import write_synthetic_profile
-    from validation.options import ValidateOptions
-    from validation.validate import run_validation
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.validate import run_validation
 
     tmp = tmp_path_factory.mktemp("fsdp")
     profile = write_synthetic_profile(tmp / "p2.json", nodes=1, ranks_per_node=2, extra_workload=SMALL_MODEL)
@@ -225,7 +225,7 @@ def test_fsdp_peak_is_below_ddps_at_two_ranks(fsdp_run):
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_the_record_carries_fsdp_and_reads_back(fsdp_run):
-    from validation.results import (
+    from rtmodel_validation.results import (
         ValidationResult,
         dumps,
         read_parity_points,

@@ -91,7 +91,7 @@ def test_without_memtracker_the_peak_is_none_and_says_why(monkeypatch):
 
 @pytest.mark.parametrize("path", OLD_FILES, ids=lambda p: p.parent.name)
 def test_results_files_from_before_peak_memory_still_load(path):
-    from validation.results import (
+    from rtmodel_validation.results import (
         ValidationResult,
         dumps,
         read_parity_points,
@@ -114,7 +114,7 @@ def test_results_files_from_before_peak_memory_still_load(path):
 
 def _reports(with_fsdp: bool, peaks: dict | None):
     """Two ranks' reports as the ranks send them: 4 timed iterations per run, `peaks` per run and rank."""
-    from validation.job import RankReport
+    from rtmodel_validation.job import RankReport
 
     return [
         RankReport(
@@ -131,8 +131,8 @@ def _reports(with_fsdp: bool, peaks: dict | None):
 def plan_2(tmp_path):
     from calibration.profile_io import load_profile
     from calibration.synthetic import write_synthetic_profile
-    from validation.options import ValidateOptions
-    from validation.plan import make_plan, run_shape
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.plan import make_plan, run_shape
 
     profile = write_synthetic_profile(
         tmp_path / "p2.json", nodes=1, ranks_per_node=2, extra_workload=SMALL_MODEL
@@ -149,8 +149,8 @@ def plan_2(tmp_path):
 
 
 def test_the_record_carries_each_runs_peaks_beside_its_prediction(plan_2, tmp_path):
-    from validation.results import ValidationResult, append_record, read_records
-    from validation.validate import assemble
+    from rtmodel_validation.results import ValidationResult, append_record, read_records
+    from rtmodel_validation.validate import assemble
 
     peaks = {
         "allreduce": (3 * 2**20, 3 * 2**20 + 8),
@@ -185,9 +185,9 @@ def tiny_run(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("decent_dp")
     from calibration.synthetic import write_synthetic_profile
-    from validation.options import ValidateOptions
-    from validation.results import read_records
-    from validation.validate import run_validation
+    from rtmodel_validation.options import ValidateOptions
+    from rtmodel_validation.results import read_records
+    from rtmodel_validation.validate import run_validation
 
     tmp = tmp_path_factory.mktemp("memory")
     profile = write_synthetic_profile(tmp / "p2.json", nodes=1, ranks_per_node=2, extra_workload=SMALL_MODEL)
@@ -228,8 +228,8 @@ def test_a_model_that_cannot_be_read_leaves_a_null_prediction_and_why(plan_2, mo
     """The prediction runs after the trainings: a model it cannot read loses nothing measured."""
     pytest.importorskip("torch")
     import profiler.activation_memory
-    from validation import sharded
-    from validation.job import RunWorkload
+    from rtmodel_validation import sharded
+    from rtmodel_validation.job import RunWorkload
 
     def fails(*a, **k):
         raise RuntimeError("no\nfake run")
@@ -257,8 +257,8 @@ def test_the_table_shows_the_largest_ranks_peak_in_gib(plan_2):
     from rich.console import Console
 
     from rtmodel_cli.validation_tables import render_result
-    from validation.results import ValidationResult
-    from validation.validate import assemble
+    from rtmodel_validation.results import ValidationResult
+    from rtmodel_validation.validate import assemble
 
     peaks = {"allreduce": (2**30, 3 * 2**29), "decentralized": (2**30, 2**30), "fsdp": (2**29, 2**28)}
     res = assemble(plan_2("fsdp"), _reports(True, peaks), "t")

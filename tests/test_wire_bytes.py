@@ -11,7 +11,7 @@ import json
 import pytest
 
 from benchmarks import wire_bytes
-from emulation.wire_counters import CounterError, WireCounters, parse_net_dev, parse_retransmitted_segments
+from rtmodel_emulation.wire_counters import CounterError, WireCounters, parse_net_dev, parse_retransmitted_segments
 
 NET_DEV = """Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
@@ -75,7 +75,7 @@ def test_a_bad_cluster_name_is_one_line(text):
 @pytest.mark.cluster
 @pytest.mark.emulated
 def test_live_bytes_of_ddp_and_two_topologies_match_the_model():
-    from emulation import available
+    from rtmodel_emulation import available
 
     ok, reason = available()
     if not ok:

@@ -1,6 +1,6 @@
 """`rtmodel emulate up|run|cleanup|measure`: the emulated cluster's verbs, mounted by register(app).
 
-Why in the shell, not in emulation/: the emulation package builds and measures the namespaces and
+Why in the shell, not in rtmodel_emulation/: the emulation package builds and measures the namespaces and
 knows nothing of the command line. Importing this module pulls in typer (and the shared option types of
 rtmodel_cli.run_options) only."""
 
@@ -26,7 +26,7 @@ DELAY = Annotated[
 SHAPING = Annotated[
     str,
     typer.Option(
-        "--shaping", help="tbf+forwarder (default), forwarder or tbf; see emulation/MEASUREMENTS.md"
+        "--shaping", help="tbf+forwarder (default), forwarder or tbf; see rtmodel_emulation/MEASUREMENTS.md"
     ),
 ]
 MTU = Annotated[int, typer.Option("--mtu", help="MTU of the inter-node interfaces")]
@@ -46,8 +46,8 @@ OPTION_OF = {"inter_bandwidth_mbit": "bandwidth_mbit", "inter_delay_ms": "delay_
 
 def _cluster(nodes, ranks, bw, delay, shaping, mtu, flow_mbit=None):
     """The cluster, not yet up: its settings are checked here, before anything is created (no root needed)."""
-    from emulation.cluster import EmulatedCluster
-    from emulation.settings import InvalidSetting
+    from rtmodel_emulation.cluster import EmulatedCluster
+    from rtmodel_emulation.settings import InvalidSetting
 
     try:
         return EmulatedCluster(nodes, ranks, bw, delay, shaping=shaping, mtu=mtu, flow_mbit=flow_mbit)
@@ -68,7 +68,7 @@ def up(
     """Bring an emulated cluster up and keep it until Ctrl-C; prints how to run commands inside."""
     import signal
 
-    from emulation.probe import measure_rtt, measure_throughput
+    from rtmodel_emulation.probe import measure_rtt, measure_throughput
 
     try:
         with _cluster(nodes, ranks_per_node, bandwidth_mbit, delay_ms, shaping, mtu, flow_mbit) as c:
@@ -114,7 +114,7 @@ def run(
     master_port: Annotated[int, typer.Option(help="rendezvous port on node0")] = 29500,
 ):
     """Bring a cluster up, run the command on every node (torchrun by default), tear down."""
-    from emulation.settings import PORT_RANGE, TIMEOUT_S_RANGE, InvalidSetting
+    from rtmodel_emulation.settings import PORT_RANGE, TIMEOUT_S_RANGE, InvalidSetting
 
     TIMEOUT_S_RANGE.check("timeout_s", timeout_s, InvalidSetting)  # before the cluster exists, not after
     PORT_RANGE.check("master_port", master_port, InvalidSetting)
@@ -143,7 +143,7 @@ def run(
 def cleanup():
     """Remove what killed runs left behind (owner process gone): network namespaces and temp directories
     (rtmemu-*, rtmodel-profile-*, rtmodel-validate-*; this user's only)."""
-    from emulation.netns import cleanup_stale
+    from rtmodel_emulation.netns import cleanup_stale
     from rtmodel_util.run_dirs import FAMILIES, describe_removed, sweep_stale
 
     dirs = sweep_stale(FAMILIES)  # first: needs neither root nor iproute2
@@ -160,10 +160,10 @@ def cleanup():
 
 
 def measure(quick: QuickOpt = False):
-    """Gloo all_reduce on 2 emulated nodes vs the ring model (the table in emulation/MEASUREMENTS.md);
+    """Gloo all_reduce on 2 emulated nodes vs the ring model (the table in rtmodel_emulation/MEASUREMENTS.md);
     --quick: only the default shaping, not all three."""
-    from emulation.cluster import SHAPINGS
-    from emulation.measure import DEFAULT_SETTINGS, markdown, measure_floor, measure_setting
+    from rtmodel_emulation.cluster import SHAPINGS
+    from rtmodel_emulation.measure import DEFAULT_SETTINGS, markdown, measure_floor, measure_setting
 
     floor = measure_floor(2)
     rows = [

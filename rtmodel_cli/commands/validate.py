@@ -1,6 +1,6 @@
 """`rtmodel validate`: registered onto the main typer app by `register(app)`.
 
-Why in the shell, not in validation/: validation runs and compares, and knows nothing of the command
+Why in the shell, not in rtmodel_validation/: validation runs and compares, and knows nothing of the command
 line; this module parses the options, calls it and renders the results (rtmodel_cli.validation_tables).
 Imports nothing heavy at module import (no torch, no numpy): `rtmodel --help` stays fast. Locally it
 launches the job itself; inside `torchrun ... rtmodel validate ...` each process is one rank.
@@ -19,7 +19,7 @@ from rtmodel_cli.options import ProfileOpt
 from rtmodel_cli.output_format import Format, TableJsonFormatOpt
 from rtmodel_cli.run_options import RunFlags, takes_run_flags
 from rtmodel_util.rank_exit import end_launched_rank
-from validation.results import DEFAULT_RESULTS_DOC, default_results_path
+from rtmodel_validation.results import DEFAULT_RESULTS_DOC, default_results_path
 
 
 def results_file(results: str | Path | None, profile: Path | None = None) -> tuple[Path, bool]:
@@ -28,13 +28,13 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
     A --results path follows the one output rule (rtmodel_util.files: its directory must exist, and it is
     not the --profile the run reads nor another input), is new, empty or a results file (a profile JSON
     given by mistake is refused, not appended to), and its lock can be taken
-    (validation.results_file.check_results_output); the default is ./rtmodel-validations.jsonl in the
+    (rtmodel_validation.results_file.check_results_output); the default is ./rtmodel-validations.jsonl in the
     working directory (one per project), created on the first write. Only the process that writes it
     checks it (rank 0 under torchrun)."""
     from rtmodel_cli.command_files import command_input_files
     from rtmodel_util.processes import is_lead_process
-    from validation.results import check_default_results_path
-    from validation.results_file import check_results_output
+    from rtmodel_validation.results import check_default_results_path
+    from rtmodel_validation.results_file import check_results_output
 
     writer = is_lead_process()
     if results is not None:
@@ -51,8 +51,8 @@ def record(result, path: Path, is_default: bool) -> None:
     """Append the (already shown) result to the results file; if that fails, say so in one line."""
     from rtmodel_cli.failing import describe, exit_code_of, say_error
     from runtime_model.core.errors import RtmodelError, RunFailure
-    from validation.errors import ValidationError
-    from validation.results import append_record
+    from rtmodel_validation.errors import ValidationError
+    from rtmodel_validation.results import append_record
 
     try:
         append_record(path, result, create_dir=is_default)
@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train with DDP and with Decent-DP (and local SGD with a --local-sgd-* option), measure per-iteration time,
         and compare with the model."""
-        from validation.errors import ValidationError
+        from rtmodel_validation.errors import ValidationError
 
         if report:
             show_report(results, fmt)
@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
         from rtmodel_util.processes import launch_env
 
         launch_env()  # first: a bad RANK must not decide who says an error or checks --results
-        from validation.local_sgd import local_sgd_options
+        from rtmodel_validation.local_sgd import local_sgd_options
 
         # one meaning in every command (rtmodel_cli.local_sgd_options)
         asked = local_sgd_asked(local_sgd_flags.as_dict(), by_default=False)
@@ -137,8 +137,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(
                 "--profile FILE is required (a profile of this run's shape from `rtmodel profile`)"
             )
-        from validation.options import ValidateOptions
-        from validation.validate import run_validation
+        from rtmodel_validation.options import ValidateOptions
+        from rtmodel_validation.validate import run_validation
 
         # before the run: a run never ends in "cannot write"
         path, is_default = results_file(results, profile)
@@ -168,7 +168,7 @@ def show_report(results: Path | None, fmt: str) -> None:
     """--report: the model's accuracy over a results file (None: the default one)."""
     from rtmodel_cli.shown_console import terminal_console
     from rtmodel_cli.validation_tables import render_summary
-    from validation.results import dumps, summarise_results
+    from rtmodel_validation.results import dumps, summarise_results
 
     summary = summarise_results(results)
     if fmt == "json":
@@ -180,7 +180,7 @@ def show_report(results: Path | None, fmt: str) -> None:
 def show_and_record(result, fmt: str, path: Path, is_default: bool) -> None:
     """Show the result first, then append it (a failed append cannot lose what was measured)."""
     if fmt == "json":  # stdout stays one JSON document; where it was recorded goes to stderr
-        from validation.results import dumps
+        from rtmodel_validation.results import dumps
 
         sys.stdout.write(dumps(result.to_dict(), indent=2) + "\n")
         sys.stdout.flush()

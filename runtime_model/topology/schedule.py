@@ -302,7 +302,7 @@ class Schedule:
     def decent_dp_runnable(self) -> bool:
         """THE predicate for "can Decent-DP run this schedule on this shape", with `decent_dp_note` as
         the one reason text: the advise table and JSON (`runs_on_decent_dp`), the topologies table and
-        validate (`validation.plan`) all read it."""
+        validate (`rtmodel_validation.plan`) all read it."""
         return self.decent_dp_note is None
 
     @property

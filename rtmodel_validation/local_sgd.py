@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from validation.errors import ValidationError
+from rtmodel_validation.errors import ValidationError
 
 if TYPE_CHECKING:
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
-    from validation.analysis import Comparison, Measured
+    from rtmodel_validation.analysis import Comparison, Measured
 
 RUNNABLE_BITS = (None, 32, 16)  # what torch.distributed's all-reduce can carry (rtmodel_harness.local_sgd)
 
@@ -64,7 +64,7 @@ def local_sgd_counts(iterations: int, warmup: int, inner_steps: int) -> tuple[in
 def compare_local_sgd(predicted: LocalSgdPrediction, measured: Measured) -> Comparison:
     """The prediction (a mean per inner step; the model gives no percentiles for local SGD: NaN) next to
     the measurement, error on the mean as for the other runs."""
-    from validation.analysis import Comparison, signed_error
+    from rtmodel_validation.analysis import Comparison, signed_error
 
     nan = float("nan")
     return Comparison(

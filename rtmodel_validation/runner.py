@@ -16,7 +16,7 @@ DDP rebuilds its buckets after the 1st, and NCCL sets up a group's communicator 
 (plan.effective_warmup: one gossip period + 2). Rank 0 gathers every rank's times.
 Local SGD (rtmodel_harness.local_sgd) times every inner step the same way, the step that launches or
 waits for an outer all-reduce included; warm-up and timed steps are whole periods of H
-(validation.local_sgd.local_sgd_counts), so the mean holds each outer sync as often as the model's.
+(rtmodel_validation.local_sgd.local_sgd_counts), so the mean holds each outer sync as often as the model's.
 With job.baseline "fsdp" a last training shards the model with FSDP2 (rtmodel_harness.fsdp: ZeRO-3) and
 steps it as DDP's (train_step: the recipe, zero_grad(set_to_none=True)); one iteration is forward (each
 block's all-gather) + backward (all-gathers again, reduce-scatters the gradients) + the optimizer on the
@@ -37,8 +37,8 @@ from rtmodel_harness.peak_memory import PeakMemory
 from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
 from rtmodel_util.processes import NODE_NAME_ENV
 from rtmodel_util.rank_exit import release_process_groups
-from validation.errors import ValidationError
-from validation.job import RankJob, RankReport
+from rtmodel_validation.errors import ValidationError
+from rtmodel_validation.job import RankJob, RankReport
 
 
 def init_distributed(timeout_s: float, backend: str = "auto") -> bool:
@@ -194,7 +194,7 @@ def run_local_sgd(
     job: RankJob, device: torch.device, warmup: int, iterations: int
 ) -> tuple[list[float], PeakMemory]:
     """Per-inner-step times of local SGD with job.local_sgd (module doc of rtmodel_harness.local_sgd), after
-    `warmup` untimed inner steps (both whole periods: validation.local_sgd.local_sgd_counts), and the peak
+    `warmup` untimed inner steps (both whole periods: rtmodel_validation.local_sgd.local_sgd_counts), and the peak
     memory (on a CPU over one more whole period, so an outer sync is in it)."""
     from torch.nn.parallel import DistributedDataParallel
 
@@ -240,7 +240,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         recipe_note = job_recipe(job).device_note(device.type)  # fp16 without CUDA: one line, before training
         if recipe_note:
             note(recipe_note)
-        from validation.preflight import preflight_job
+        from rtmodel_validation.preflight import preflight_job
 
         preflight_job(job, device, job_recipe(job))  # before any training: Decent-DP and both optimizers step
         load_1m = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -254,7 +254,7 @@ def run_rank(job: RankJob, on_phase=None) -> list[RankReport] | None:
         peaks = {"allreduce": ar_memory.peak_bytes, "decentralized": dd_memory.peak_bytes}
         ls_times, fs_times = [], []
         if job.local_sgd is not None:
-            from validation.local_sgd import local_sgd_counts
+            from rtmodel_validation.local_sgd import local_sgd_counts
 
             warm, timed = local_sgd_counts(job.iterations, job.warmup, job.local_sgd.inner_steps)
             note(f"local-SGD run: {warm} warm-up + {timed} timed inner steps on {world} ranks ({device.type})")

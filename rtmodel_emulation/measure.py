@@ -12,9 +12,9 @@ import json
 import statistics
 from dataclasses import dataclass
 
-from emulation.cluster import EmulatedCluster
-from emulation.errors import EmulationError
-from emulation.probe import measure_concurrent, measure_rtt, measure_throughput
+from rtmodel_emulation.cluster import EmulatedCluster
+from rtmodel_emulation.errors import EmulationError
+from rtmodel_emulation.probe import measure_concurrent, measure_rtt, measure_throughput
 
 DEFAULT_SIZES = (4096, 1 << 20, 16 << 20)
 DEFAULT_SETTINGS = ((100.0, 1.0), (1000.0, 0.2))
@@ -44,8 +44,8 @@ class SettingResult:
 
 def allreduce_on(cluster: EmulatedCluster, sizes, repeats: int = 5,
                  timeout_s: float = 300.0) -> tuple[list[dict], float]:
-    """Run emulation.allreduce_bench over all ranks; returns (rank-0 results, wall seconds)."""
-    args = ["-m", "emulation.allreduce_bench", "--sizes", ",".join(str(s) for s in sizes),
+    """Run rtmodel_emulation.allreduce_bench over all ranks; returns (rank-0 results, wall seconds)."""
+    args = ["-m", "rtmodel_emulation.allreduce_bench", "--sizes", ",".join(str(s) for s in sizes),
             "--repeats", str(repeats)]
     if cluster.ranks_per_node == 1:
         world = cluster.nodes

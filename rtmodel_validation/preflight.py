@@ -20,8 +20,8 @@ from importlib import metadata
 
 import torch
 
-from validation.errors import ValidationError
-from validation.job import RankJob
+from rtmodel_validation.errors import ValidationError
+from rtmodel_validation.job import RankJob
 
 MIN_WORLD_SIZE = 2  # Decent-DP mixes with weight (1 - w) / (|group| - 1)
 PREFLIGHT_TOPOLOGY = "complete"  # shipped by Decent-DP, runs on every world size >= 2

@@ -1,6 +1,6 @@
 """Measure what a per-flow cap does on the emulated network, before anything is modelled.
 
-    sudo python -m emulation.flow_measure [--nic-mbit 1000] [--flow-mbit 300] [--delay-ms 0.5]
+    sudo python -m rtmodel_emulation.flow_measure [--nic-mbit 1000] [--flow-mbit 300] [--delay-ms 0.5]
 
 (a) TCP: one flow node0 -> node1 alone, then k concurrent flows between the same nodes, and one flow
     each way; expected each: min(NIC / k, cap).
@@ -20,10 +20,10 @@ import statistics
 import sys
 import time
 
-from emulation.cluster import EmulatedCluster
-from emulation.groups_bench import parse_groups
-from emulation.measure import allreduce_on, ring_model_s
-from emulation.probe import measure_concurrent, measure_throughput
+from rtmodel_emulation.cluster import EmulatedCluster
+from rtmodel_emulation.groups_bench import parse_groups
+from rtmodel_emulation.measure import allreduce_on, ring_model_s
+from rtmodel_emulation.probe import measure_concurrent, measure_throughput
 
 MBIT_Bps = 1e6 / 8
 
@@ -82,7 +82,7 @@ def groups_rows(
     for port, (label, groups, q) in enumerate(cases, start=29700):
         args = [
             "-m",
-            "emulation.groups_bench",
+            "rtmodel_emulation.groups_bench",
             "--groups",
             groups,
             "--bytes",
@@ -191,7 +191,7 @@ def markdown(res: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m emulation.flow_measure",
+        prog="python -m rtmodel_emulation.flow_measure",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

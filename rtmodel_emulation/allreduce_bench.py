@@ -1,6 +1,6 @@
 """gloo all_reduce timing worker, run on the emulated nodes (by torchrun, or by run_on_node with RANK etc.).
 
-Imports torch only inside main(), so `import emulation` stays torch-free. Rank 0 prints one line
+Imports torch only inside main(), so `import rtmodel_emulation` stays torch-free. Rank 0 prints one line
 `RESULT {json}` with, per size, the median over repeats of the mean time of back-to-back all_reduces
 (back-to-back, as nccl-tests do, so barrier skew does not leak into the timing), and whether the
 reduced values were correct.
@@ -19,7 +19,7 @@ from rtmodel_util.processes import NODE_NAME_ENV
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.allreduce_bench")
+    ap = argparse.ArgumentParser(prog="python -m rtmodel_emulation.allreduce_bench")
     ap.add_argument("--sizes", default="4096,1048576", help="comma-separated message sizes in bytes (float32)")
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats per size (median reported)")
     ap.add_argument("--target-repeat-s", type=float, default=0.3,

@@ -27,7 +27,7 @@ def parse_groups(text: str) -> list[list[int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.groups_bench")
+    ap = argparse.ArgumentParser(prog="python -m rtmodel_emulation.groups_bench")
     ap.add_argument("--groups", required=True)
     ap.add_argument("--bytes", type=int, default=4 << 20)
     ap.add_argument("--repeats", type=int, default=5)

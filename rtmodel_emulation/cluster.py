@@ -4,7 +4,7 @@ Layout (all of it private to the run, nothing in the root namespace is touched):
 - node i = namespace `rtmemu-<pid>-<token>-n<i>` with `lo` (the intra-node link: ranks of one node talk
   over loopback) and a TUN device `tun0` holding 10.213.0.<i+1>/24, the node's only non-local route.
   There is no default route, so nothing can route out.
-- the inter-node network = one forwarder process (emulation.forwarder) attached to every node's tun0: it
+- the inter-node network = one forwarder process (rtmodel_emulation.forwarder) attached to every node's tun0: it
   plays the switch, serialises packets on the sender's and receiver's NIC at the configured rate and adds
   the one-way delay (analytic release times, so its own wake-up lateness does not add up).
 - shaping (MEASUREMENTS.md compares the three):
@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulation import guardian, netns, settings
-from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
-from emulation.settings import SHAPINGS, InvalidSetting
+from rtmodel_emulation import guardian, netns, settings
+from rtmodel_emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
+from rtmodel_emulation.settings import SHAPINGS, InvalidSetting
 from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import NODE_NAME_ENV, stop_processes
 from rtmodel_util.run_dirs import child_tmpdir, run_directory
@@ -78,7 +78,7 @@ class EmulatedCluster:
 
     inter_bandwidth_mbit is each node's NIC rate (Mbit/s, both directions), inter_delay_ms the one-way
     latency between nodes (ping RTT = 2x), flow_mbit the most one inter-node flow (one direction of a
-    TCP connection) may send, Mbit/s (None: a flow may fill the NIC; emulation.flows). The ranks of a
+    TCP connection) may send, Mbit/s (None: a flow may fill the NIC; rtmodel_emulation.flows). The ranks of a
     node share its loopback: no other intra-node link is offered.
     """
 
@@ -189,7 +189,7 @@ class EmulatedCluster:
         env = dict(os.environ, PYTHONPATH=_pythonpath())
         log_path = os.path.join(self._workdir, "forwarder.log")
         with open(log_path, "w") as log:  # a file, not a pipe nobody reads, so it can never block on stderr
-            self._forwarder = subprocess.Popen([self.python, "-P", "-m", "emulation.forwarder", cfg_path],
+            self._forwarder = subprocess.Popen([self.python, "-P", "-m", "rtmodel_emulation.forwarder", cfg_path],
                                                stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                                start_new_session=True)
         line = self._forwarder.stdout.readline()  # "ready", or EOF when it died

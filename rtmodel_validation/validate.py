@@ -4,7 +4,7 @@ Two ways to run, like the profiler:
 - inside a torchrun job (RANK / WORLD_SIZE / LOCAL_WORLD_SIZE / MASTER_ADDR set): this process is one
   rank of a job on one or many nodes; rank 0 plans and broadcasts the plan (the profile need only be on
   rank 0's machine), every rank trains, rank 0 compares, appends the record and returns the result;
-- otherwise: it launches `nproc_per_node` ranks on this machine (validation.launch) and does the
+- otherwise: it launches `nproc_per_node` ranks on this machine (rtmodel_validation.launch) and does the
   comparison itself. `ranks_per_node` < nproc_per_node makes pretend nodes: Decent-DP is told that
   local world size, so its node-aware topologies and the model use the same rank-to-node map.
 
@@ -36,12 +36,12 @@ from rtmodel_util.processes import (
 )
 from rtmodel_util.shown import say
 from runtime_model.core.errors import RtmodelError
-from validation.analysis import Comparison, compare, measure, verdict
-from validation.errors import RankFailure, ValidationError
-from validation.job import RankReport
-from validation.options import ValidateOptions
-from validation.plan import Plan, make_plan, run_shape
-from validation.results import ValidationResult, append_record
+from rtmodel_validation.analysis import Comparison, compare, measure, verdict
+from rtmodel_validation.errors import RankFailure, ValidationError
+from rtmodel_validation.job import RankReport
+from rtmodel_validation.options import ValidateOptions
+from rtmodel_validation.plan import Plan, make_plan, run_shape
+from rtmodel_validation.results import ValidationResult, append_record
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
@@ -120,7 +120,7 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
     prof_dev = plan.profile_info.device
     if prof_dev and prof_dev != device:
         notes.append(f"the profile was taken on {prof_dev} but this run used {device}")
-    from validation.drift import compute_drift
+    from rtmodel_validation.drift import compute_drift
 
     drift = compute_drift(plan, reports, ar.measured.mean_s, dd.measured.mean_s)
     return ValidationResult(
@@ -153,7 +153,7 @@ def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dic
     """The result's local-SGD fields (none when the plan has no local-SGD run); adds its times to `times`."""
     if plan.local_sgd is None:
         return {}
-    from validation.local_sgd import compare_local_sgd, prediction_breakdown
+    from rtmodel_validation.local_sgd import compare_local_sgd, prediction_breakdown
 
     ls_times = [list(r.local_sgd_s) for r in reports]
     times["local_sgd"] = ls_times
@@ -168,10 +168,10 @@ def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dic
 
 def _memory_of(plan: Plan, reports: list[RankReport], device: str):
     """(comparison, run) -> the comparison with every rank's measured peak memory (rtmodel_harness.peak_memory)
-    and the memory model's (validation.sharded.predicted_peak: None, and why, where it cannot predict)."""
+    and the memory model's (rtmodel_validation.sharded.predicted_peak: None, and why, where it cannot predict)."""
     from dataclasses import replace
 
-    from validation.sharded import predicted_peak
+    from rtmodel_validation.sharded import predicted_peak
 
     source = reports[0].peak_memory_source
     scenario = plan.model_inputs[0] if plan.model_inputs is not None else None
@@ -220,11 +220,11 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
 
     Returns the result, also appended to opts.results_path unless it is None (the default: nothing is
     written; `rtmodel validate` shows the result first and then appends it to its --results file,
-    validation.results.default_results_path() unless given). Its directory must exist. Inside a
+    rtmodel_validation.results.default_results_path() unless given). Its directory must exist. Inside a
     torchrun job ranks other than 0 return None. Raises ValidationError (one line) for every user mistake.
-    `opts` (validation.options.ValidateOptions; None: every default): opts.progress prints one line per
+    `opts` (rtmodel_validation.options.ValidateOptions; None: every default): opts.progress prints one line per
     phase on stderr (rank 0 under torchrun); opts.local_sgd (checked options,
-    validation.local_sgd.local_sgd_options) adds a third run, local SGD, timed and predicted the same way;
+    rtmodel_validation.local_sgd.local_sgd_options) adds a third run, local SGD, timed and predicted the same way;
     opts.backend: auto | nccl | gloo (rtmodel_util.backend_choice; auto is gloo where ranks share a GPU);
     opts.precision / opts.optimizer: train with these instead of the profile's recipe (rtmodel_harness.recipe).
     """
@@ -237,7 +237,7 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
     if opts.ranks_per_node is not None:
         check_local_ranks(opts.ranks_per_node, "--ranks-per-node", 1, ValidationError)
     if opts.results_path is not None and is_lead_process():  # only rank 0 writes it: checked before the run
-        from validation.results_file import check_results_output
+        from rtmodel_validation.results_file import check_results_output
 
         check_results_output(opts.results_path, "--results", inputs={"--profile": profile_path})
     if in_launched_rank():
@@ -283,7 +283,7 @@ def _compare_and_record(
 
 def _run_local(plan: Plan, nproc: int, timeout_s: float, say, backend: str = "auto") -> list[RankReport]:
     """Launch the job in a fresh work directory; remove it afterwards unless the error names its log."""
-    from validation.launch import launch_local
+    from rtmodel_validation.launch import launch_local
 
     # SIGTERM: SystemExit, so torchrun is stopped and the directory removed (even a SIGKILL removes it)
     with sigterm_exits(), run_directory("rtmodel-validate-") as run:
@@ -303,7 +303,7 @@ def _run_in_torchrun(profile_path: str | Path, opts: ValidateOptions) -> Validat
     require_modules(*RANKS_NEEDED, error=ValidationError)
     import torch.distributed as dist
 
-    from validation.runner import init_distributed, run_rank
+    from rtmodel_validation.runner import init_distributed, run_rank
 
     say = _printer(opts.progress and env.rank == 0)
     try:

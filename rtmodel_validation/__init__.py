@@ -1,12 +1,12 @@
 """Validation: train the same model with PyTorch DDP and with Decent-DP, and set the measured
 per-iteration times next to the runtime model's predictions for that exact shape.
 
-Public API (re-exported lazily: `import validation` imports neither torch nor numpy):
+Public API (re-exported lazily: `import rtmodel_validation` imports neither torch nor numpy):
     run_validation(profile_path, ValidateOptions(topology=..., ...)) -> ValidationResult | None
     summarise_results(path) -> ResultsSummary
     read_parity_points(path) -> list[ParityPoint]     predicted vs measured mean (ms) per run, for plots
     ValidateOptions, ValidationResult, ValidationError
-torch is imported only by the code that runs ranks (validation.runner, validation.worker,
+torch is imported only by the code that runs ranks (rtmodel_validation.runner, rtmodel_validation.worker,
 rtmodel_decentdp, the Decent-DP registrations a training script imports too).
 """
 

@@ -3,9 +3,9 @@
 Never imports torch: torch only runs inside the processes launched on the emulated nodes.
 """
 
-from emulation.cluster import EmulatedCluster, LaunchResult
-from emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
-from emulation.netns import available, cleanup_stale
+from rtmodel_emulation.cluster import EmulatedCluster, LaunchResult
+from rtmodel_emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
+from rtmodel_emulation.netns import available, cleanup_stale
 
 __all__ = ["EmulatedCluster", "LaunchResult", "EmulationConfigError", "EmulationError", "EmulationUnavailable",
            "LaunchError", "available", "cleanup_stale"]

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 
 from runtime_model.core.constraints import MAX_RUN_ITERATIONS
 from runtime_model.core.defaults import BUCKET_CAP_MIB
-from validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
-from validation.job import RankJob, RunWorkload, fields_of
+from rtmodel_validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
+from rtmodel_validation.job import RankJob, RunWorkload, fields_of
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
     from runtime_model.core.scenario import ClusterShape
     from runtime_model.prediction.iteration import IterationPrediction
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
-    from validation.options import ValidateOptions
+    from rtmodel_validation.options import ValidateOptions
 
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
@@ -83,7 +83,7 @@ class PlanPredictions:
     allreduce: IterationPrediction  # PyTorch DDP
     topology: IterationPrediction  # Decent-DP on Plan.topology
     local_sgd: LocalSgdPrediction | None = None  # with local-SGD options: per inner step
-    fsdp: IterationPrediction | None = None  # --baseline fsdp, where the model has it (validation.sharded)
+    fsdp: IterationPrediction | None = None  # --baseline fsdp, where the model has it (rtmodel_validation.sharded)
 
 
 @dataclass
@@ -104,11 +104,11 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     profile_info: ProfileInfo = field(default_factory=ProfileInfo)
     local_sgd: LocalSgd | None = None  # None: no local-SGD run
-    local_sgd_warmup: int = 0  # inner steps, whole periods (validation.local_sgd.local_sgd_counts)
+    local_sgd_warmup: int = 0  # inner steps, whole periods (rtmodel_validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
-    baseline: str | None = None  # "fsdp": a sharded training too (validation.sharded); None: none
+    baseline: str | None = None  # "fsdp": a sharded training too (rtmodel_validation.sharded); None: none
     # the model's inputs (the scenario, the schedule): the profile's compute, and predictions again with
-    # today's compute (validation/drift.py)
+    # today's compute (rtmodel_validation/drift.py)
     model_inputs: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -354,7 +354,7 @@ def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> P
     topology, recommended, iterations, warmup = opts.topology, opts.recommended, opts.iterations, opts.warmup
     local_sgd = opts.local_sgd
     check_counts(iterations, warmup)
-    from validation.sharded import check_baseline, fsdp_prediction
+    from rtmodel_validation.sharded import check_baseline, fsdp_prediction
 
     baseline = check_baseline(opts.baseline)
     check_topology_choice(topology, recommended)
@@ -412,17 +412,17 @@ def _predict_local_sgd(scenario, opts: LocalSgd | None) -> LocalSgdPrediction | 
     if opts is None:
         return None
     from runtime_model.prediction.local_sgd import local_sgd_prediction
-    from validation.local_sgd import check_runnable
+    from rtmodel_validation.local_sgd import check_runnable
 
     check_runnable(opts)
     return local_sgd_prediction(scenario, opts)
 
 
 def _local_sgd_plan(opts: LocalSgd | None, iterations: int, warmup: int) -> dict:
-    """The plan's local-SGD fields: the options and whole periods of H (validation.local_sgd)."""
+    """The plan's local-SGD fields: the options and whole periods of H (rtmodel_validation.local_sgd)."""
     if opts is None:
         return {}
-    from validation.local_sgd import local_sgd_counts
+    from rtmodel_validation.local_sgd import local_sgd_counts
 
     run_warmup, run_iterations = local_sgd_counts(iterations, warmup, opts.inner_steps)
     return {"local_sgd": opts, "local_sgd_warmup": run_warmup, "local_sgd_iterations": run_iterations}

@@ -11,7 +11,7 @@ A record starts with the header every rtmodel document has, `{"schema": "rtmodel
 are not validation records, since the file may be shared) and `read_parity_points` (predicted vs
 measured pairs for plots; refuses a broken line by number, since a plot silently missing points
 misleads). The file as an output (what its lines may be, checked before a run; each record appended
-whole, under its lock) is validation.results_file's.
+whole, under its lock) is rtmodel_validation.results_file's.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from runtime_model.core.document_header import HeaderError, check_header, document_header, header_of
 from runtime_model.core.jsonsafe import json_safe
-from validation.errors import ValidationError
-from validation.results_file import (
+from rtmodel_validation.errors import ValidationError
+from rtmodel_validation.results_file import (
     RECORD_KIND,
     RECORD_VERSION,
     append_line,
@@ -37,8 +37,8 @@ from validation.results_file import (
 
 if TYPE_CHECKING:  # annotations only: importing this module (validate's --help) stays numpy-free
     from runtime_model.core.scenario import ClusterShape
-    from validation.analysis import Comparison, Verdict
-    from validation.plan import AdvisorSummary
+    from rtmodel_validation.analysis import Comparison, Verdict
+    from rtmodel_validation.plan import AdvisorSummary
 
 # Where validations are recorded unless --results says otherwise: the working directory, one file per
 # project (a file per user in its data directory mixed unrelated projects' runs in one --report).
@@ -46,7 +46,7 @@ DEFAULT_RESULTS_NAME = "rtmodel-validations.jsonl"
 DEFAULT_RESULTS_DOC = f"./{DEFAULT_RESULTS_NAME}, in the directory validate runs in (one file per project)"
 LOCAL_SGD_KEYS = ("local_sgd", "local_sgd_run")  # in a record only when the validation ran local SGD
 FSDP_KEY = "fsdp"  # in a record only when the validation ran the sharded baseline (--baseline fsdp)
-# a run's memory (validation.analysis.Comparison), in its record when anything of it is known
+# a run's memory (rtmodel_validation.analysis.Comparison), in its record when anything of it is known
 PEAK_MEMORY_KEYS = (
     "peak_memory_bytes",
     "peak_memory_source",
@@ -113,8 +113,8 @@ class ValidationResult:
         the file or not, in either header. Numbers the file holds as null (JSON has no inf or NaN) read
         back as NaN. ValidationError (one line) for another document, a newer record or a missing field."""
         from runtime_model.core.scenario import ClusterShape
-        from validation.analysis import Comparison, Measured, Verdict
-        from validation.plan import AdvisorSummary
+        from rtmodel_validation.analysis import Comparison, Measured, Verdict
+        from rtmodel_validation.plan import AdvisorSummary
 
         try:
             check_header(rec, RECORD_KIND, RECORD_VERSION, "rtmodel validation record")
@@ -186,7 +186,7 @@ DEFAULT_LABEL = "the default results file"
 def check_default_results_path(path: Path) -> Path:
     """The default results file can be written once a run is done: not a directory, and its directory
     exists or can be created (its nearest existing ancestor is a writable directory); a results file
-    (validation.results_file) whose lock can be taken when it exists. Creates nothing to keep."""
+    (rtmodel_validation.results_file) whose lock can be taken when it exists. Creates nothing to keep."""
     if path.is_dir():
         raise ValidationError(f"the default results file {path} is a directory; pass --results PATH")
     ancestor = path.parent
@@ -209,7 +209,7 @@ def append_record(
     path: str | Path, result: ValidationResult, create_dir: bool = False, flag: str = "--results"
 ) -> Path:
     """Append the result's record as one line, whole or not at all, under the file's lock
-    (validation.results_file.append_line: a file that is not a results file is refused, a last line
+    (rtmodel_validation.results_file.append_line: a file that is not a results file is refused, a last line
     without its newline is ended first, a failed write leaves the file as it was).
 
     create_dir: make the file's directory first (only for rtmodel's own default file; a user's --results

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from emulation.errors import EmulationError
+from rtmodel_emulation.errors import EmulationError
 from rtmodel_util.processes import terminate_then_kill
 from rtmodel_util.run_dirs import pid_runs, sweep_stale
 

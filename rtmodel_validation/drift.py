@@ -2,7 +2,7 @@
 compute itself has changed (another job on the host, clocks, a new driver), the model's "error" is
 mostly the machine's drift (issue 50).
 
-Each rank times the bare step again before the runs (validation/runner.run_bare: forward, backward,
+Each rank times the bare step again before the runs (rtmodel_validation/runner.run_bare: forward, backward,
 optimizer, nothing sent, as the profile timed compute) and reads its host's 1-minute load average.
 The drift is the median bare step now against the profile's compute; the model is then asked again
 with the profile's compute scaled by it (Scenario.compute_scaled, links as profiled), and both errors
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from validation.job import RankReport
+from rtmodel_validation.job import RankReport
 
 
 def drift_threshold() -> float:

@@ -7,7 +7,7 @@ namespaces to undo. Each range is an `Interval`, so the check and its message ca
 
 from __future__ import annotations
 
-from emulation.errors import EmulationConfigError
+from rtmodel_emulation.errors import EmulationConfigError
 from runtime_model.core.constraints import Interval
 from runtime_model.core.errors import InvalidValue
 
@@ -23,7 +23,7 @@ RANKS_PER_NODE_RANGE = Interval(1, MAX_RANKS_PER_NODE, integer=True)
 # Mbit/s (100 Gbit/s) stays clear of that and is far beyond what the forwarder process carries anyway.
 # Lower bound: tc gets the rate in whole kbit, and below 1 Mbit/s even the rendezvous takes minutes.
 BANDWIDTH_MBIT_RANGE = Interval(1.0, 100_000.0)
-# The per-flow cap, Mbit/s (emulation.flows): one TCP/UDP stream's most; the same bounds as the NIC's
+# The per-flow cap, Mbit/s (rtmodel_emulation.flows): one TCP/UDP stream's most; the same bounds as the NIC's
 # (a cap above the NIC's rate is allowed and has no effect: min(cap, B / k)).
 FLOW_MBIT_RANGE = BANDWIDTH_MBIT_RANGE
 DELAY_MS_RANGE = Interval(0.0, 10_000.0)  # one-way; 10 s is far past any network worth modelling

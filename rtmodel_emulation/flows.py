@@ -5,7 +5,7 @@ limit, link-aggregation hashing), so NCCL's socket transport opens NCCL_NSOCKS_P
 NCCL_SOCKET_NTHREADS streams per peer (nccl src/transport/net_socket.cc). This kernel has no fq (whose
 `maxrate` caps each flow, Linux net/sched/sch_fq.c), so the forwarder caps each flow itself. A flow is a
 serialiser of rate r in front of its node's NIC (rate B), cut-through as the NIC and the receiver's port
-already are (emulation.linkmodel):
+already are (rtmodel_emulation.linkmodel):
 
     the flow has produced a packet of s bytes at   done = max(arrival, flow's previous done) + s / r
     and the packet enters the NIC at               max(arrival, done - s / B)

@@ -6,7 +6,7 @@ session that waits on a pipe only the owner holds open; the kernel closes that p
 ends. End of input without b"done" means the owner died: the guardian kills everything inside each
 namespace and deletes it (netns.delete_namespace), as the owner's own teardown would have.
 
-    python -P -m emulation.guardian NS [NS ...]   # started by EmulatedCluster.up(), not by hand
+    python -P -m rtmodel_emulation.guardian NS [NS ...]   # started by EmulatedCluster.up(), not by hand
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ DONE = b"done"
 def start(namespaces: list[str], python: str, pythonpath: str) -> subprocess.Popen:
     """The guardian of `namespaces` (they need not exist yet: missing ones are skipped)."""
     return subprocess.Popen(
-        [python, "-P", "-m", "emulation.guardian", *namespaces],
+        [python, "-P", "-m", "rtmodel_emulation.guardian", *namespaces],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -45,7 +45,7 @@ def release(guardian: subprocess.Popen | None) -> None:
 def main(namespaces: list[str]) -> None:
     if sys.stdin.buffer.read() == DONE:
         return
-    from emulation import netns
+    from rtmodel_emulation import netns
 
     for name in namespaces:
         try:

@@ -51,7 +51,7 @@ class Comparison:
     measured: Measured
     error: float  # signed, on the mean: > 0 the model is pessimistic, < 0 optimistic
     # peak memory per rank in bytes (None where not measured) and how it was measured or why not
-    # (rtmodel_harness.peak_memory); the memory model's peak per rank and its source (validation.sharded);
+    # (rtmodel_harness.peak_memory); the memory model's peak per rank and its source (rtmodel_validation.sharded);
     # records from before them read back None
     peak_memory_bytes: tuple[int | None, ...] | None = None
     peak_memory_source: str | None = None

@@ -8,7 +8,7 @@ multi-node run. Its ranks share this machine's cores as the profile's local rank
 Nothing outlives the launcher: Ctrl-C and SIGTERM (scancel, SLURM's time limit) stop torchrun, which stops
 its workers (rtmodel_util.processes: sigterm_exits, stop_processes); a launcher killed outright (SIGKILL,
 OOM) sends torchrun SIGTERM through the kernel's parent-death signal, and each worker dies with torchrun
-the same way (validation.worker). Rank 0 notes each phase in the work directory; the launcher echoes it.
+the same way (rtmodel_validation.worker). Rank 0 notes each phase in the work directory; the launcher echoes it.
 
 Nothing left on disk either: torchrun and its workers get a TMPDIR inside the work directory
 (rtmodel_util.run_dirs.child_tmpdir), so torchrun's `torchelastic_*` log directories and torch's
@@ -29,9 +29,9 @@ from pathlib import Path
 from rtmodel_util.host_share import omp_threads_env
 from rtmodel_util.processes import RANK_VARS, die_with_parent, sigterm_exits, stop_processes
 from rtmodel_util.run_dirs import child_tmpdir
-from validation.errors import RankFailure, ValidationError
-from validation.job import RankJob, RankReport
-from validation.worker import PHASES_FILE
+from rtmodel_validation.errors import RankFailure, ValidationError
+from rtmodel_validation.job import RankJob, RankReport
+from rtmodel_validation.worker import PHASES_FILE
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _SECONDARY = ("Connection closed", "Connection reset", "DistBackendError", "timed out", "Timed out", "Broken pipe")
@@ -98,7 +98,7 @@ def _wait(proc: subprocess.Popen, timeout_s: float, phases: Path, say) -> int | 
 
 def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
                  progress: Callable[[str], None] | None = None) -> list[RankReport]:
-    """Run `nproc` ranks of validation.worker on this machine; returns every rank's report (rank order).
+    """Run `nproc` ranks of rtmodel_validation.worker on this machine; returns every rank's report (rank order).
 
     `progress(line)` is called once per phase rank 0 reaches (DDP run, Decent-DP run, ...)."""
     job_path = workdir / "job.json"
@@ -106,7 +106,7 @@ def launch_local(job: RankJob, nproc: int, timeout_s: float, workdir: Path,
     log = workdir / "job.log"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(nproc), "-m", "validation.worker", "--job", str(job_path), "--out", str(workdir),
+        "--nproc-per-node", str(nproc), "-m", "rtmodel_validation.worker", "--job", str(job_path), "--out", str(workdir),
     ]
     with log.open("w") as fh, sigterm_exits():
         proc = subprocess.Popen(

@@ -6,7 +6,7 @@ one line; a FILE it must not append to (another document, say a profile JSON giv
 directory that takes no new files, /proc) was found only then, and the run was lost, or worse, the line
 was appended to a profile, which then was no longer JSON. Now FILE must be new, empty, or JSONL whose
 every line is one of: a validation record (either header, any version), a flat predicted/measured line
-(validation.results.read_parity_points: results from elsewhere), a blank line or a # comment; anything
+(rtmodel_validation.results.read_parity_points: results from elsewhere), a blank line or a # comment; anything
 else is refused in one line naming the first line that is not (exit 2), before any rank starts.
 
 Why an append rewrites the file (its old bytes, a newline if its last line had none, the record) through
@@ -30,7 +30,7 @@ from pathlib import Path
 from rtmodel_util.files import check_output_path, output_lock, write_atomic
 from runtime_model.core.document_header import header_of
 from runtime_model.core.errors import USER_OS_ERRORS, RunFailure
-from validation.errors import ValidationError
+from rtmodel_validation.errors import ValidationError
 
 # the header: "rtmodel-validation/<RECORD_VERSION>" (runtime_model.core.document_header);
 RECORD_KIND = "validation"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from validation.errors import ValidationError
+from rtmodel_validation.errors import ValidationError
 
 if TYPE_CHECKING:
     from runtime_model.prediction.local_sgd import LocalSgd
@@ -54,7 +54,7 @@ class RunWorkload:
 
 @dataclass(frozen=True)
 class RankJob:
-    """One validation job as every rank runs it (validation.plan.Plan.rank_job makes it)."""
+    """One validation job as every rank runs it (rtmodel_validation.plan.Plan.rank_job makes it)."""
 
     world_size: int
     ranks_per_node: int
@@ -105,7 +105,7 @@ class RankReport:
     distance_to_consensus: float
     local_sgd_s: tuple[float, ...] = ()  # per inner step of the local-SGD run; empty when it did not run
     # the bare step (no DDP, nothing sent) timed at validate time, and the host's 1-minute load average
-    # before the runs: drift since the profile, told apart from the model's error (validation/drift.py)
+    # before the runs: drift since the profile, told apart from the model's error (rtmodel_validation/drift.py)
     bare_compute_s: tuple[float, ...] = ()
     load_avg_1m: float | None = None
     fsdp_s: tuple[float, ...] = ()  # per iteration of the FSDP2 run (--baseline fsdp); empty: not run

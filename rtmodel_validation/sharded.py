@@ -1,7 +1,7 @@
 """validate's sharded baseline (`--baseline fsdp`) before any rank starts, and what the model predicts for
 it: its time, and every run's peak memory.
 
-Why torch-free: the plan (validation.plan) refuses what cannot run in one line before N processes spend
+Why torch-free: the plan (rtmodel_validation.plan) refuses what cannot run in one line before N processes spend
 seconds importing torch; the torch version is read from the installed distribution's metadata.
 
 The two predictions come from the model's own modules:
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from validation.errors import ValidationError
+from rtmodel_validation.errors import ValidationError
 
 if TYPE_CHECKING:
     from runtime_model.core.scenario import Scenario
     from runtime_model.prediction.iteration import IterationPrediction
     from runtime_model.prediction.local_sgd import LocalSgd
-    from validation.job import RunWorkload
+    from rtmodel_validation.job import RunWorkload
 
 BASELINES = ("fsdp",)
 # torch.distributed.fsdp.fully_shard (FSDP2) is public from torch 2.6 on (pytorch/pytorch#141868, moved
@@ -189,7 +189,7 @@ REAL_UP_TO = 250_000_000
 def _cached_facts(key: str, device_type: str) -> ModelFacts | str:
     """model_facts once per workload and device (predicted_peak asks for every run), or why it failed."""
     from rtmodel_util.run_dirs import torch_caches_scratch
-    from validation.job import RunWorkload
+    from rtmodel_validation.job import RunWorkload
 
     try:
         with torch_caches_scratch():  # MemTracker's import would leave TMPDIR/torchinductor_<user>

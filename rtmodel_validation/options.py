@@ -3,7 +3,7 @@ or a caller of run_validation) and passed down whole, to the launch, the torchru
 
 Why one object: the command's options used to travel as ~15 positional parameters through
 run_validation -> _run_in_torchrun -> make_plan, each list a chance to swap two of them. Torch-free: the
-plan (validation.plan) reads it on the launcher and on rank 0 of a torchrun job alike.
+plan (rtmodel_validation.plan) reads it on the launcher and on rank 0 of a torchrun job alike.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class ValidateOptions:
     """A validation's choices; None = not given (the profile's, or the advisor's, as each field says).
 
-    Checked where they are used (run_validation: the launch's; validation.plan.make_plan: the run's), so
+    Checked where they are used (run_validation: the launch's; rtmodel_validation.plan.make_plan: the run's), so
     each error names its flag in one line."""
 
     topology: str | None = None  # the topology Decent-DP runs; None: `recommended` must be set
@@ -36,8 +36,8 @@ class ValidateOptions:
     model_args: dict | None = None
     precision: str | None = None  # None: the profile's recipe (rtmodel_harness.recipe)
     optimizer: str | None = None
-    local_sgd: LocalSgd | None = None  # checked options (validation.local_sgd): a third run, local SGD
-    baseline: str | None = None  # "fsdp": a sharded run too, FSDP2 (validation.sharded); None: none
+    local_sgd: LocalSgd | None = None  # checked options (rtmodel_validation.local_sgd): a third run, local SGD
+    baseline: str | None = None  # "fsdp": a sharded run too, FSDP2 (rtmodel_validation.sharded); None: none
     backend: str = "auto"  # auto | nccl | gloo (rtmodel_util.backend_choice)
     timeout_s: float = DEFAULT_TIMEOUT_S  # rendezvous / collectives, and a local job as a whole
     progress: bool = False  # one line per phase on stderr (rank 0 under torchrun)

@@ -5,10 +5,10 @@ Why user space: this kernel has no netem, but TUN works. One process enters each
 the node's only route to other nodes points at tun0, so every inter-node IP packet is read here, routed by
 destination IP to the destination node's TUN and written there at the time LinkModel gives (serialisation
 on the sender's and receiver's NIC, then the one-way delay; with a per-flow cap each flow is first
-serialised at that rate, emulation.flows). Unknown destinations are dropped: nothing can
+serialised at that rate, rtmodel_emulation.flows). Unknown destinations are dropped: nothing can
 leave the emulated network. Large MTU (~64 KB) keeps the packet rate, and so the CPU cost, low.
 
-Run by EmulatedCluster as `python -m emulation.forwarder <config.json>`; prints `ready` once attached.
+Run by EmulatedCluster as `python -m rtmodel_emulation.forwarder <config.json>`; prints `ready` once attached.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import struct
 import sys
 import time
 
-from emulation.flows import FlowPacer
-from emulation.linkmodel import LinkModel
+from rtmodel_emulation.flows import FlowPacer
+from rtmodel_emulation.linkmodel import LinkModel
 from rtmodel_util.files import write_json_atomic
 from rtmodel_util.processes import set_parent_death_signal
 
@@ -119,9 +119,9 @@ class Stats:
 def serve(fds: list[int], addrs: list[str], model: LinkModel, stats: Stats,
           pacer: FlowPacer | None = None) -> None:
     """Forward until SIGTERM/SIGINT. Order is kept per (src, dst) pair: release times are FIFO per pair;
-    with a per-flow cap, per flow (a pure ACK may pass its flow's queued data, emulation.flows).
+    with a per-flow cap, per flow (a pure ACK may pass its flow's queued data, rtmodel_emulation.flows).
 
-    With `pacer`, a packet first waits in `paced` until its flow has produced it (emulation.flows), and
+    With `pacer`, a packet first waits in `paced` until its flow has produced it (rtmodel_emulation.flows), and
     only then is it given to the link model, in the order of those times: the NICs serve packets in
     the order they become eligible, so a held-back flow does not hold up the others. A packet read later
     is eligible no earlier than it was read, so every packet eligible by `now` can be handed on."""

@@ -1,6 +1,6 @@
 """Checks that the emulated network does what it was configured to do: ICMP ping RTT and TCP throughput.
 
-Two halves: functions run INSIDE a node (`python -m emulation.probe ping|sink|send ...`, printing JSON),
+Two halves: functions run INSIDE a node (`python -m rtmodel_emulation.probe ping|sink|send ...`, printing JSON),
 and helpers run outside that start them on the right nodes of an EmulatedCluster. No ping binary needed.
 """
 
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from emulation.errors import EmulationError
+from rtmodel_emulation.errors import EmulationError
 
 
 def _checksum(data: bytes) -> int:
@@ -107,7 +107,7 @@ def _json_from(proc: subprocess.Popen, what: str, timeout_s: float) -> dict:
 
 def measure_rtt(cluster, src: int, dst: int, count: int = 10) -> list[float]:
     """Ping RTTs (s) from node src to node dst."""
-    proc = cluster.run_on_node(src, [cluster.python, "-P", "-m", "emulation.probe", "ping", cluster.node_ip(dst),
+    proc = cluster.run_on_node(src, [cluster.python, "-P", "-m", "rtmodel_emulation.probe", "ping", cluster.node_ip(dst),
                                      "--count", str(count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     return _json_from(proc, "ping", 30)["rtts_s"]
@@ -115,12 +115,12 @@ def measure_rtt(cluster, src: int, dst: int, count: int = 10) -> list[float]:
 
 def measure_throughput(cluster, src: int, dst: int, nbytes: int = 8 << 20, port: int = 5201) -> dict:
     """TCP transfer src -> dst; returns bytes, elapsed_s and rate_Bps (after subtracting one ping RTT)."""
-    rx = cluster.run_on_node(dst, [cluster.python, "-P", "-m", "emulation.probe", "sink", "--port", str(port),
+    rx = cluster.run_on_node(dst, [cluster.python, "-P", "-m", "rtmodel_emulation.probe", "sink", "--port", str(port),
                                    "--bytes", str(nbytes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     if rx.stdout.readline().strip() != "listening":
         raise EmulationError(f"sink failed to start: {rx.stderr.read().strip()[-500:]}")
-    tx = cluster.run_on_node(src, [cluster.python, "-P", "-m", "emulation.probe", "send", cluster.node_ip(dst),
+    tx = cluster.run_on_node(src, [cluster.python, "-P", "-m", "rtmodel_emulation.probe", "send", cluster.node_ip(dst),
                                    "--port", str(port), "--bytes", str(nbytes)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     res = _json_from(tx, "send", 120)
@@ -136,14 +136,14 @@ def measure_concurrent(cluster, pairs: list[tuple[int, int]], nbytes: int = 4 <<
     Shows NIC sharing (two flows out of one node) and bidirectional traffic (0->1 with 1->0)."""
     sinks = []
     for k, (_, dst) in enumerate(pairs):
-        proc = cluster.run_on_node(dst, [cluster.python, "-P", "-m", "emulation.probe", "sink", "--port",
+        proc = cluster.run_on_node(dst, [cluster.python, "-P", "-m", "rtmodel_emulation.probe", "sink", "--port",
                                          str(base_port + k), "--bytes", str(nbytes)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if proc.stdout.readline().strip() != "listening":
             raise EmulationError(f"sink failed to start: {proc.stderr.read().strip()[-500:]}")
         sinks.append(proc)
     start_at = time.time() + 1.0 + 0.1 * len(pairs)  # after every sender's interpreter is up
-    senders = [cluster.run_on_node(src, [cluster.python, "-P", "-m", "emulation.probe", "send", cluster.node_ip(dst),
+    senders = [cluster.run_on_node(src, [cluster.python, "-P", "-m", "rtmodel_emulation.probe", "send", cluster.node_ip(dst),
                                          "--port", str(base_port + k), "--bytes", str(nbytes),
                                          "--start-at", repr(start_at)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -156,7 +156,7 @@ def measure_concurrent(cluster, pairs: list[tuple[int, int]], nbytes: int = 4 <<
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.probe", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m rtmodel_emulation.probe", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("ping")
     p.add_argument("host")

@@ -1,8 +1,8 @@
 """Entry point of each rank when `rtmodel validate` launches the job locally:
 
-    python -m torch.distributed.run --standalone --nproc-per-node N -m validation.worker --job FILE --out DIR
+    python -m torch.distributed.run --standalone --nproc-per-node N -m rtmodel_validation.worker --job FILE --out DIR
 
-Reads the rank job (validation.plan.Plan.rank_job), runs validation.runner.run_rank, and rank 0 writes
+Reads the rank job (rtmodel_validation.plan.Plan.rank_job), runs rtmodel_validation.runner.run_rank, and rank 0 writes
 every rank's report to DIR/reports.json (atomically). A failing rank writes DIR/rank<R>.error (one
 line: what failed) before exiting non-zero, so the launcher can name it instead of showing a traceback.
 Rank 0 appends each phase it starts to DIR/phases.txt (one line each); the launcher shows them as they come.
@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     set_parent_death_signal(signal.SIGKILL)  # first: loading torch takes seconds
     rank = int(os.environ.get("RANK", "0"))
     try:
-        from validation.job import RankJob
-        from validation.runner import run_rank
+        from rtmodel_validation.job import RankJob
+        from rtmodel_validation.runner import run_rank
 
         job = RankJob.from_json(json.loads(args.job.read_text()))
         reports = run_rank(job, on_phase=phase_writer(args.out) if rank == 0 else None)
