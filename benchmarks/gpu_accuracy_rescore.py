@@ -24,9 +24,9 @@ from runtime_model.advice.held_out import leave_one_source_out
 def rescore_config(entry: dict, runs_dir: Path) -> dict:
     """One configuration's entry with every run re-predicted from its profile and the pick re-made."""
     from calibration.profile_io import load_profile
+    from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topology.registry import build_schedule
-    from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
 
     cfg = Config(**{**entry["config"], "topologies": tuple(entry["config"]["topologies"])})
     shape = run_shape(cfg.ranks, cfg.ranks)  # every configuration's ranks are on this one machine

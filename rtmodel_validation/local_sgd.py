@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from rtmodel_validation.errors import ValidationError
 
 if TYPE_CHECKING:
-    from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
     from rtmodel_validation.analysis import Comparison, Measured
+    from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
 
 RUNNABLE_BITS = (None, 32, 16)  # what torch.distributed's all-reduce can carry (rtmodel_harness.local_sgd)
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from runtime_model.core.constraints import MAX_RUN_ITERATIONS
-from runtime_model.core.defaults import BUCKET_CAP_MIB
 from rtmodel_validation.errors import ShapeMismatch, TopologyUnavailable, ValidationError
 from rtmodel_validation.job import RankJob, RunWorkload, fields_of
+from runtime_model.core.constraints import MAX_RUN_ITERATIONS
+from runtime_model.core.defaults import BUCKET_CAP_MIB
 
 if TYPE_CHECKING:
     from calibration.profile import Profile
+    from rtmodel_validation.options import ValidateOptions
     from runtime_model.core.scenario import ClusterShape
     from runtime_model.prediction.iteration import IterationPrediction
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
-    from rtmodel_validation.options import ValidateOptions
 
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
@@ -411,8 +411,8 @@ def _predict_local_sgd(scenario, opts: LocalSgd | None) -> LocalSgdPrediction | 
     """The same scenario as DDP's and Decent-DP's predictions, so the three are comparable."""
     if opts is None:
         return None
-    from runtime_model.prediction.local_sgd import local_sgd_prediction
     from rtmodel_validation.local_sgd import check_runnable
+    from runtime_model.prediction.local_sgd import local_sgd_prediction
 
     check_runnable(opts)
     return local_sgd_prediction(scenario, opts)

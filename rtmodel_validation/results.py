@@ -23,8 +23,6 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime_model.core.document_header import HeaderError, check_header, document_header, header_of
-from runtime_model.core.jsonsafe import json_safe
 from rtmodel_validation.errors import ValidationError
 from rtmodel_validation.results_file import (
     RECORD_KIND,
@@ -34,11 +32,13 @@ from rtmodel_validation.results_file import (
     pair_ms,
     probe_lock,
 )
+from runtime_model.core.document_header import HeaderError, check_header, document_header, header_of
+from runtime_model.core.jsonsafe import json_safe
 
 if TYPE_CHECKING:  # annotations only: importing this module (validate's --help) stays numpy-free
-    from runtime_model.core.scenario import ClusterShape
     from rtmodel_validation.analysis import Comparison, Verdict
     from rtmodel_validation.plan import AdvisorSummary
+    from runtime_model.core.scenario import ClusterShape
 
 # Where validations are recorded unless --results says otherwise: the working directory, one file per
 # project (a file per user in its data directory mixed unrelated projects' runs in one --report).
@@ -112,9 +112,9 @@ class ValidationResult:
         """The inverse of to_record (and of to_dict, with its times): a record as written, parsed from
         the file or not, in either header. Numbers the file holds as null (JSON has no inf or NaN) read
         back as NaN. ValidationError (one line) for another document, a newer record or a missing field."""
-        from runtime_model.core.scenario import ClusterShape
         from rtmodel_validation.analysis import Comparison, Measured, Verdict
         from rtmodel_validation.plan import AdvisorSummary
+        from runtime_model.core.scenario import ClusterShape
 
         try:
             check_header(rec, RECORD_KIND, RECORD_VERSION, "rtmodel validation record")

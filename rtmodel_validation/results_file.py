@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from rtmodel_util.files import check_output_path, output_lock, write_atomic
+from rtmodel_validation.errors import ValidationError
 from runtime_model.core.document_header import header_of
 from runtime_model.core.errors import USER_OS_ERRORS, RunFailure
-from rtmodel_validation.errors import ValidationError
 
 # the header: "rtmodel-validation/<RECORD_VERSION>" (runtime_model.core.document_header);
 RECORD_KIND = "validation"

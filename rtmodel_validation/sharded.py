@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from rtmodel_validation.errors import ValidationError
 
 if TYPE_CHECKING:
+    from rtmodel_validation.job import RunWorkload
     from runtime_model.core.scenario import Scenario
     from runtime_model.prediction.iteration import IterationPrediction
     from runtime_model.prediction.local_sgd import LocalSgd
-    from rtmodel_validation.job import RunWorkload
 
 BASELINES = ("fsdp",)
 # torch.distributed.fsdp.fully_shard (FSDP2) is public from torch 2.6 on (pytorch/pytorch#141868, moved

@@ -35,13 +35,13 @@ from rtmodel_util.processes import (
     sigterm_exits,
 )
 from rtmodel_util.shown import say
-from runtime_model.core.errors import RtmodelError
 from rtmodel_validation.analysis import Comparison, compare, measure, verdict
 from rtmodel_validation.errors import RankFailure, ValidationError
 from rtmodel_validation.job import RankReport
 from rtmodel_validation.options import ValidateOptions
 from rtmodel_validation.plan import Plan, make_plan, run_shape
 from rtmodel_validation.results import ValidationResult, append_record
+from runtime_model.core.errors import RtmodelError
 
 if TYPE_CHECKING:
     from calibration.profile import Profile

@@ -19,7 +19,6 @@ from decent_dp import optim as dd_optim  # noqa: E402
 
 import rtmodel_decentdp  # noqa: E402, F401  (installs the shim on import, as users do)
 from rtmodel_decentdp import compat  # noqa: E402
-from tests.spawned import end_spawned_rank  # noqa: E402
 from rtmodel_validation.errors import ValidationError  # noqa: E402
 from rtmodel_validation.preflight import (  # noqa: E402
     ADVISOR_OPTIMIZER,
@@ -27,6 +26,7 @@ from rtmodel_validation.preflight import (  # noqa: E402
     versions,
     world_size_line,
 )
+from tests.spawned import end_spawned_rank  # noqa: E402
 
 CLASSES = [dd_optim.AccumAdam, dd_optim.AccumAdamW]
 

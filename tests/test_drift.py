@@ -8,13 +8,13 @@ import pytest
 from rich.console import Console
 
 from calibration.profile_io import load_profile
-from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
-from tests.test_local_sgd_validate import PROFILE_2X2
 from rtmodel_validation.drift import drift_threshold
 from rtmodel_validation.job import RankReport
 from rtmodel_validation.options import ValidateOptions
 from rtmodel_validation.plan import make_plan, run_shape
 from rtmodel_validation.validate import assemble
+from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
+from tests.test_local_sgd_validate import PROFILE_2X2
 
 
 def _plan():

@@ -94,8 +94,8 @@ def test_emulate_refuses_bad_options_before_creating_anything(args, flag, monkey
     """One line naming the flag, exit 2, and no namespace, tc call or forwarder: no root needed."""
     from typer.testing import CliRunner
 
-    from rtmodel_emulation import netns
     from rtmodel_cli.app import app
+    from rtmodel_emulation import netns
 
     def must_not_run(*a, **kw):
         raise AssertionError("a bad option reached the cluster's set-up")

@@ -109,8 +109,8 @@ def test_no_flow_cap_is_the_default_and_the_forwarder_is_told_none():
 def test_emulate_refuses_a_bad_flow_cap_in_one_line(args, monkeypatch):
     from typer.testing import CliRunner
 
-    from rtmodel_emulation import netns
     from rtmodel_cli.app import app
+    from rtmodel_emulation import netns
 
     def must_not_run(*a, **kw):
         raise AssertionError("a bad option reached the cluster's set-up")

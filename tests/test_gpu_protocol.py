@@ -32,9 +32,9 @@ DIST_CALLS = ("init_process_group", "new_group", "barrier", "all_reduce", "destr
     ("complete", 8, 2, 5, 5),  # period 1: the All-Reduce-like case needs nothing more
 ])
 def test_warmup_covers_one_schedule_period_plus_two(name, n, k, asked, used):
+    from rtmodel_validation.plan import MIN_WARMUP, effective_warmup
     from runtime_model.core.scenario import ClusterShape
     from runtime_model.topology.registry import build_schedule
-    from rtmodel_validation.plan import MIN_WARMUP, effective_warmup
 
     schedule = build_schedule(name, ClusterShape(n, k))
     assert effective_warmup(asked, schedule) == used >= schedule.period + MIN_WARMUP

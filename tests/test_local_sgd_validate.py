@@ -15,12 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
-from tests.spawned import end_spawned_rank
 from rtmodel_validation.errors import ValidationError
 from rtmodel_validation.job import RankJob, RankReport, RunWorkload
 from rtmodel_validation.local_sgd import local_sgd_counts, local_sgd_options
 from rtmodel_validation.options import ValidateOptions
+from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
+from tests.spawned import end_spawned_rank
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE_2X2 = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -99,8 +99,8 @@ def test_counts_are_whole_periods_at_least_asked(iterations, warmup, h, expected
 def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks():
     from calibration.profile_io import load_profile
     from calibration.profiled import scenario_from_profile
-    from runtime_model.prediction.iteration import allreduce_prediction
     from rtmodel_validation.plan import _placeholder_network, make_plan, run_shape
+    from runtime_model.prediction.iteration import allreduce_prediction
 
     profile = load_profile(PROFILE_2X2)
     shape = run_shape(4, 2)
@@ -350,9 +350,9 @@ def test_outer_step_averages_over_ranks_and_leaves_them_identical(tmp_path):
 def test_validate_runs_local_sgd_for_whole_periods(tmp_path, monkeypatch):
     """2 CPU ranks on one node: DDP inside it every inner step (a node subgroup), two fragments with
     overlap (async all-reduce), fp16 on the wire; every rank times a whole number of periods."""
-    from tests.test_validation import _profile
     from rtmodel_validation.results import read_records
     from rtmodel_validation.validate import run_validation
+    from tests.test_validation import _profile
 
     monkeypatch.chdir(tmp_path)
     profile = _profile(tmp_path, 2, 2)

@@ -27,8 +27,8 @@ from rtmodel_util.files import (
     pass_locks,
     write_atomic,
 )
-from runtime_model.core.errors import RunFailure
 from rtmodel_validation.errors import ValidationError
+from runtime_model.core.errors import RunFailure
 
 ROOT = Path(__file__).parent.parent
 DATA = ROOT / "tests" / "data"

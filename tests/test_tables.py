@@ -243,10 +243,10 @@ def test_fit_columns_priorities_and_minimums():
 
 
 def _validation_result():
-    from runtime_model.core.scenario import ClusterShape as Shape
-    from runtime_model.prediction.iteration import IterationPrediction
     from rtmodel_validation.analysis import compare, measure, verdict
     from rtmodel_validation.results import ValidationResult
+    from runtime_model.core.scenario import ClusterShape as Shape
+    from runtime_model.prediction.iteration import IterationPrediction
 
     def pred(mean):
         return IterationPrediction("test", mean, mean * 0.98, mean * 1.3, 0.0, 0.0, 0.0, 0.0)

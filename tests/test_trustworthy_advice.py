@@ -199,8 +199,8 @@ def test_a_validation_of_ranks_sharing_a_gpu_states_what_such_profiles_missed_by
     from pathlib import Path
 
     from calibration.profile_io import load_profile
-    from runtime_model.advice.confidence import SHARED_GPU_PROFILE
     from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
+    from runtime_model.advice.confidence import SHARED_GPU_PROFILE
 
     root = Path(__file__).parents[1]
     runs = root / "benchmarks/results/gpu-accuracy/h200-2026-11-28/runs"
@@ -259,8 +259,8 @@ def test_validate_recommended_runs_the_too_close_candidate(monkeypatch):
     from types import SimpleNamespace as NS
 
     import runtime_model.advice.advisor
-    from tests.helpers import scenario
     from rtmodel_validation.plan import choose_topology
+    from tests.helpers import scenario
 
     rows = [NS(topology=t, applicable=True, prediction=NS(mean_s=m)) for t, m in (("ring", 0.9), ("one-peer-exp", 1.0))]
     rec = NS(topology="allreduce", candidate="one-peer-exp", too_close_to_call=True, verdict="Too close", speedup=1.0)

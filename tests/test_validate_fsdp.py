@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from tests.test_validation import SMALL_MODEL, _invoke, _one_error_line
 from rtmodel_validation.job import RankJob, RankReport, RunWorkload
+from tests.test_validation import SMALL_MODEL, _invoke, _one_error_line
 
 JOB = RankJob(2, 2, "ring", "ring", False, RunWorkload("synthetic", {"layers": 2}, 4, 25.0), 8, 4, 60.0)
 REPORT = RankReport(1, 1, "node0", "cpu", "gloo", (0.1, 0.2), (0.09, 0.08), 0.0)

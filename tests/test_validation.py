@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from rtmodel_cli.commands.validate import register
 from rtmodel_cli.failing import OneLineUsageErrors, guard_app
-from runtime_model.prediction.iteration import IterationPrediction
-from tests.host_device import expected_device_and_backend
 from rtmodel_validation.analysis import compare, measure, ordering, verdict
 from rtmodel_validation.results import read_records, summarise_results
+from runtime_model.prediction.iteration import IterationPrediction
+from tests.host_device import expected_device_and_backend
 
 SMALL_MODEL = {"param_mb": 2, "layers": 4, "forward_ms": 4, "backward_ms": 8, "jitter": "normal", "jitter_cv": 0.1}
 
@@ -185,9 +185,9 @@ def test_parity_points_from_records_and_flat_lines(tmp_path):
 
 
 def test_run_shape_is_a_checked_cluster_shape():
-    from runtime_model.core.scenario import ClusterShape
     from rtmodel_validation.errors import ValidationError
     from rtmodel_validation.plan import describe_shape, run_shape
+    from runtime_model.core.scenario import ClusterShape
 
     assert run_shape(4, 2) == ClusterShape(4, 2) and describe_shape(run_shape(4, 2)) == "4 ranks (2 node(s) x 2)"
     with pytest.raises(ValidationError, match="at least 2 ranks"):
@@ -201,9 +201,9 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
 
     from calibration import scenario_from_profile
     from calibration.profile_io import load_profile
-    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from rtmodel_validation.options import ValidateOptions
     from rtmodel_validation.plan import _placeholder_network, make_plan, run_shape
+    from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
 
     opts = ValidateOptions(topology="ring", iterations=5, warmup=2)
     plan = make_plan(load_profile(synthetic_profiles[1]), run_shape(4, 2), opts)
@@ -236,8 +236,8 @@ def _fake_advice(recommended: str):
                                                ("static-exp", "cannot run on Decent-DP")])
 def test_recommended_falls_back_to_best_runnable_topology(monkeypatch, recommended, note):
     import runtime_model.advice.advisor
-    from tests.helpers import scenario
     from rtmodel_validation.plan import choose_topology
+    from tests.helpers import scenario
 
     monkeypatch.setattr(runtime_model.advice.advisor, "advise", lambda sc, **kw: _fake_advice(recommended))
     name, schedule, advisor, notes = choose_topology(None, True, scenario(n=4, k=2))
@@ -247,9 +247,9 @@ def test_recommended_falls_back_to_best_runnable_topology(monkeypatch, recommend
 
 
 def test_recommended_uses_the_advisors_pick():
+    from rtmodel_validation.plan import choose_topology
     from runtime_model.advice.advisor import advise
     from tests.helpers import scenario
-    from rtmodel_validation.plan import choose_topology
 
     sc = scenario(n=8, k=2, sd=0.004)
     name, schedule, advisor, notes = choose_topology(None, True, sc)

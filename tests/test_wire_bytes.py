@@ -11,7 +11,12 @@ import json
 import pytest
 
 from benchmarks import wire_bytes
-from rtmodel_emulation.wire_counters import CounterError, WireCounters, parse_net_dev, parse_retransmitted_segments
+from rtmodel_emulation.wire_counters import (
+    CounterError,
+    WireCounters,
+    parse_net_dev,
+    parse_retransmitted_segments,
+)
 
 NET_DEV = """Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed

@@ -253,7 +253,9 @@ def parity(
 ):
     """Predicted vs measured mean iteration time with the y = x line and ±5% / ±10% bands."""
     import rtmodel_plots as plots
-    from rtmodel_validation.results import read_parity_points  # the one reader of that file; the figure takes data
+    from rtmodel_validation.results import (
+        read_parity_points,  # the one reader of that file; the figure takes data
+    )
 
     def make():
         points = read_parity_points(results)

@@ -50,9 +50,9 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
 def record(result, path: Path, is_default: bool) -> None:
     """Append the (already shown) result to the results file; if that fails, say so in one line."""
     from rtmodel_cli.failing import describe, exit_code_of, say_error
-    from runtime_model.core.errors import RtmodelError, RunFailure
     from rtmodel_validation.errors import ValidationError
     from rtmodel_validation.results import append_record
+    from runtime_model.core.errors import RtmodelError, RunFailure
 
     try:
         append_record(path, result, create_dir=is_default)
