@@ -344,7 +344,7 @@ def _fft_rho(n, offsets):
 
 
 def test_circulant_rho_from_the_offsets_is_the_fft_of_the_row():
-    from runtime_model.convergence.consensus import circulant_rho
+    from runtime_model.topology.circulant import circulant_rho
 
     rng = np.random.default_rng(7)
     sizes = list(range(1, 700)) + [int(n) for n in rng.integers(700, 70_000, 60)]
@@ -360,7 +360,7 @@ def test_circulant_rho_of_the_exponential_graph_at_a_power_of_two_is_ying_et_als
     """n = 2^tau: (tau - 1) / (tau + 1) (Ying et al., NeurIPS 2021), up to 2^24 without n-sized work."""
     import tracemalloc
 
-    from runtime_model.convergence.consensus import circulant_rho
+    from runtime_model.topology.circulant import circulant_rho
 
     tracemalloc.start()
     for tau in range(2, 25):

@@ -13,13 +13,12 @@ explicitly (complete_system.py).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
-from runtime_model.convergence.consensus import ConsensusMetrics, _metrics, circulant_rho, consensus_metrics
+from runtime_model.convergence.consensus import ConsensusMetrics, _metrics, consensus_metrics
 from runtime_model.core.order_stats import quantile_of_repeated
 from runtime_model.core.scenario import ClusterShape, Compute, Scenario
 from runtime_model.core.variation import MIN_FACTOR, PERSISTENT_SEED, Variation
@@ -48,7 +47,12 @@ from runtime_model.prediction.round_comm import (
     static_graph_comm_s,
 )
 from runtime_model.topology.exchange import ExchangeStyle, adapted_scenario
-from runtime_model.topology.registry import TopologyNotApplicable, build_schedule
+from runtime_model.topology.registry import (
+    TopologyNotApplicable,
+    build_schedule,
+    require_applicable,
+    topology_info,
+)
 from runtime_model.topology.schedule import Schedule
 from runtime_model.topology.symmetry import FULL_MAX_N, REDUCED_RANKS, NoReduction, Reduction, reduce
 
@@ -178,40 +182,22 @@ def reduced_pending(
 def reduced_consensus(red: Reduction) -> ConsensusMetrics:
     """The full schedule's consensus metrics without its n-sized rounds.
 
-    - exact schedules (one-peer-exp, alternating-exp-ring, base-2, complete): the full period ends with the
-      same rounds as the reduced schedule's, so the product reaches J as many rounds before the period's
-      end as it does there (tests check this against the per-rank computation up to n = 4,096);
-    - ring: its 2 x 2 Fourier symbols in closed form, mode by mode in chunks (no n-sized matrix);
-    - static-exp: the circulant's largest nontrivial eigenvalue by branch and bound over its modes
-      (consensus.circulant_rho: about a thousand modes at any n, no n-sized vector).
+    - a topology with a closed form (TopologyInfo.consensus: ring's Fourier symbols, static-exp's
+      circulant eigenvalues) answers from it;
+    - the others are exact schedules: the full period ends with the same rounds as the reduced
+      schedule's, so the product reaches J as many rounds before the period's end as it does there
+      (tests check this against the per-rank computation up to n = 4,096).
     """
     n, period = red.full.gpus, red.period
-    if red.static_offsets is not None:
-        return _static_consensus(n, red.static_offsets)
-    if red.name == "ring":
-        return _ring_consensus(n)
+    closed_form = topology_info(red.name).consensus
+    if closed_form is not None:
+        c = closed_form(red)
+        return _metrics(n, c.period, c.exact_rounds, c.rho, c.method, c.worst_round_contraction)
     small = _small_consensus(red.small)
     if small.exact_rounds is None or small.exact_rounds > red.small.period:
         raise NoReduction(f"{red.name}: the reduced schedule is not exact within its period")
     exact = period - (red.small.period - small.exact_rounds)
     return _metrics(n, period, exact, 0.0, "symmetry", small.worst_round_contraction)
-
-
-def _static_consensus(n: int, offsets: tuple[int, ...]) -> ConsensusMetrics:
-    """The static graph's circulant eigenvalues from its offsets alone (consensus.circulant_rho)."""
-    rho = circulant_rho(n, offsets)
-    exact = 1 if rho <= 1e-9 else None
-    return _metrics(n, 1, exact, rho, "circulant-branch-and-bound", rho)
-
-
-def _ring_consensus(n: int) -> ConsensusMetrics:
-    """Ring (n even, pairs (2j, 2j+1) then (2j+1, 2j+2)), in closed form from its 2 x 2 Fourier symbols:
-    per mode f of M = n/2, W0 = [[.5, .5], [.5, .5]] and W1(f) = [[.5, .5 e], [.5 conj(e), .5]] with
-    e = exp(2 pi i f / M), so W1 W0 = [a; c] [1, 1] with |a| = |c| = |1 + e| / 4: rank one, singular value
-    |1 + e| / 2 = |cos(pi f / M)|; mode 0 is J's. rho = max over f != 0 = cos(pi / M) = cos(2 pi / n)."""
-    if n <= 2:
-        return _metrics(n, 2, 1, 0.0, "symmetry", 0.0)
-    return _metrics(n, 2, None, abs(math.cos(2.0 * math.pi / n)), "symmetry", 1.0)
 
 
 # ---------------------------------------------------------------- the advisor's entry point
@@ -305,8 +291,6 @@ def topology_model(name: str, shape: ClusterShape, target: int = REDUCED_RANKS) 
     TopologyNotApplicable (the topology cannot run, or rtmodel has no reduced system for it here)."""
     if shape.gpus <= FULL_MAX_N:
         return TopologyModel(name, shape, build_schedule(name, shape), None)
-    from runtime_model.topology.registry import require_applicable, topology_info
-
     require_applicable(topology_info(name).applicability, shape)
     try:
         red = reduce(name, shape, _build_small, target)
