@@ -8,7 +8,7 @@ is measured as a user would measure theirs, and advised from that alone:
 
 - the network: an `all_reduce_perf` output across 2 of its nodes (benchmarks/results/emulated-evidence/
   <cluster>.nccl-tests.txt), whose rows are the profile's own measured `two-nodes` pattern
-  (rtmodel_util/profile_patterns.py: one group of the first two nodes' 2k ranks, all-reducing 4 KiB ..
+  (rtmodel_documents/profile_patterns.py: one group of the first two nodes' 2k ranks, all-reducing 4 KiB ..
   4 MiB, 9 repetitions): per size the mean of that group's own samples, as nccl-tests prints the mean
   time of its iterations (nccl-tests src/common.cu, BenchTime). Nothing in a row is a model value;
 - the compute (kind "nccl-tests"): your own model (--param-mb, --bucket-cap-mb as the workload ran) with
@@ -35,11 +35,17 @@ part of what these errors measure.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rtmodel_documents.profile_document import ProfileDocument
+from rtmodel_documents.profile_file import read_profile
+
+if TYPE_CHECKING:
+    from rtmodel_validation.results import ValidationResult
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 RUNS_DIR = RESULTS_DIR / "runs"
@@ -65,52 +71,51 @@ def clusters(runs_dir: Path = RUNS_DIR) -> list[str]:
     )
 
 
-def load_profile_doc(cluster: str, runs_dir: Path = RUNS_DIR) -> dict:
-    return json.loads((runs_dir / f"{cluster}.profile.json").read_text())
+def load_profile_doc(cluster: str, runs_dir: Path = RUNS_DIR) -> ProfileDocument:
+    """The cluster's kept profile, read through its type (rtmodel_documents.profile_file)."""
+    return read_profile(runs_dir / f"{cluster}.profile.json")
 
 
-def two_node_times_us(doc: dict) -> dict[int, float]:
+def two_node_times_us(doc: ProfileDocument) -> dict[int, float]:
     """Per message size, the mean (us) of the first group's own samples of the profile's two-node pattern
     (an alias `same_as` resolved to the pattern measured): one all_reduce_perf run on nodes 0 and 1."""
-    patterns = {p["pattern"]: p for p in doc["communication"]["patterns"]}
+    patterns = {p.pattern: p for p in doc.communication.patterns}
     pattern = patterns[PATTERN]
-    measured = patterns[pattern["same_as"]] if pattern.get("same_as") else pattern
-    group = list(measured["groups"][0])
-    if group != list(pattern["groups"][0]):
-        raise ValueError(
-            f"{PATTERN}'s first group {pattern['groups'][0]} is not {measured['pattern']}'s {group}"
-        )
+    measured = patterns[pattern.same_as] if pattern.same_as else pattern
+    group = list(measured.groups[0])
+    if group != list(pattern.groups[0]):
+        raise ValueError(f"{PATTERN}'s first group {pattern.groups[0]} is not {measured.pattern}'s {group}")
     times = {}
-    for result in measured["results"]:
-        samples = result.get("group_samples_s")
-        own = samples[0] if samples else result["samples_s"]  # older profiles: the max over groups
-        times[int(result["bytes"])] = statistics.fmean(own) * 1e6
+    for result in measured.results:
+        samples = result.group_samples_s
+        own = samples[0] if samples else result.samples_s  # older profiles: the max over groups
+        times[int(result.bytes)] = statistics.fmean(own) * 1e6
     return times
 
 
-def nccl_tests_text(doc: dict, cluster: str) -> str:
+def nccl_tests_text(doc: ProfileDocument, cluster: str) -> str:
     """The all_reduce_perf output (nccl-tests v2.13+ layout: src/common.cu's header, `#  Rank` lines,
     rows, footer) of the profile's two-node all-reduce times. In-place and #wrong cells are N/A: the
     profiler timed out-of-place all-reduces only and checked no results (nccl-tests `-c 0` prints N/A)."""
-    shape = doc["shape"]
-    k = shape["ranks_per_node"]
-    group = next(p for p in doc["communication"]["patterns"] if p["pattern"] == PATTERN)["groups"][0]
+    shape = doc.shape
+    k = shape.ranks_per_node
+    group = next(p for p in doc.communication.patterns if p.pattern == PATTERN).groups[0]
     ranks = len(group)
-    names = shape.get("node_names") or [f"node{r // k:02d}" for r in range(shape["world_size"])]
+    names = shape.node_names or [f"node{r // k:02d}" for r in range(shape.world_size)]
     times = two_node_times_us(doc)
     factor = 2 * (ranks - 1) / ranks
     lines = [
         f"# nThread 1 nGpus 1 minBytes {min(times)} maxBytes {max(times)} step: 2(factor) warmup iters: 1 "
-        f"iters: {doc['communication']['reps']} validation: 0",
-        f"# emulated cluster {cluster}: rtmodel profile's '{PATTERN}' all-reduces ({shape.get('backend', '')} on "
-        f"{shape.get('device', '')}), mean of its first group's samples; in-place not timed",
+        f"iters: {doc.communication.reps} validation: 0",
+        f"# emulated cluster {cluster}: rtmodel profile's '{PATTERN}' all-reduces ({shape.backend or ''} on "
+        f"{shape.device or ''}), mean of its first group's samples; in-place not timed",
         "#",
         "# Using devices",
     ]
     for i, rank in enumerate(group):
         lines.append(
             f"#  Rank {i:2d} Group  0 Pid {1000 + i:6d} on {names[rank]:>10} device {rank % k:2d} [0x{i:02x}] "
-            f"emulated {shape.get('device', 'cpu')}"
+            f"emulated {shape.device or 'cpu'}"
         )
     lines += [
         "#",
@@ -163,19 +168,18 @@ class UserCompute:
     straggler: str | None  # FACTOR:COUNT for the first COUNT ranks >= SLOW_RANK_RATIO x the unslowed
 
 
-def user_compute(doc: dict) -> UserCompute:
+def user_compute(doc: ProfileDocument) -> UserCompute:
     """The --compute-ms, --optimizer-ms, --compute-cv and --straggler a user reads off per-GPU logs: the
     reference is the median of the ranks within SLOW_RANK_RATIO of the fastest, so half a cluster slowed
     (a whole node) does not pull it up."""
-    c = doc["compute"]
+    c = doc.compute
     per_rank = [
-        [f + b for f, b in zip(fw, bw, strict=True)]
-        for fw, bw in zip(c["forward_s"], c["backward_s"], strict=True)
+        [f + b for f, b in zip(fw, bw, strict=True)] for fw, bw in zip(c.forward_s, c.backward_s, strict=True)
     ]
     means = [statistics.fmean(r) for r in per_rank]
     unslowed = statistics.median(m for m in means if m < SLOW_RANK_RATIO * min(means))
     cv = statistics.fmean(statistics.stdev(r) / statistics.fmean(r) for r in per_rank)
-    optimizer = statistics.median(statistics.fmean(r) for r in c["optimizer_s"])
+    optimizer = statistics.median(statistics.fmean(r) for r in c.optimizer_s)
     slow = [i for i, m in enumerate(means) if m >= SLOW_RANK_RATIO * unslowed]
     straggler = None
     if slow:
@@ -186,19 +190,17 @@ def user_compute(doc: dict) -> UserCompute:
     return UserCompute(unslowed * 1e3, optimizer * 1e3, cv, straggler)
 
 
-def validations(cluster: str, runs_dir: Path = RUNS_DIR) -> list[dict]:
-    """The cluster's validation records, the last per topology (a retried run may have written twice)."""
-    by_topology = {}
-    for line in (runs_dir / f"{cluster}.validations.jsonl").read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            by_topology[rec["topology"]] = rec
-    return list(by_topology.values())
+def validations(cluster: str, runs_dir: Path = RUNS_DIR) -> list[ValidationResult]:
+    """The cluster's validation records, typed, the last per topology (a retried run may have written twice)."""
+    from rtmodel_validation.results import read_results
+
+    records, _ = read_results(runs_dir / f"{cluster}.validations.jsonl")
+    return list({rec.topology: rec for rec in records}.values())
 
 
-def measured_ddp_ms(records: list[dict]) -> float:
+def measured_ddp_ms(records: list[ValidationResult]) -> float:
     """The cluster's DDP iteration as one figure: the mean of its records' measured DDP means."""
-    return statistics.fmean(r["allreduce"]["measured"]["mean_s"] for r in records) * 1e3
+    return statistics.fmean(r.allreduce.measured.mean_s for r in records) * 1e3
 
 
 def user_options(
@@ -212,13 +214,13 @@ def user_options(
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     doc = load_profile_doc(cluster, runs_dir)
-    shape, workload = doc["shape"], doc["workload"]
+    shape, workload = doc.shape, doc.workload
     compute = user_compute(doc)
     opts = {
-        "gpus": shape["world_size"],
-        "gpus_per_node": shape["ranks_per_node"],
-        "param_mb": workload["param_bytes"] / 2**20,
-        "bucket_cap_mb": workload["bucket_cap_mb"],
+        "gpus": shape.world_size,
+        "gpus_per_node": shape.ranks_per_node,
+        "param_mb": workload.param_bytes / 2**20,
+        "bucket_cap_mb": workload.bucket_cap_mb,
         "optimizer_ms": compute.optimizer_ms,
         "compute_cv": compute.compute_cv,
         "straggler": compute.straggler,
@@ -283,14 +285,14 @@ def cluster_checks(
     ar_pred_ms = allreduce_prediction(scenario).mean_s * 1e3
     out = []
     for rec in validations(cluster, runs_dir):
-        schedule = build_schedule(rec["topology"], scenario.shape)
+        schedule = build_schedule(rec.topology, scenario.shape)
         out.append(
             Check(
                 cluster,
-                rec["topology"],
-                rec["allreduce"]["measured"]["mean_s"] * 1e3,
+                rec.topology,
+                rec.allreduce.measured.mean_s * 1e3,
                 ar_pred_ms,
-                rec["decentralized"]["measured"]["mean_s"] * 1e3,
+                rec.decentralized.measured.mean_s * 1e3,
                 gossip_prediction(scenario, schedule).mean_s * 1e3,
             )
         )

@@ -28,11 +28,11 @@ from calibration.links import (
     split_flow_cap,
 )
 from calibration.nccl_auto import ring_regime_lines
-from calibration.profile import Profile
-from calibration.profile_io import CalibrationError
-from calibration.results import Calibration, FitReport
+from calibration.profile_view import Profile
 from calibration.units import fmt_bytes, fmt_per_byte
 from calibration.unmeasured import kept_as_measured, link_line_key, links_of, unused_pattern_note
+from rtmodel_documents.calibration_document import Calibration, FitReport
+from rtmodel_documents.profile_checks import CalibrationError
 from runtime_model.core.scenario import AffineCost, ClusterShape, GroupShape, Link, Network
 
 GLOO_WORKER_THREADS = 2  # torch's ProcessGroupGloo.Options default (threads=2)
@@ -45,7 +45,7 @@ def calibrate(
     origin: str | None = None,
     as_measured: bool = False,
 ) -> Calibration:
-    """Fit the runtime model's parameters to a checked, typed profile (calibration.profile_io builds it:
+    """Fit the runtime model's parameters to a checked, typed profile (calibration.profile_view builds it:
     load_profile from a file, profile_from_document from a parsed document).
 
     fallback_network supplies any link class the profile cannot measure (the inter-node link of a
@@ -247,7 +247,7 @@ def _with_group_concurrency(network: Network, profile: Profile, provenance: dict
     if measured is None:
         return network
     gain, pattern, source = measured
-    crossed = {c for m in profile.allreduce if m.pattern == pattern for c in links_of(m.group)}
+    crossed = {c for p in profile.communication.patterns if p.pattern == pattern for c in links_of(p.group)}
     presets = sorted(
         c for c in crossed if not provenance.get(f"{c}.bandwidth_Bps", "").startswith("measured")
     )
@@ -265,18 +265,18 @@ def _pooled_patterns(profile: Profile) -> dict[str, tuple[GroupShape, list[str],
     duplicates are counted once, or the fit would claim more samples (and precision) than it has.
     """
     pooled: dict[str, list] = defaultdict(lambda: [None, [], [], [], set()])
-    for m in profile.allreduce:
-        entry = pooled[m.group.key]
-        entry[0] = m.group
-        if m.pattern not in entry[1]:
-            entry[1].append(m.pattern)
-        timing = m.own_group  # a rank waits for its own group, not for the slowest of all groups
-        fingerprint = (m.message_bytes, timing.samples_s)
+    for pat, res in ((p, r) for p in profile.communication.patterns for r in p.results):
+        entry = pooled[pat.group.key]
+        entry[0] = pat.group
+        if pat.pattern not in entry[1]:
+            entry[1].append(pat.pattern)
+        samples_s = res.own_group_s  # a rank waits for its own group, not for the slowest of all groups
+        fingerprint = (res.bytes, samples_s)
         if fingerprint in entry[4]:
             continue
         entry[4].add(fingerprint)
-        entry[2].extend([m.message_bytes] * timing.n)
-        entry[3].extend(timing.samples_s)
+        entry[2].extend([res.bytes] * len(samples_s))
+        entry[3].extend(samples_s)
     return {
         k: (g, names, np.asarray(b, float), np.asarray(t, float)) for k, (g, names, b, t, _) in pooled.items()
     }

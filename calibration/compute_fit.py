@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from calibration.profile import BucketReadyTimes, ComputeProfile, Profile
-from calibration.profile_io import CalibrationError, ProfileError
-from calibration.results import DdpWork, FitReport
+from calibration.profile_view import Profile
 from calibration.variation_fit import fit_variation
+from rtmodel_documents.calibration_document import DdpWork, FitReport
+from rtmodel_documents.profile_checks import CalibrationError, ProfileError
+from rtmodel_documents.profile_document import ProfileCompute, ReadyTimes
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.scenario import Bucket, BucketLayout, Compute
 
@@ -46,7 +47,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
             f"unknown compute distribution {distribution!r}; choose one of {DISTRIBUTIONS}"
         )
     comp, workload = profile.compute, profile.workload
-    opt = _pooled(comp.optimizer)
+    opt = _pooled(comp.optimizer_s)
     fwd_rows, bwd_rows, c_rows = _rank_rows(comp)
     fwd, bwd, c = np.concatenate(fwd_rows), np.concatenate(bwd_rows), np.concatenate(c_rows)
 
@@ -116,7 +117,7 @@ def fit_compute(profile: Profile, distribution: str = "empirical") -> ComputeFit
 
 
 def _wrapped_parts(
-    compute: Compute, comp: ComputeProfile
+    compute: Compute, comp: ProfileCompute
 ) -> tuple[DdpWork | None, Compute | None, list[str]]:
     """What the wrapped iterations measured: DDP's own work, Decent-DP's compute, and a note on each."""
     notes = []
@@ -137,23 +138,20 @@ def _wrapped_parts(
     return ddp_work, wrapped, notes
 
 
-def measured_ddp_work(comp: ComputeProfile) -> DdpWork | None:
+def measured_ddp_work(comp: ProfileCompute) -> DdpWork | None:
     """DdpWork from the profile's DDP-wrapped iterations, phase by phase: the LEAST_DISTURBED quantile of
     the wrapped samples less the bare ones' (over ranks and iterations). Work a wrapper adds is in every
     iteration, the least disturbed included, while a spell of host contention is not (timeit's reasoning
     for its minimum): on the emulated cluster 3 of 10 wrapped iterations took 150-200 ms of backward on
     every rank at once, where bare and DDP-wrapped iterations otherwise differ by about 1 ms (and a
     4-rank run on one host without the emulator by nothing). None where not measured."""
-    if comp.ddp_wrapped is None:
+    if comp.ddp_forward_s is None:  # the three are present together or not at all (ProfileCompute)
         return None
-    bare = (comp.forward, comp.backward, comp.optimizer)
-    for name, wrapped, plain in zip(
-        ("forward", "backward", "optimizer"), comp.ddp_wrapped, bare, strict=True
-    ):
+    ddp_wrapped = (comp.ddp_forward_s, comp.ddp_backward_s, comp.ddp_optimizer_s)
+    bare = (comp.forward_s, comp.backward_s, comp.optimizer_s)
+    for name, wrapped, plain in zip(("forward", "backward", "optimizer"), ddp_wrapped, bare, strict=True):
         _check_wrapped(name, wrapped, plain)
-    extra = [
-        max(0.0, _low(wrapped) - _low(plain)) for wrapped, plain in zip(comp.ddp_wrapped, bare, strict=True)
-    ]
+    extra = [max(0.0, _low(wrapped) - _low(plain)) for wrapped, plain in zip(ddp_wrapped, bare, strict=True)]
     return DdpWork(*extra)
 
 
@@ -182,17 +180,17 @@ def _low(per_rank) -> float:
 
 def _pooled(per_rank) -> np.ndarray:
     """One phase's samples over every rank and iteration."""
-    return np.concatenate([np.asarray(m.samples_s, dtype=float) for m in per_rank])
+    return np.concatenate([np.asarray(times, dtype=float) for times in per_rank])
 
 
-def gossip_compute(compute: Compute, comp: ComputeProfile) -> Compute | None:
+def gossip_compute(compute: Compute, comp: ProfileCompute) -> Compute | None:
     """Decent-DP's compute: the bare forward and backward, and as its step part the per-bucket work its
     hooks did after their exchanges in the profile's wrapped iterations (mixing, the bucket's step, the
     next launch, with the exchanges' threads competing for the host); never less than the bare step
     (on a GPU the wrapped figure is host time, the bare one the device's). None where not measured."""
-    if comp.gossip_step is None:
+    if comp.gossip_step_s is None:
         return None
-    samples = _pooled(comp.gossip_step)
+    samples = _pooled(comp.gossip_step_s)
     if samples.size == 0:
         return None
     return replace(
@@ -207,10 +205,10 @@ def step_spread(samples: np.ndarray) -> EmpiricalCompute | None:
     return EmpiricalCompute(tuple(samples.tolist())) if samples.size > 1 else None
 
 
-def _rank_rows(comp: ComputeProfile) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+def _rank_rows(comp: ProfileCompute) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """Per rank: forward, backward and C = forward + backward samples (a rank's two counts must agree)."""
-    fwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.forward]
-    bwd_rows = [np.asarray(m.samples_s, dtype=float) for m in comp.backward]
+    fwd_rows = [np.asarray(times, dtype=float) for times in comp.forward_s]
+    bwd_rows = [np.asarray(times, dtype=float) for times in comp.backward_s]
     c_rows = []
     for r, (f, b) in enumerate(zip(fwd_rows, bwd_rows, strict=True)):
         if f.size != b.size:
@@ -229,7 +227,7 @@ def _rank_spread(c_rows: list[np.ndarray]) -> tuple[float, float]:
 
 
 def _buckets(
-    ready_s: BucketReadyTimes, sizes: tuple[int, ...], mean_backward_s: float, layout: str
+    ready_s: ReadyTimes, sizes: tuple[int, ...], mean_backward_s: float, layout: str
 ) -> tuple[tuple[Bucket, ...], list]:
     """ready fraction of bucket b = mean over ranks and iterations of r_b / mean backward time."""
     per_bucket = np.concatenate([np.asarray(rank, dtype=float).reshape(-1, len(sizes)) for rank in ready_s])

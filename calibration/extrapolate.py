@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from calibration.results import Calibration
+from rtmodel_documents.calibration_document import Calibration
 from runtime_model.core.distributions import EmpiricalCompute
 from runtime_model.core.scenario import ClusterShape, GroupShape
 

@@ -1,6 +1,6 @@
 """The profile's in-flight timings as calibration reports: how many times the one-at-a-time rate the
 training's own buckets moved when all were in flight at once, and how many times that rate they moved
-over two groups of the same ranks (rtmodel_util.profile_communication's InFlightResult).
+over two groups of the same ranks (rtmodel_documents.profile_communication's InFlightResult).
 
 The second is used (group_concurrency -> Network.group_concurrency): Decent-DP's consecutive rounds run
 on process groups of their own, and on one H200 host gloo moved Decent-DP's buckets 1.3-1.8x faster
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 
-from calibration.results import FitReport
+from rtmodel_documents.calibration_document import FitReport
 
 KIND = "in-flight"
 

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from calibration.calibrate_profile import calibrate
 from calibration.extrapolate import extrapolation_notes
-from calibration.profile import Profile
-from calibration.profile_io import load_profile
-from calibration.results import Calibration
+from calibration.profile_view import Profile, load_profile
+from rtmodel_documents.calibration_document import Calibration
 from runtime_model.core.scenario import ClusterShape, Network, Scenario
 
 

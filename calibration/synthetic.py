@@ -1,4 +1,4 @@
-"""Synthetic profiles (rtmodel-profile/1, built as rtmodel_util.profile_document's dataclasses) generated from KNOWN parameters plus noise.
+"""Synthetic profiles (rtmodel-profile/1, built as rtmodel_documents.profile_document's dataclasses) generated from KNOWN parameters plus noise.
 
 Why: the only honest test of a fitter is to hand it data whose truth is known and check it gets the
 truth back (within its own stated uncertainty). The collective times come from the same cost the model
@@ -14,9 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.profile import nccl_algo_from_env
-from rtmodel_util.files import write_json_atomic
-from rtmodel_util.profile_document import (
+from rtmodel_documents.profile_document import (
     PatternResult,
     ProfileCommunication,
     ProfileCompute,
@@ -26,7 +24,8 @@ from rtmodel_util.profile_document import (
     ProfileWorkload,
     frozen,
 )
-from rtmodel_util.profile_schema import CHECKPOINT_SECTIONS
+from rtmodel_documents.profile_schema import CHECKPOINT_SECTIONS, nccl_algo_from_env
+from rtmodel_util.files import write_json_atomic
 from runtime_model.core.defaults import BUCKET_CAP_MIB, MIB
 from runtime_model.core.scenario import GroupShape, Link, Network
 from runtime_model.prediction.collectives import allreduce_s, busbw_Bps
@@ -96,7 +95,7 @@ class SyntheticTruth:
 
 def pattern_groups(nodes: int, ranks_per_node: int) -> list[tuple[str, GroupShape, int]]:
     """(pattern, group shape, concurrent groups) for every pattern the profiler runs on this shape."""
-    from rtmodel_util.profile_patterns import patterns_for
+    from rtmodel_documents.profile_patterns import patterns_for
 
     return [
         (p.name, GroupShape(p.group_size, p.nodes_spanned, p.nic_sharing), len(p.groups))

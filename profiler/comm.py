@@ -24,9 +24,9 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from rtmodel_documents.profile_document import InFlightResult, PatternResult, ProfilePattern
+from rtmodel_documents.profile_patterns import Pattern, human_bytes
 from rtmodel_harness.distributed import barrier, sync
-from rtmodel_util.profile_document import InFlightResult, PatternResult, ProfilePattern
-from rtmodel_util.profile_patterns import Pattern, human_bytes
 
 
 def make_groups(pattern: Pattern, device: torch.device):

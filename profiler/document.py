@@ -1,4 +1,4 @@
-"""The profile document (rtmodel_util.profile_document) on the profiler's side: resume decisions.
+"""The profile document (rtmodel_documents.profile_document) on the profiler's side: resume decisions.
 
 Why checkpoints: a profile of a big cluster takes a while and jobs get preempted. After each section
 (and each communication pattern) rank 0 rewrites the whole file atomically (rtmodel_util.files) with complete=false and
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from rtmodel_documents.profile_checks import ProfileError
+from rtmodel_documents.profile_document import ProfileDocument, ProfileShape, ProfileWorkload, new_document
+from rtmodel_documents.profile_schema import KIND, SCHEMA_VERSION, SHAPE_KEYS, UNMEASURED_LINKS, WORKLOAD_KEYS
 from rtmodel_util.json_document import DocumentError, parse_document
-from rtmodel_util.profile_checks import ProfileError
-from rtmodel_util.profile_document import ProfileDocument, ProfileShape, ProfileWorkload, new_document
-from rtmodel_util.profile_schema import KIND, SCHEMA_VERSION, SHAPE_KEYS, UNMEASURED_LINKS, WORKLOAD_KEYS
 from runtime_model.core.document_header import HeaderError, check_header
 
 

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from rtmodel_util.files import write_json_atomic
-from rtmodel_util.processes import ERROR_DIR_ENV
+from rtmodel_util.launch_env import ERROR_DIR_ENV
 
 _PEER_SYMPTOMS = ("connection closed", "connection reset", "timed out", "timeout", "broken pipe",
                   "socket", "peer")

@@ -7,7 +7,7 @@ rank and phase (read from the ranks' failure records) instead of torchrun's stac
 Multi-node runs use torchrun (see docs/profiling.md); then every process is a rank here.
 
 The ranks never outlive the launcher: Ctrl-C or SIGTERM (scancel) stops them on the way out
-(rtmodel_util.processes.sigterm_exits / stop_processes), and a launcher killed outright (SIGKILL, OOM)
+(rtmodel_util.process_control.sigterm_exits / stop_processes), and a launcher killed outright (SIGKILL, OOM)
 takes them along through the kernel's parent-death signal (die_with_parent).
 """
 
@@ -27,27 +27,29 @@ from pathlib import Path
 from profiler.errors import ProfilingError, RankFailure
 from profiler.failures import read_failures
 from profiler.options import ProfileOptions
+from rtmodel_documents.profile_schema import PRETEND_NODES_ENV
 from rtmodel_harness.local_launch import check_local_launch
 from rtmodel_harness.model_choice import check_model_choice
 from rtmodel_harness.recipe import Recipe
 from rtmodel_util.backend_choice import HOST_RANKS_ENV, visible_gpus
 from rtmodel_util.files import HeldLock, output_lock, pass_locks
 from rtmodel_util.host_share import omp_threads_env
-from rtmodel_util.processes import (
+from rtmodel_util.launch_env import (
     DEBUG_ENV,
     DEVICE_INDEX_ENV,
     ERROR_DIR_ENV,
     NODE_NAME_ENV,
     RANKS_PER_NODE_ENV,
-    die_with_parent,
     in_launched_rank,
     is_lead_process,
     require_modules,
+)
+from rtmodel_util.process_control import (
+    die_with_parent,
     run_directory,
     sigterm_exits,
     stop_processes,
 )
-from rtmodel_util.profile_schema import PRETEND_NODES_ENV
 from rtmodel_util.run_dirs import child_tmpdir
 
 GRACE_S = 10.0  # after the first rank fails, how long the others get to fail on their own

@@ -10,7 +10,7 @@ from rtmodel_harness.errors import WorkloadError
 from rtmodel_harness.model_choice import check_batch, default_batch
 from rtmodel_harness.recipe import check_optimizer, check_precision
 from rtmodel_util.backend_choice import BACKENDS
-from rtmodel_util.processes import DEFAULT_TIMEOUT_S, check_local_ranks, check_timeout_s
+from rtmodel_util.launch_env import DEFAULT_TIMEOUT_S, check_local_ranks, check_timeout_s
 from runtime_model.core.constraints import (
     BUCKET_CAP_MIB_RANGE,
     MAX_RUN_ITERATIONS,

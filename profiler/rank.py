@@ -13,8 +13,7 @@ from dataclasses import replace
 from profiler.errors import RankFailure
 from profiler.failures import note_phase, one_line
 from profiler.options import ProfileOptions
-from rtmodel_util.processes import check_launch_env
-from rtmodel_util.profile_document import (
+from rtmodel_documents.profile_document import (
     ProfileCommunication,
     ProfileCompute,
     ProfileDocument,
@@ -22,6 +21,7 @@ from rtmodel_util.profile_document import (
     frozen,
     new_document,
 )
+from rtmodel_util.launch_env import check_launch_env
 
 
 class PhaseTracker:
@@ -105,8 +105,8 @@ class _Run:
 
     def workload(self) -> None:
         """Build the model, lay out its buckets (the same on every rank) and pick message sizes."""
+        from rtmodel_documents.profile_patterns import message_sizes
         from rtmodel_harness.buckets import ddp_first_bucket_mb
-        from rtmodel_util.profile_patterns import message_sizes
         from runtime_model.core.defaults import BUCKET_CAP_MIB
 
         o = self.opts
@@ -150,7 +150,7 @@ class _Run:
         """Shape section; rank 0 decides what a resume keeps and tells everyone."""
         from profiler.document import resume_plan
         from profiler.shape import collect_shape, ranks_per_node
-        from rtmodel_util.profile_patterns import patterns_for
+        from rtmodel_documents.profile_patterns import patterns_for
 
         with self.tracker.phase("shape"):
             k = self.ranks_per_node = ranks_per_node(self.opts.ranks_per_node, self.world)
@@ -190,8 +190,8 @@ class _Run:
         from profiler.compute import measure_compute
         from profiler.compute_memory import compute_fields, describe
         from profiler.wrapped import measure_ddp_work, measure_gossip_step
+        from rtmodel_documents.profile_schema import DDP_WRAPPED_KEYS
         from rtmodel_harness.distributed import barrier
-        from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
 
         if skip:
             if self.say:

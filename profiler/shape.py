@@ -21,10 +21,10 @@ import torch
 import torch.distributed as dist
 
 from profiler.errors import ProfilingError
+from rtmodel_documents.profile_document import ProfileShape
+from rtmodel_documents.profile_schema import PRETEND_NODES_ENV
 from rtmodel_harness.distributed import nccl_version
-from rtmodel_util.processes import NODE_NAME_ENV, RANKS_PER_NODE_ENV
-from rtmodel_util.profile_document import ProfileShape
-from rtmodel_util.profile_schema import PRETEND_NODES_ENV
+from rtmodel_util.launch_env import NODE_NAME_ENV, RANKS_PER_NODE_ENV
 
 # What each rank reports for the link marks: (its host's real name, its GPU index or None off CUDA)
 RankPlace = tuple[str, int | None]

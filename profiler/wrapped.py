@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import timedelta
 
-from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
+from rtmodel_documents.profile_schema import DDP_WRAPPED_KEYS
 
 
 def wrapped_topology(world_size: int) -> str:

@@ -14,8 +14,9 @@ the JSON and the table: "+act").
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
+from rtmodel_documents.profile_document import ProfileDocument
+from rtmodel_util.launch_env import CLUSTER_HINT
 from runtime_model.advice.memory_fit import GIB, MemoryQuestion
 from runtime_model.core.errors import InvalidCombination
 from runtime_model.memory.accounting import TrainingRecipe
@@ -137,7 +138,7 @@ def measured_memory(opts: dict, scenario, facts: dict) -> MemoryQuestion | None:
         return activations_from_peak(question, scenario, peak, "your trace's peak allocated (profile_memory)")
     if profile is None:
         return question
-    from calibration.profile_checks import profiled_peak_bytes
+    from rtmodel_documents.profile_bounds import profiled_peak_bytes
 
     peak = profiled_peak_bytes(profile, facts["profile"])
     if peak is not None:
@@ -145,49 +146,58 @@ def measured_memory(opts: dict, scenario, facts: dict) -> MemoryQuestion | None:
     return activations_of_profiled_model(question, profile, checkpointing)
 
 
-def _profile_document(facts: dict) -> dict | None:
-    """The profile an answer was calibrated from, parsed (None for presets, traces and calibration files)."""
-    import json
+def _profile_document(facts: dict) -> ProfileDocument | None:
+    """The profile an answer was calibrated from, read through its type (None for presets, traces and
+    calibration files)."""
+    from rtmodel_documents.profile_file import read_profile
 
     if not facts.get("profile") or "calibration" in facts:
         return None
-    return json.loads(Path(facts["profile"]).read_text())
+    return read_profile(facts["profile"])
 
 
-def _profiled_gpu_bytes(profile: dict | None) -> float | None:
+def _profiled_gpu_bytes(profile: ProfileDocument | None) -> float | None:
     """The smallest GPU a profile ran on (compute.device_memory_bytes; CPU ranks name no GPU)."""
-    if profile is None or (profile.get("shape") or {}).get("device") != "cuda":
+    if profile is None or profile.shape is None or profile.shape.device != "cuda" or profile.compute is None:
         return None
-    held = (profile.get("compute") or {}).get("device_memory_bytes") or []
+    held = profile.compute.device_memory_bytes or ()
     return float(min(held)) if held else None
 
 
-def _profiled_gpu_name(profile: dict | None) -> str | None:
-    return None if profile is None else (profile.get("shape") or {}).get("device_name")
+def _profiled_gpu_name(profile: ProfileDocument | None) -> str | None:
+    return None if profile is None or profile.shape is None else profile.shape.device_name
 
 
 def activations_of_profiled_model(
-    question: MemoryQuestion, profile: dict, checkpointing: bool
+    question: MemoryQuestion, profile: ProfileDocument, checkpointing: bool
 ) -> MemoryQuestion:
     """The question with the activations of the profile's own workload (its model, model_args and batch
     per rank), estimated on FakeTensors by PyTorch's MemTracker (profiler/activation_memory.py: no GPU,
     nothing allocated; a small model that reads its data on real CPU tensors). A model that does not build
-    there is one line (ActivationMemoryError)."""
+    there is one line (ActivationMemoryError); without torch the activations stay unknown, said so."""
+    import importlib.util
+
+    workload = profile.workload
+    name, batch = (workload.model, workload.batch_per_rank) if workload is not None else (None, None)
+    if not name or not batch:
+        return question
+    if importlib.util.find_spec("torch") is None:  # advise runs without the [cluster] extra
+        return replace(
+            question,
+            activation_source=f"not known: estimating the profile's model needs torch ({CLUSTER_HINT}); "
+            "give --activation-gib",
+        )
     from profiler.activation_memory import NotOnFakeTensors, estimate_for_workload
     from rtmodel_util.run_dirs import torch_caches_scratch
 
-    workload = profile.get("workload") or {}
-    name, batch = workload.get("model"), workload.get("batch_per_rank")
-    if not name or not batch:
-        return question
-    amp = str(workload.get("precision") or "fp32") in ("bf16", "fp16")
+    amp = str(workload.precision or "fp32") in ("bf16", "fp16")
 
     try:
         with torch_caches_scratch():  # MemTracker's import would leave TMPDIR/torchinductor_<user>
             measure = estimate_for_workload(
                 name,
                 int(batch),
-                model_args=workload.get("model_args") or {},
+                model_args=dict(workload.model_args or {}),
                 amp=amp,
                 checkpointing=checkpointing,
                 real_up_to_params=REAL_UP_TO_PARAMS,

@@ -213,7 +213,7 @@ CASES = [
     case("--margin", "advise", "--margin", "1.5"),
     case("--bucket", "advise", "--bucket-cap-mb", "0"),
     case("--bucket", "advise", "--bucket-cap-mb", "inf"),
-    case("nosuch", "advise", "--topology", "nosuch"),
+    case("nosuch", "advise", "--topologies", "nosuch"),
     # advise: your own numbers
     case("--compute-ms", "advise", "--compute-ms", "0"),
     case("--compute-ms", "advise", "--compute-ms", "-1"),
@@ -270,7 +270,7 @@ CASES = [
     case("--batch-per-gpu must be a finite number >= 1", "advise", "--batch-per-gpu", "0.5"),
     case("--batch-per-gpu cannot be used with --profile", "advise", "--profile", "profile.json",
          "--batch-per-gpu", "8"),
-    case("both set the batch: give one", "plot", "speedup", "--gpus", "8:16", "--batch-per-gpu", "512",
+    case("both set the batch: give one", "plot", "speedup", "--gpus-range", "8:16", "--batch-per-gpu", "512",
          "--global-batch", "100", "--out", "s.png"),
     case("--step-ms must be in [0.001, 8.64e+07]", "advise", "--step-ms", "0"),
     case("--step-ms must be in [0.001, 8.64e+07]", "advise", "--step-ms", "nan"),
@@ -289,7 +289,7 @@ CASES = [
     case("--global-batch must be in (0, 1e+10]", "advise", "--global-batch", "1e300"),
     case("--global-batch", "advise", "--gpus", "100000"),  # the default 25,000 tokens: < 1 per GPU
     case("--global-batch", "advise", "--model", "resnet50", "--gpus", "2048"),
-    case("--global-batch", "plot", "speedup", "--out", "f.png", "--gpus", "8:65536"),
+    case("--global-batch", "plot", "speedup", "--out", "f.png", "--gpus-range", "8:65536"),
     # advise: an option a profile would silently ignore
     case("--network tcp-25g would not be used", "advise", "--profile", "profile.json", "--network", "tcp-25g"),
     case("--intra pcie3 would not be used", "advise", "--profile", "profile.json", "--intra", "pcie3"),
@@ -435,7 +435,7 @@ CASES = [
     # presets
     case("--kind", "presets", "--kind", "routers"),
     case("--format", "presets", "--format", "csv"),
-    case("--json and --format table", "presets", "--json", "--format", "table"),
+    case("--format json", "presets", "--json"),  # retired: one way to ask for JSON
     case("nosuch-dir", "presets", "--presets", "nosuch-dir"),
     # profile: checked before any rank starts
     case("--iterations", "profile", "--out", "p.json", "--iterations", "0"),
@@ -504,15 +504,17 @@ CASES = [
     case("nosuch", "emulate", "nosuch"),
     # plot
     case("figure.txt", "plot", "speedup", "--out", "figure.txt"),
-    case("nosuch", "plot", "speedup", "--out", "f.png", "--topology", "nosuch"),
+    case("nosuch", "plot", "speedup", "--out", "f.png", "--topologies", "nosuch"),
     case("--gpus-per-node", "plot", "speedup", "--out", "f.png", "--gpus-per-node", "0"),
-    case("--gpus", "plot", "speedup", "--out", "f.png", "--gpus", "8:99999999999"),
+    case("--gpus-range", "plot", "speedup", "--out", "f.png", "--gpus-range", "8:99999999999"),
+    case("--gpus-range 8:1024", "plot", "speedup", "--out", "f.png", "--gpus", "8:1024"),
     case("nosuch-dir", "plot", "speedup", "--out", "nosuch-dir/f.png"),
     case("--gpus", "plot", "factors", "--out", "f.png", "--gpus", "abc"),
     case("--compute-ms", "plot", "speedup", "--out", "f.png", "--compute-ms", "0"),
     case("--scenario", "plot", "what-if", "--out", "f.png", "--scenario", "unknown-key.toml"),
-    case("--gpus", "plot", "what-if", "--out", "f.png", "--gpus", "0:4"),
-    case("--straggler", "plot", "speedup", "--out", "f.png", "--gpus", "4:64", "--straggler", "1.3:8"),
+    case("--gpus-range", "plot", "what-if", "--out", "f.png", "--gpus-range", "0:4"),
+    case("--gpus-list", "plot", "what-if", "--out", "f.png", "--gpus-list", "8,0"),
+    case("--straggler", "plot", "speedup", "--out", "f.png", "--gpus-range", "4:64", "--straggler", "1.3:8"),
     case("--rank-cv", "plot", "factors", "--out", "f.png", "--rank-cv", "2"),
     case("--straggler", "plot", "variance", "--out", "f.png", "--straggler", "0.5"),
     case("--straggler-max", "plot", "variance", "--out", "f.png", "--straggler-max", "0.5"),
@@ -534,7 +536,7 @@ CASES = [
     case("unknown precision 'tf32'; choose one of: fp32, fp16", "advise", "--gpu", "T4", "--precision", "tf32"),
     # an Ethernet network's name says TCP or RoCE (issue 47): the old names point to the new ones
     case("network 'eth-25g' is now tcp-25g (TCP sockets) or roce-25g (RDMA)", "advise", "--network", "eth-25g"),
-    case("network 'eth-100g' is now roce-100g (RDMA) or tcp-100g", "plot", "speedup", "--out", "f.png", "--network",
+    case("network 'eth-100g' is now roce-100g (RDMA) or tcp-100g", "plot", "speedup", "--out", "f.png", "--networks",
          "eth-100g"),
     case("--local-sgd-replica", "advise", "--local-sgd-replica", ""),
     case("--timeout-s", "validate", "--profile", "profile.json", "--topology", "ring", "--timeout-s", "1e-300"),
@@ -588,7 +590,7 @@ CASES = [
     case("--mfu must be in", "advise", "--mfu", "2"),
     case("--compute-cv", "advise", "--compute-cv", "-1"),
     case("--global-batch", "advise", "--global-batch", "-5"),
-    case("unknown topology", "advise", "--topology", "star"),
+    case("unknown topology", "advise", "--topologies", "ring,star"),
     case("profile", "advise", "--profile", "/nonexistent/profile.json"),
     case("--gpus must be at most 16777216", "advise", "--gpus", "16777217", "--global-batch", "2e7"),
     case("unknown intra-node link ''", "advise", "--intra", ""),
@@ -619,22 +621,22 @@ CASES = [
     case("--gpus must be at most 16777216", "advise", "--profile", "profile.json", "--gpus", "33554432"),
     case("unknown network ''", "advise", "--profile", "profile.json", "--network", ""),
     case("--gpus-per-node must be an integer >= 1", "topologies", "--gpus", "8", "--gpus-per-node", "0"),
-    case("--gpus-per-node must be an integer >= 1", "plot", "speedup", "--gpus", "8:16", "--gpus-per-node", "0", "--out", "x.png"),
+    case("--gpus-per-node must be an integer >= 1", "plot", "speedup", "--gpus-range", "8:16", "--gpus-per-node", "0", "--out", "x.png"),
     case("--gpus-per-node must be an integer >= 1", "plot", "factors", "--gpus", "64", "--gpus-per-node", "0", "--out", "x.png"),
-    case("--gpus-per-node must be an integer >= 1", "plot", "what-if", "--gpus", "8:16", "--gpus-per-node", "0", "--out", "x.png"),
+    case("--gpus-per-node must be an integer >= 1", "plot", "what-if", "--gpus-range", "8:16", "--gpus-per-node", "0", "--out", "x.png"),
     case("--gpus must be at most 16777216", "plot", "speedup", "--gpus", "1000000000000", "--out", "x.png"),
     case("--gpus must be at most 16777216", "plot", "factors", "--gpus", "33554432", "--out", "x.png"),
-    case("unknown GPU ''", "plot", "what-if", "--gpus", "8:16", "--gpu", "", "--out", "x.png"),
+    case("unknown GPU ''", "plot", "what-if", "--gpus-range", "8:16", "--gpu", "", "--out", "x.png"),
     case("unknown network ''", "plot", "factors", "--gpus", "64", "--network", "", "--out", "x.png"),
-    case("unknown model ''", "plot", "speedup", "--gpus", "8:16", "--model", "", "--out", "x.png"),
+    case("unknown model ''", "plot", "speedup", "--gpus-range", "8:16", "--models", "", "--out", "x.png"),
     case("unknown cluster ''", "plot", "factors", "--gpus", "64", "--cluster", "", "--out", "x.png"),
     case("unknown intra-node link ''", "plot", "factors", "--gpus", "64", "--intra", "", "--out", "x.png"),
     case("--global-batch must be >= the number", "plot", "factors", "--gpus", "64", "--global-batch", "10", "--out", "x.png"),
     case("--global-batch", "plot", "factors", "--gpus", "64", "--global-batch", "nan", "--out", "x.png"),
     case("--bucket-cap-mb", "plot", "factors", "--gpus", "64", "--bucket-cap-mb", "inf", "--out", "x.png"),
-    case("--batch-per-gpu must be a finite", "plot", "what-if", "--gpus", "8:16", "--batch-per-gpu", "inf", "--out", "x.png"),
-    case("--batch-per-gpu", "plot", "what-if", "--gpus", "8:16", "--batch-per-gpu", "nan", "--out", "x.png"),
-    case("--batch-per-gpu", "plot", "speedup", "--gpus", "8:16", "--batch-per-gpu", "0.5", "--out", "x.png"),
+    case("--batch-per-gpu must be a finite", "plot", "what-if", "--gpus-range", "8:16", "--batch-per-gpu", "inf", "--out", "x.png"),
+    case("--batch-per-gpu", "plot", "what-if", "--gpus-range", "8:16", "--batch-per-gpu", "nan", "--out", "x.png"),
+    case("--batch-per-gpu", "plot", "speedup", "--gpus-range", "8:16", "--batch-per-gpu", "0.5", "--out", "x.png"),
 ]
 
 
@@ -688,6 +690,8 @@ def test_the_corpus_is_large_and_covers_every_verb():
 
 @pytest.mark.parametrize("bad", CASES, ids=lambda c: c.id)
 def test_bad_input_is_one_named_line_exit_2_and_changes_nothing(bad: Case, workdir: Path):
+    if "badmodel-profile.json" in bad.argv and importlib.util.find_spec("torch") is None:
+        pytest.skip("without torch the profile's model is never built: its activations are said unknown")
     before = snapshot(workdir)
     res = runner.invoke(app, list(bad.argv))
     assert res.exit_code == 2, (res.exit_code, res.output)
@@ -698,6 +702,8 @@ def test_bad_input_is_one_named_line_exit_2_and_changes_nothing(bad: Case, workd
     assert snapshot(workdir) == before, "a failed command wrote, changed or removed files"
     if "needs Holistic Trace Analysis" in lines[0] and importlib.util.find_spec("hta") is None:
         pytest.skip("the [trace] extra (holistictraceanalysis) is absent: the trace itself is not read")
+    if "torch is not installed" in lines[0] and importlib.util.find_spec("torch") is None:
+        pytest.skip("the [cluster] extra (torch) is absent: profile refuses before it reads its options")
     assert bad.names.lower() in lines[0].lower(), lines[0]
 
 
@@ -706,3 +712,16 @@ def test_fixtures_are_what_they_claim():
     json.loads(FIXTURES["profile.json"])
     with pytest.raises(json.JSONDecodeError):
         json.loads(FIXTURES["corrupt.json"])
+
+
+def test_without_torch_a_profiles_model_leaves_its_activations_unknown_not_a_traceback(workdir, monkeypatch):
+    """advise needs no torch: the profile's model (built on FakeTensors with torch) is then not estimated,
+    and the memory line says what would settle it."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a, **k: None if name == "torch" else real(name, *a, **k)
+    )
+    res = runner.invoke(app, ["advise", "--profile", "badmodel-profile.json", "--gpu-memory-gib", "40", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    memory = json.loads(res.stdout)["memory"]
+    assert "needs torch" in json.dumps(memory) and "--activation-gib" in json.dumps(memory)

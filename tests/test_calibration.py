@@ -13,24 +13,20 @@ import typer
 from typer.testing import CliRunner
 
 from calibration import (
-    CalibrationError,
     Measurement,
     Profile,
-    ProfileError,
     SyntheticTruth,
-    calibration_from_json,
-    calibration_to_json,
     extrapolation_notes,
-    load_calibration,
     load_profile,
     profile_from_document,
-    save_calibration,
     scenario_from_profile,
     synthetic_profile,
 )
 from calibration.synthetic import SmallMessageRegime, write_synthetic_profile
 from rtmodel_cli.commands.calibrate import register
 from rtmodel_cli.failing import guard_app
+from rtmodel_documents.calibration_document import Calibration, load_calibration, save_calibration
+from rtmodel_documents.profile_checks import CalibrationError, ProfileError
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute
 from runtime_model.core.errors import UserError
 from runtime_model.core.scenario import ClusterShape, GroupShape, Link, Network
@@ -250,7 +246,7 @@ def test_iid_profile_keeps_iid_variation_and_the_pooled_samples():
     ]
     assert c.compute.distribution == EmpiricalCompute(tuple(pooled))
     assert "rank factors 1 (not measured: below noise)" in c.provenance["compute.variation"]
-    assert "variation" not in calibration_to_json(c)["compute"]
+    assert "variation" not in c.to_json()["compute"]
 
 
 def test_node_correlated_variation_is_measured_apart_from_iid():
@@ -332,35 +328,35 @@ def test_extrapolation_notes(cal):
 @pytest.mark.parametrize("distribution", ["empirical", "normal"])
 def test_calibration_json_round_trip(distribution, tmp_path):
     c = calibrate_doc(synthetic_profile(TRUTH), distribution=distribution)
-    doc = calibration_to_json(c)
+    doc = c.to_json()
     text = json.dumps(doc, allow_nan=False)  # standard JSON only
-    back = calibration_from_json(json.loads(text))
+    back = Calibration.from_json(json.loads(text))
     assert back == c
     save_calibration(c, tmp_path / "params.json")
     assert load_calibration(tmp_path / "params.json") == c
 
 
-def test_calibration_from_json_rejects_foreign_documents(cal):
+def test_the_calibration_document_rejects_foreign_documents(cal):
     with pytest.raises(CalibrationError, match="not an rtmodel calibration"):
-        calibration_from_json({"tool": "rtmodel-profile"})
-    doc = calibration_to_json(cal)
+        Calibration.from_json({"tool": "rtmodel-profile"})
+    doc = cal.to_json()
     assert doc["schema"] == "rtmodel-calibration/1"
     with pytest.raises(
         CalibrationError, match="schema 'rtmodel-calibration/9', newer than this rtmodel reads"
     ):
-        calibration_from_json({**doc, "schema": "rtmodel-calibration/9"})
+        Calibration.from_json({**doc, "schema": "rtmodel-calibration/9"})
     legacy = {
         "format": "rtmodel-calibration",
         "version": 1,
         **{k: v for k, v in doc.items() if k != "schema"},
     }
-    assert calibration_from_json(legacy) == cal  # files written before the common header still read
+    assert Calibration.from_json(legacy) == cal  # files written before the common header still read
     with pytest.raises(CalibrationError, match="version 9, newer than this rtmodel reads"):
-        calibration_from_json({**legacy, "version": 9})
+        Calibration.from_json({**legacy, "version": 9})
     broken = copy.deepcopy(doc)
     del broken["network"]["inter"]
     with pytest.raises(CalibrationError, match="broken calibration file"):
-        calibration_from_json(broken)
+        Calibration.from_json(broken)
 
 
 # ----------------------------------------------------------------------------- bad profiles
@@ -470,18 +466,19 @@ def test_load_profile_gives_a_typed_profile():
     wl = prof.workload
     assert (wl.model, wl.batch_per_rank, wl.bucket_cap_mb) == ("synthetic", 8, 25.0)
     assert wl.ddp_buckets_bytes == tuple(doc["workload"]["ddp_buckets_bytes"])
-    assert prof.compute.ranks == 4
+    assert len(prof.compute.forward_s) == 4
     for phase in ("forward", "backward", "optimizer"):
-        for rank, m in enumerate(prof.compute.phase(phase)):
+        for rank, m in enumerate(prof.phase(phase)):
             assert m.samples_s == tuple(doc["compute"][f"{phase}_s"][rank])
     results = [(p["pattern"], r) for p in doc["communication"]["patterns"] for r in p["results"]]
-    assert [(m.pattern, m.message_bytes, m.timing.samples_s) for m in prof.allreduce] == [
+    assert [(p.pattern, r.bytes, r.samples_s) for p in prof.communication.patterns for r in p.results] == [
         (name, r["bytes"], tuple(r["samples_s"])) for name, r in results
     ]
-    assert prof.allreduce[0].group == GroupShape(2, 1, 1)
+    assert prof.communication.patterns[0].group == GroupShape(2, 1, 1)
     assert prof.patterns == tuple(p["pattern"] for p in doc["communication"]["patterns"])
     assert prof.noise_warnings() == []  # 3% noise
-    assert prof.document == doc  # the raw document, for fields not typed
+    written = prof.document.to_json()  # every section as written (the header: this file's older form)
+    assert all(written[s] == doc[s] for s in ("shape", "workload", "compute", "communication"))
     assert profile_from_document(doc, origin=str(path)) == prof
     assert calibrate_doc(prof) == calibrate_doc(doc, origin=str(path))  # a Profile and its document fit alike
 
@@ -559,7 +556,7 @@ def test_cli_json_format(app, tmp_path):
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert doc["schema"] == "rtmodel-calibration/1"
-    assert calibration_from_json(doc).network.intra.bandwidth_Bps == pytest.approx(25e9, rel=0.02)
+    assert Calibration.from_json(doc).network.intra.bandwidth_Bps == pytest.approx(25e9, rel=0.02)
 
 
 @pytest.mark.parametrize("content", ['{"tool": "rtmodel-profile", "schema', None])
@@ -648,12 +645,13 @@ def test_real_cpu_profile_calibrates():
     for f in c.fits:  # the profiler lists one measured shape under several pattern names: counted once
         if f.kind == "pattern":
             assert f.n_samples <= max(
-                sum(m.timing.n for m in prof.allreduce if m.pattern == p) for p in prof.patterns
+                sum(len(r.samples_s) for q in prof.communication.patterns if q.pattern == p for r in q.results)
+                for p in prof.patterns
             )
     comp = c.compute
     assert comp.forward_s > 0 and comp.backward_s > 0
     assert all(0 <= b.ready_fraction <= 1 for b in c.buckets.ddp + c.buckets.gossip)
-    assert calibration_from_json(json.loads(json.dumps(calibration_to_json(c)))) == c
+    assert Calibration.from_json(json.loads(json.dumps(c.to_json()))) == c
 
 
 @pytest.mark.parametrize("backend, algo", [("nccl", "auto"), ("gloo", None), ("synthetic", None)])
@@ -685,7 +683,7 @@ def test_a_lone_flow_slower_than_the_nic_gives_a_flow_cap_and_both_are_reported(
     assert any("per-flow cap" in n for n in c.notes)
     link_fit = next(f for f in c.fits if f.name == "link inter")
     assert set(link_fit.params) == {"latency_s", "bandwidth_Bps", "flow_cap_Bps"}
-    back = calibration_from_json(json.loads(json.dumps(calibration_to_json(c), allow_nan=False)))
+    back = Calibration.from_json(json.loads(json.dumps(c.to_json(), allow_nan=False)))
     assert back.network.inter.flow_cap_Bps == inter.flow_cap_Bps
 
 
@@ -710,8 +708,8 @@ def test_flows_sharing_a_nic_at_the_cap_show_its_capacity_only_as_a_lower_bound(
 def test_no_flow_cap_is_claimed_when_a_lone_flow_fills_the_nic(cal):
     assert math.isinf(cal.network.inter.flow_cap_Bps)
     assert "inter.flow_cap_Bps" not in cal.provenance
-    text = json.dumps(calibration_to_json(cal), allow_nan=False)
-    assert math.isinf(calibration_from_json(json.loads(text)).network.inter.flow_cap_Bps)
+    text = json.dumps(cal.to_json(), allow_nan=False)
+    assert math.isinf(Calibration.from_json(json.loads(text)).network.inter.flow_cap_Bps)
 
 
 def test_group_costs_use_each_groups_own_time_when_the_profile_has_it():

@@ -9,18 +9,17 @@ import pytest
 from typer.testing import CliRunner
 
 from calibration import (
-    ProfileError,
     SyntheticTruth,
     calibrate,
-    calibration_from_json,
-    calibration_to_json,
     profile_from_document,
     synthetic_profile,
 )
 from calibration.inversion import MeasuredLine, invert_line, latency_steps, line_algorithm
-from calibration.profile import nccl_algo_from_env
 from calibration.synthetic import write_synthetic_profile
 from rtmodel_cli.app import app
+from rtmodel_documents.calibration_document import Calibration
+from rtmodel_documents.profile_checks import ProfileError
+from rtmodel_documents.profile_schema import nccl_algo_from_env
 from runtime_model.core.scenario import GroupShape, Link, Network
 from runtime_model.prediction.collectives import allreduce_parts_s, allreduce_s, global_allreduce_shape
 
@@ -129,7 +128,7 @@ def test_the_same_timings_read_as_gloo_give_other_links():
 
 def test_calibration_file_keeps_the_algorithm():
     c = calibrated(nccl_truth(2, 2, "Tree", noise_rel=0.0))
-    back = calibration_from_json(json.loads(json.dumps(calibration_to_json(c))))
+    back = Calibration.from_json(json.loads(json.dumps(c.to_json())))
     assert back.network.nccl_algo == "tree" and back == c
 
 

@@ -50,7 +50,7 @@ def test_validate_refuses_a_profile_naming_code_in_one_line(tmp_path, model):
 
 
 def test_the_profiles_own_factory_is_never_imported_even_beside_another_model(tmp_path, monkeypatch):
-    from calibration.profile_io import profile_from_document
+    from calibration.profile_view import profile_from_document
     from rtmodel_validation.errors import ValidationError
     from rtmodel_validation.plan import resolve_workload
 
@@ -66,7 +66,7 @@ def test_the_profiles_own_factory_is_never_imported_even_beside_another_model(tm
 
 
 def test_a_factory_named_on_the_command_line_is_the_users_choice(tmp_path, monkeypatch):
-    from calibration.profile_io import profile_from_document
+    from calibration.profile_view import profile_from_document
     from rtmodel_validation.plan import resolve_workload
 
     spec = _planting_module(tmp_path, monkeypatch)

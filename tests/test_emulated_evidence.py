@@ -31,7 +31,7 @@ def test_nccl_tests_file_is_the_profiles_two_node_measurement(cluster):
     assert path.read_text() == ev.nccl_tests_text(doc, cluster)
     run = read_nccl_tests(path)
     assert run.collective == ALL_REDUCE
-    assert (run.hosts, run.ranks) == (2, 2 * doc["shape"]["ranks_per_node"])
+    assert (run.hosts, run.ranks) == (2, 2 * doc.shape.ranks_per_node)
     measured = ev.two_node_times_us(doc)
     assert {r.nbytes for r in run.rows} == set(measured)
     for row in run.rows:
@@ -54,7 +54,7 @@ def test_checks_are_finite_and_named_by_cluster(kind):
 def test_every_cluster_contributes_nccl_tests_checks_for_every_validated_topology():
     rows = ev.checks("nccl-tests")
     for cluster in CLUSTERS:
-        assert {t for s, t, *_ in rows if s == cluster} == {r["topology"] for r in ev.validations(cluster)}
+        assert {t for s, t, *_ in rows if s == cluster} == {r.topology for r in ev.validations(cluster)}
 
 
 def test_a_refused_step_is_named_not_dropped_silently():

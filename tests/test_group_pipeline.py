@@ -99,9 +99,9 @@ def test_rounds_on_their_own_groups_wait_only_for_what_the_channel_has_not_done(
 
 
 def _profile_with_two_groups(one_group_s, two_groups_s, unmeasured=None):
-    from calibration.profile_io import profile_from_document
+    from calibration.profile_view import profile_from_document
     from calibration.synthetic import SyntheticTruth, synthetic_document
-    from rtmodel_util.profile_document import InFlightResult
+    from rtmodel_documents.profile_document import InFlightResult
 
     doc = synthetic_document(SyntheticTruth(iterations=3, samples_per_size=3, sizes_bytes=(4096, 1 << 20)))
     flight = InFlightResult(
@@ -124,15 +124,16 @@ def test_calibration_takes_the_measured_gain_of_two_groups_and_keeps_it_in_the_f
     """The median one-group time over the median two-group time; a second group that measured slower is
     charged as one (1), and a profile from before it was measured charges one group's rate."""
     from calibration.calibrate_profile import calibrate
-    from calibration.serialize import calibration_from_json, calibration_to_json
+    from rtmodel_documents.calibration_document import Calibration
 
     cal = calibrate(_profile_with_two_groups((0.2, 0.2, 0.2), two_groups_s))
     assert cal.network.group_concurrency == pytest.approx(gain)
     assert ("group_concurrency" in cal.provenance) == (two_groups_s is not None)
-    back = calibration_from_json(calibration_to_json(cal))
+    back = Calibration.from_json(cal.to_json())
     assert back.network.group_concurrency == cal.network.group_concurrency
 
 
+@pytest.mark.slow
 def test_the_pipeline_benchmark_times_every_way_on_the_cpu(tmp_path):
     """benchmarks.gloo_gossip_pipeline, as a lent GPU runs it, on two CPU ranks and small buckets: every
     way timed, each sample positive, the document written (no timing compared: the box is shared)."""

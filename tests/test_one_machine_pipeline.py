@@ -114,7 +114,8 @@ def test_calibrate_names_the_preset_the_user_chose_and_an_unused_one(tmp_path):
 
 def test_library_calibrate_without_a_fallback_names_the_flag_not_the_parameter():
     from calibration.calibrate_profile import calibrate
-    from calibration.profile_io import CalibrationError, profile_from_document
+    from calibration.profile_view import profile_from_document
+    from rtmodel_documents.profile_checks import CalibrationError
 
     with pytest.raises(CalibrationError) as err:
         calibrate(profile_from_document(synthetic_profile(SyntheticTruth(nodes=1, ranks_per_node=2, iterations=5))))
@@ -271,8 +272,8 @@ def test_every_written_path_follows_one_rule_before_any_work(tmp_path, monkeypat
 
 
 def test_atomic_profile_write_leaves_no_temp_file(tmp_path):
+    from rtmodel_documents.profile_document import new_document
     from rtmodel_util.files import OutputPathError, write_json_atomic
-    from rtmodel_util.profile_document import new_document
 
     (tmp_path / "d").mkdir()
     with pytest.raises(OutputPathError):
@@ -421,6 +422,6 @@ def test_profile_quick_then_calibrate_without_flags_on_one_machine(tmp_path, mon
     proc = rtmodel(*command[1:], "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     resumed = load_profile(tmp_path / "profile.json")
-    assert resumed.document["compute"] == doc["compute"]  # kept, not measured again
+    assert resumed.document.to_json()["compute"] == doc["compute"]  # kept, not measured again
     assert invoke("calibrate", "profile.json").exit_code == 0
     assert sorted(os.listdir(tmp_path)) == ["profile.json"]

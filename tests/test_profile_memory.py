@@ -1,5 +1,5 @@
 """The profile's peak memory: each rank's peak in its DDP iterations (profiler/compute_memory.py), bounded
-on read (calibration/profile_checks.py) and read for the advisor (profiled_peak_bytes)."""
+on read (rtmodel_documents/profile_bounds.py) and read for the advisor (profiled_peak_bytes)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def _with_memory(**compute) -> dict:
 
 @pytest.mark.parametrize("path", OLD_PROFILES, ids=lambda p: p.name)
 def test_a_profile_from_before_the_peak_loads_and_has_none(path):
-    from calibration.profile_checks import profiled_peak_bytes
-    from calibration.profile_io import load_profile
-    from rtmodel_util.profile_document import ProfileDocument
+    from calibration.profile_view import load_profile
+    from rtmodel_documents.profile_bounds import profiled_peak_bytes
+    from rtmodel_documents.profile_document import ProfileDocument
 
     doc = json.loads(path.read_text())
     assert "peak_memory_bytes" not in doc["compute"]
@@ -50,9 +50,9 @@ def test_a_profile_from_before_the_peak_loads_and_has_none(path):
 
 
 def test_the_reader_gives_the_largest_ranks_peak_and_the_fields_round_trip(tmp_path):
-    from calibration.profile_checks import profiled_peak_bytes
-    from calibration.profile_io import load_profile
-    from rtmodel_util.profile_document import ProfileDocument
+    from calibration.profile_view import load_profile
+    from rtmodel_documents.profile_bounds import profiled_peak_bytes
+    from rtmodel_documents.profile_document import ProfileDocument
 
     doc = _with_memory()
     assert profiled_peak_bytes(doc) == 24_117_300.0
@@ -87,8 +87,8 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD), ids=str)
 def test_a_bad_peak_is_one_line_naming_the_field(case):
-    from calibration.profile_checks import profiled_peak_bytes
-    from rtmodel_util.profile_checks import ProfileError
+    from rtmodel_documents.profile_bounds import profiled_peak_bytes
+    from rtmodel_documents.profile_checks import ProfileError
 
     change, field = BAD[case]
     with pytest.raises(ProfileError) as err:
@@ -200,10 +200,10 @@ def test_the_cpu_probe_sees_the_ddp_runs_states():
 @pytest.mark.slow
 def test_a_quick_profile_records_a_positive_peak_per_rank(tmp_path):
     pytest.importorskip("torch")
-    from calibration.profile_checks import profiled_peak_bytes
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from profiler.launch import run_profile
     from profiler.options import ProfileOptions
+    from rtmodel_documents.profile_bounds import profiled_peak_bytes
     from tests.host_device import expected_device_and_backend
 
     path = tmp_path / "p.json"

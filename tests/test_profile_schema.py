@@ -1,4 +1,4 @@
-"""The profile's schema both ways (rtmodel_util.profile_document): what the writers build reads back
+"""The profile's schema both ways (rtmodel_documents.profile_document): what the writers build reads back
 through the reader unchanged, and a key renamed on either side fails the reader, naming the key."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from calibration.profile_io import ProfileError, load_profile, profile_from_document
+from calibration.profile_view import load_profile, profile_from_document
 from calibration.synthetic import SyntheticTruth, synthetic_document
-from rtmodel_util.profile_document import (
+from rtmodel_documents.profile_checks import ProfileError
+from rtmodel_documents.profile_document import (
     InFlightResult,
     ProfileDocument,
     ProfileShape,
@@ -77,7 +78,7 @@ def test_what_the_writers_build_reads_back_unchanged(doc):
 def test_the_profilers_pattern_entry_reads_back():
     pytest.importorskip("torch")
     from profiler.comm import pattern_entry
-    from rtmodel_util.profile_patterns import patterns_for
+    from rtmodel_documents.profile_patterns import patterns_for
 
     pattern = next(p for p in patterns_for(4, 2) if p.name == "pair-inter")
     entry = pattern_entry(pattern, [4096], [[[1.0, 4.0]], [[2.0, 2.0]], [[3.0, 1.0]], [[5.0, 1.5]]])
@@ -92,7 +93,7 @@ def test_the_profilers_in_flight_entry_reads_back_and_calibration_reports_its_ga
     pytest.importorskip("torch")
     from calibration.calibrate_profile import calibrate
     from profiler.comm import in_flight_entry
-    from rtmodel_util.profile_patterns import patterns_for
+    from rtmodel_documents.profile_patterns import patterns_for
 
     pattern = next(p for p in patterns_for(4, 2) if p.name == "pair-inter")
     entry = in_flight_entry(

@@ -143,7 +143,7 @@ def test_batch_per_rank_counts_the_models_units():
 
 
 def test_old_jobs_load_as_fp32_adam_and_the_profiles_recipe_reaches_the_rank_job():
-    from calibration.profile_io import profile_from_document
+    from calibration.profile_view import profile_from_document
     from rtmodel_validation.job import RankJob, RunWorkload
     from rtmodel_validation.plan import resolve_workload
 

@@ -10,10 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from calibration import calibration_from_json, calibration_to_json, synthetic_profile
+from calibration import synthetic_profile
 from calibration.calibrate_profile import calibrate
-from calibration.profile_io import profile_from_document
+from calibration.profile_view import profile_from_document
 from calibration.synthetic import SyntheticTruth
+from rtmodel_documents.calibration_document import Calibration
 from runtime_model.core.distributions import EmpiricalCompute, NormalCompute, plus_deviation
 from runtime_model.core.scenario import ClusterShape, Compute
 from runtime_model.prediction.group_pipeline import last_bucket_share
@@ -108,7 +109,7 @@ def test_calibration_keeps_both_steps_spreads_through_its_file():
     bare = sorted(t for rank in doc["compute"]["optimizer_s"] for t in rank)
     assert cal.compute.step_spread.samples_s == pytest.approx(bare)
     assert cal.gossip_compute.step_spread.samples_s == pytest.approx([0.05, 0.055, 0.06, 0.07])
-    back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
+    back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
     assert back.compute.step_spread == cal.compute.step_spread
     assert back.gossip_compute.step_spread == cal.gossip_compute.step_spread
 

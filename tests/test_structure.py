@@ -16,22 +16,25 @@ ROOT = Path(__file__).parent.parent
 MAY_IMPORT = {
     "runtime_model": set(),
     "rtmodel_util": {"runtime_model"},
+    # the documents' schemas, both ways (profile, calibration): the model's types, the utilities' writers
+    "rtmodel_documents": {"runtime_model", "rtmodel_util"},
     "rtmodel_harness": {"runtime_model", "rtmodel_util"},
     "rtmodel_decentdp": {"runtime_model"},
-    "profiler": {"runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp"},
-    "calibration": {"runtime_model", "rtmodel_util"},
+    "profiler": {"runtime_model", "rtmodel_util", "rtmodel_documents", "rtmodel_harness", "rtmodel_decentdp"},
+    "calibration": {"runtime_model", "rtmodel_util", "rtmodel_documents"},
     "rtmodel_emulation": {"runtime_model", "rtmodel_util"},
     # profiler: its activation-memory estimate of the model a run trains (profiler/activation_memory.py)
     "rtmodel_validation": {
-        "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "calibration", "profiler",
+        "runtime_model", "rtmodel_util", "rtmodel_documents", "rtmodel_harness", "rtmodel_decentdp", "calibration",
+        "profiler",
     },
     "rtmodel_literature": {"runtime_model"},
     "rtmodel_plots": {"runtime_model", "rtmodel_util"},  # rtmodel_util: the one atomic writer of outputs
     # profiler: a profiled model's activations, estimated on FakeTensors (rtmodel_inputs/memory_inputs.py)
-    "rtmodel_inputs": {"runtime_model", "rtmodel_util", "calibration", "profiler"},
+    "rtmodel_inputs": {"runtime_model", "rtmodel_util", "rtmodel_documents", "calibration", "profiler"},
     "rtmodel_cli": {
-        "runtime_model", "rtmodel_util", "rtmodel_harness", "rtmodel_decentdp", "profiler", "calibration",
-        "rtmodel_emulation", "rtmodel_validation", "rtmodel_literature", "rtmodel_plots", "rtmodel_inputs",
+        "runtime_model", "rtmodel_util", "rtmodel_documents", "rtmodel_harness", "rtmodel_decentdp", "profiler",
+        "calibration", "rtmodel_emulation", "rtmodel_validation", "rtmodel_literature", "rtmodel_plots", "rtmodel_inputs",
     },
 }  # fmt: skip
 PACKAGES = tuple(MAY_IMPORT)

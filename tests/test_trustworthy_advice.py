@@ -198,7 +198,7 @@ def test_a_validation_of_ranks_sharing_a_gpu_states_what_such_profiles_missed_by
     on the emulated cluster, and the verdict's interval says so; other profiles keep the emulated figure."""
     from pathlib import Path
 
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
     from runtime_model.advice.confidence import SHARED_GPU_PROFILE
 

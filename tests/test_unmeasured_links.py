@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from calibration import calibrate, profile_from_document, synthetic_profile
-from calibration.profile_io import ProfileError
 from rtmodel_cli.app import app
+from rtmodel_documents.profile_checks import ProfileError
 
 DATA = Path(__file__).parent / "data"
 SHARED = "2 ranks share 1 GPU (cuda:0): their exchange is a copy through the host, not a GPU link"
@@ -176,7 +176,7 @@ def test_a_marked_link_is_filled_from_the_fallback_and_its_patterns_left_out():
 
 
 def test_validation_keeps_a_marked_link_as_measured(tmp_path):
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_validation.options import ValidateOptions
     from rtmodel_validation.plan import make_plan, run_shape
 

@@ -11,9 +11,10 @@ import pytest
 
 from calibration import synthetic_profile
 from calibration.calibrate_profile import calibrate
-from calibration.profile_io import ProfileError, profile_from_document
+from calibration.profile_view import profile_from_document
 from calibration.profiled import scenario_from_profile
 from calibration.synthetic import SyntheticTruth
+from rtmodel_documents.profile_checks import ProfileError
 from runtime_model.core.scenario import ClusterShape
 from runtime_model.prediction.iteration import allreduce_prediction
 from runtime_model.presets.to_model import network_preset
@@ -115,11 +116,11 @@ def test_the_calibration_file_keeps_decent_dps_step():
     """`rtmodel calibrate --out` writes what a profile measured, the wrapped step included."""
     import json
 
-    from calibration import calibration_from_json, calibration_to_json
+    from rtmodel_documents.calibration_document import Calibration
 
     for step in (0.05, None):
         cal = calibrate(profile_from_document(_doc(step)), fallback_network=_fallback())
-        back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
+        back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
         assert back == cal
         assert (back.gossip_compute is None) == (step is None)
 
@@ -177,8 +178,8 @@ def test_ddps_rows_come_together_and_whole():
 def test_the_calibration_file_keeps_ddps_work():
     import json
 
-    from calibration import calibration_from_json, calibration_to_json
+    from rtmodel_documents.calibration_document import Calibration
 
     cal = calibrate(profile_from_document(_ddp_doc((0.001, 0.004, 0.002))), fallback_network=_fallback())
-    back = calibration_from_json(json.loads(json.dumps(calibration_to_json(cal))))
+    back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
     assert back == cal

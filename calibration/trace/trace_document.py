@@ -36,7 +36,7 @@ from pathlib import Path
 
 from calibration.trace import trace_errors
 from calibration.trace.trace_errors import TraceError
-from rtmodel_util.profile_checks import brief_value
+from rtmodel_documents.profile_checks import brief_value
 from runtime_model.core.defaults import MAX_GPUS
 from runtime_model.core.physical_bounds import (
     MAX_BUFFER_BYTES,

@@ -1,4 +1,4 @@
-"""The profile's communication section as frozen dataclasses, both ways (rtmodel_util.profile_document
+"""The profile's communication section as frozen dataclasses, both ways (rtmodel_documents.profile_document
 holds the document and its other sections): every pattern the profiler ran, per message size the
 all-reduce's time over all groups and each group's own; and the training's own buckets timed one after
 another and all in flight (InFlightResult).
@@ -10,9 +10,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rtmodel_util import profile_checks as ck
-from rtmodel_util.profile_checks import ProfileError, Times, fail
-from rtmodel_util.profile_patterns import PATTERN_NAMES
+from rtmodel_documents import profile_checks as ck
+from rtmodel_documents.profile_checks import ProfileError, Times, fail
+from rtmodel_documents.profile_patterns import PATTERN_NAMES
+from runtime_model.core.scenario import GroupShape
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,10 +56,18 @@ class PatternResult(ck.Section):
         ck.known_keys(d, cls, origin, path)
         return cls(bytes=nbytes, samples_s=samples, group_samples_s=per_group, **stats)
 
+    @property
+    def own_group_s(self) -> Times:
+        """What one rank waits for: its own group's times while the other groups run, every group's
+        pooled (profiles before group_samples_s recorded only the max over all groups, an upper bound)."""
+        if self.group_samples_s is None:
+            return self.samples_s
+        return tuple(t for times in self.group_samples_s for t in times)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProfilePattern(ck.Section):
-    """All-reduce times of one pattern (rtmodel_util.profile_patterns), every group at once, per size."""
+    """All-reduce times of one pattern (rtmodel_documents.profile_patterns), every group at once, per size."""
 
     LABEL: ClassVar[str] = "a communication pattern"
     pattern: str
@@ -108,6 +117,11 @@ class ProfilePattern(ck.Section):
         )
         ck.known_keys(d, cls, origin, where)
         return cls(**values)
+
+    @property
+    def group(self) -> GroupShape:
+        """Where one of the pattern's groups sits, in the model's terms: what its all-reduce costs."""
+        return GroupShape(self.group_size, self.nodes_spanned, self.nic_sharing)
 
 
 def _group_lists(

@@ -4,8 +4,8 @@ written before it say `{"tool": "rtmodel-profile", "schema_version": 1}`), the s
 that must match for a resume to reuse measurements.
 
 Why one module: the version and the section lists were defined by the writer and the reader apart,
-free to drift. The document's dataclasses, both ways, are `rtmodel_util.profile_document`; the group
-patterns a profile measures are in `rtmodel_util.profile_patterns`.
+free to drift. The document's dataclasses, both ways, are `rtmodel_documents.profile_document`; the group
+patterns a profile measures are in `rtmodel_documents.profile_patterns`.
 """
 
 from __future__ import annotations
@@ -39,3 +39,22 @@ PRETEND_NODES_ENV = "RTMODEL_PRETEND_NODES"
 
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def nccl_algo_from_env(value: str | None) -> str:
+    """shape.nccl_algo_env (NCCL_ALGO's value) -> "ring", "tree" or "auto" (the two algorithms the model knows).
+
+    NCCL reads a comma-separated list of algorithms to allow (case-insensitive), with a leading ^ the ones
+    to exclude, and since 2.24 also per collective ("allreduce:tree;allgather:ring"). When exactly one of
+    ring and tree stays allowed for all-reduce, that one ran; otherwise NCCL chose per call ("auto").
+    """
+    if not value or not value.strip():
+        return "auto"
+    entries = [e.strip().lower() for e in value.split(";") if e.strip()]
+    chosen = next((e.split(":", 1)[1] for e in entries if e.startswith("allreduce:")), None)
+    if chosen is None:
+        chosen = next((e for e in entries if ":" not in e), "")
+    exclude = chosen.startswith("^")
+    names = {n.strip() for n in chosen.removeprefix("^").split(",") if n.strip()}
+    allowed = {"ring", "tree"} - names if exclude else {"ring", "tree"} & names
+    return allowed.pop() if len(allowed) == 1 else "auto"

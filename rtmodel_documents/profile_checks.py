@@ -1,4 +1,4 @@
-"""The checks a profile's fields pass on the way in (rtmodel_util.profile_document's from_json), each
+"""The checks a profile's fields pass on the way in (rtmodel_documents.profile_document's from_json), each
 failing with ONE line that names the field: "profile.json: compute.forward_s[0][4] is negative (...)".
 
 Why one line naming the key: a profile comes from a long run on someone's cluster; when it is broken
@@ -12,7 +12,7 @@ import math
 from dataclasses import fields
 from typing import Any
 
-from rtmodel_util.profile_schema import DDP_WRAPPED_KEYS
+from rtmodel_documents.profile_schema import DDP_WRAPPED_KEYS
 from runtime_model.core.errors import UserError
 from runtime_model.core.physical_bounds import MAX_BUFFER_BYTES, MAX_EXACT_COUNT, MAX_STEP_S
 
@@ -190,7 +190,7 @@ def plain(value: Any) -> Any:
 
 
 class Section:
-    """to_json for every section of the profile (rtmodel_util.profile_document): its fields in order,
+    """to_json for every section of the profile (rtmodel_documents.profile_document): its fields in order,
     OPTIONAL_KEYS left out when None (unless _write_null says the writer writes it null)."""
 
     def to_json(self) -> dict:

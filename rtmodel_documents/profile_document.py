@@ -9,7 +9,7 @@ round-trips what it writes through the reader (tests/test_profile_schema.py).
 Absent and null: a field added to the schema after profiles were first written
 (profile_checks.OPTIONAL_KEYS) is left out by to_json when it is None, so a document reads back as
 written; the others are always written (null where unknown). Numbers keep the type they were written
-with (lists become tuples). The communication section's classes are rtmodel_util.profile_communication's
+with (lists become tuples). The communication section's classes are rtmodel_documents.profile_communication's
 (importable from here too).
 """
 
@@ -19,15 +19,15 @@ import shlex
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from rtmodel_util import profile_checks as ck
-from rtmodel_util.profile_checks import ProfileError, Times, fail, frozen
-from rtmodel_util.profile_communication import (
+from rtmodel_documents import profile_checks as ck
+from rtmodel_documents.profile_checks import ProfileError, Times, fail, frozen
+from rtmodel_documents.profile_communication import (
     InFlightResult,
     PatternResult,
     ProfileCommunication,
     ProfilePattern,
 )
-from rtmodel_util.profile_schema import (
+from rtmodel_documents.profile_schema import (
     CHECKPOINT_SECTIONS,
     DDP_WRAPPED_KEYS,
     KIND,
@@ -239,7 +239,7 @@ class ProfileCompute(ck.Section):
 
 def _memory(d: dict, ranks: int, origin: str) -> dict:
     """The DDP run's memory fields, each optional (profiles before them lack them): byte counts one per
-    rank, integers >= 1 (their bound against the device: calibration.profile_checks), a text, a boolean."""
+    rank, integers >= 1 (their bound against the device: rtmodel_documents.profile_bounds), a text, a boolean."""
     out: dict[str, Any] = {}
     for key in ("peak_memory_bytes", "device_memory_bytes"):
         rows = d.get(key)
