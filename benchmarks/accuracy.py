@@ -133,7 +133,7 @@ def _progress(msg: str) -> None:
 def run_cluster(cfg: ClusterConfig, workdir: Path, timeout_s: float = 600) -> list[Row]:
     """Bring up one emulated cluster, profile it, and validate each of cfg.topologies on it."""
     from calibration import calibrate
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from runtime_model.presets.to_model import network_preset
 
     profile = workdir / f"{cfg.name}.profile.json"
@@ -187,7 +187,9 @@ def _done(results: Path, cfg: ClusterConfig) -> bool:
     """--keep lets an interrupted benchmark resume: a cluster whose validations are all there is reused."""
     if not results.exists():
         return False
-    done = {json.loads(line)["topology"] for line in results.read_text().splitlines() if line.strip()}
+    from rtmodel_validation.results import read_results
+
+    done = {rec.topology for rec in read_results(results)[0]}
     return set(cfg.topologies) <= done
 
 
@@ -202,24 +204,22 @@ def _analyse(cfg: ClusterConfig, cal, results: Path) -> list[Row]:
     shape = ClusterShape(cfg.nodes * cfg.ranks_per_node, cfg.ranks_per_node)
     scenario = cal.scenario(shape)
     adv = advise(scenario, topologies=list(cfg.topologies))
-    by_topology = {}
-    for line in results.read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            by_topology[rec["topology"]] = rec  # a retried run may have written twice: keep the last
-    records = list(by_topology.values())
-    measured = {"allreduce": min(r["allreduce"]["measured"]["mean_s"] for r in records)}
-    measured.update({r["topology"]: r["decentralized"]["measured"]["mean_s"] for r in records})
+    from rtmodel_validation.results import read_results
+
+    # a retried run may have written twice: keep the last
+    records = list({r.topology: r for r in read_results(results)[0]}.values())
+    measured = {"allreduce": min(r.allreduce.measured.mean_s for r in records)}
+    measured.update({r.topology: r.decentralized.measured.mean_s for r in records})
     ranked = sorted(measured.items(), key=lambda kv: kv[1])
     fastest, gap = ranked[0][0], (ranked[1][1] - ranked[0][1]) / ranked[0][1] if len(ranked) > 1 else math.inf
     pick = adv.recommendation.topology
     ar_pred = allreduce_prediction(scenario).mean_s
     rows = []
     for r in records:
-        ar_meas, topo_meas = r["allreduce"]["measured"]["mean_s"], r["decentralized"]["measured"]["mean_s"]
-        topo_pred = gossip_prediction(scenario, build_schedule(r["topology"], shape)).mean_s
+        ar_meas, topo_meas = r.allreduce.measured.mean_s, r.decentralized.measured.mean_s
+        topo_pred = gossip_prediction(scenario, build_schedule(r.topology, shape)).mean_s
         rows.append(Row(
-            cfg.name, cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms, cfg.jitter_cv, r["topology"],
+            cfg.name, cfg.nodes, cfg.ranks_per_node, cfg.bandwidth_mbit, cfg.delay_ms, cfg.jitter_cv, r.topology,
             ar_pred * 1e3, ar_meas * 1e3, (ar_pred - ar_meas) / ar_meas,
             topo_pred * 1e3, topo_meas * 1e3, (topo_pred - topo_meas) / topo_meas,
             ar_pred / topo_pred, ar_meas / topo_meas,

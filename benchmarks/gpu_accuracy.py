@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rtmodel_validation.results import ValidationResult
+
 PICK_TOLERANCE = 0.10  # a pick measured this close to the fastest method is right (noise between equals)
 RESULTS_DIR = Path(__file__).resolve().parent / "results" / "gpu-accuracy"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -80,22 +82,21 @@ def _rtmodel(args: list[str], timeout_s: float) -> str:
     return done.stdout
 
 
-def _runs_of(result: dict, cfg: Config) -> list[Run]:
+def _runs_of(result: ValidationResult, cfg: Config) -> list[Run]:
     """DDP's and the topology's rows of one `validate --format json` result."""
     rows = []
-    for method, key in (("allreduce", "allreduce"), (result["topology"], "decentralized")):
-        comp = result[key]
+    for method, comp in (("allreduce", result.allreduce), (result.topology, result.decentralized)):
         rows.append(
             Run(
                 cfg.name,
                 cfg.ranks,
                 cfg.batch_per_rank,
                 method,
-                bool(result["recommended"]),
-                comp["predicted_mean_s"] * 1e3,
-                comp["measured"]["mean_s"] * 1e3,
-                result["backend"],
-                result["device"],
+                bool(result.recommended),
+                comp.predicted_mean_s * 1e3,
+                comp.measured.mean_s * 1e3,
+                result.backend,
+                result.device,
             )
         )
     return rows
@@ -163,9 +164,9 @@ def run_config(
             ],
             timeout_s,
         )
-        result = json.loads(out)
+        result = ValidationResult.from_record(json.loads(out))
         if pick is None:  # the --recommended run's: this machine's advice
-            pick, too_close = result["advisor"]["recommendation"], result["advisor"]["too_close_to_call"]
+            pick, too_close = result.advisor.recommendation, result.advisor.too_close_to_call
         runs += _runs_of(result, cfg)
     in_flight, two_groups = in_flight_gains(json.loads(profile.read_text()))
     # `advise --profile`: links it did not measure
@@ -179,7 +180,7 @@ def run_config(
 def in_flight_gains(profile_doc: dict) -> tuple[dict[str, float], dict[str, float]]:
     """(pattern -> how many times the one-at-a-time rate the profile's buckets moved all in flight,
     pattern -> how many times that they moved over two groups, where measured)."""
-    from rtmodel_util.profile_document import ProfileCommunication
+    from rtmodel_documents.profile_document import ProfileCommunication
 
     flights = ProfileCommunication.from_json(profile_doc["communication"], "profile").in_flight or ()
     return (
@@ -283,7 +284,7 @@ def _in_flight_words(gains: dict[str, float] | None) -> str:
     """What the profile measured of the buckets all in flight (the model charges them one at a time)."""
     if not gains:
         return ""
-    from rtmodel_util.profile_communication import in_flight_owner
+    from rtmodel_documents.profile_communication import in_flight_owner
 
     words = [f"{in_flight_owner(p)} on {p} {g:.2f}x" for p, g in gains.items()]
     return f"; buckets in flight moved {', '.join(words)} the one-at-a-time rate (the model charges 1x)"

@@ -23,7 +23,7 @@ from runtime_model.advice.held_out import leave_one_source_out
 
 def rescore_config(entry: dict, runs_dir: Path) -> dict:
     """One configuration's entry with every run re-predicted from its profile and the pick re-made."""
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_validation.plan import choose_topology, run_shape, validation_inputs
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
     from runtime_model.topology.registry import build_schedule
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--md", type=Path, help="also write the table to this markdown file")
     args = parser.parse_args(argv)
-    from calibration.profile_io import ProfileError
+    from rtmodel_documents.profile_checks import ProfileError
 
     source = args.results_dir / "gpu-accuracy.json"
     unreadable = (OSError, ValueError, KeyError, TypeError, ProfileError)  # missing, or not this benchmark's

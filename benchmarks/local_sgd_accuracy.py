@@ -36,6 +36,7 @@ from benchmarks.accuracy import (
     _launch_with_one_retry,
     _progress,
 )
+from rtmodel_validation.results import ValidationResult
 
 BOUND = 0.10  # the acceptance criterion: |error| per run
 DECENT_DP_TOPOLOGY = "ring"  # validate always runs Decent-DP too; ring is the cheapest to run here
@@ -186,7 +187,7 @@ def _doc_path(workdir: Path, cfg: ClusterConfig, run: LocalSgdRun) -> Path:
 def _analyse(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path) -> list[Row]:
     """Predictions recomputed from the profile with the current model; measurements from the documents."""
     from calibration import calibrate
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from runtime_model.core.scenario import ClusterShape
     from runtime_model.prediction.iteration import allreduce_prediction
     from runtime_model.prediction.local_sgd import LocalSgd, local_sgd_prediction
@@ -200,15 +201,16 @@ def _analyse(cfg: ClusterConfig, runs: tuple[LocalSgdRun, ...], workdir: Path) -
     ar_pred = allreduce_prediction(scenario).mean_s
     rows = []
     for run in runs:
-        doc = json.loads(_doc_path(workdir, cfg, run).read_text())
+        # validate --format json: the record and its per-iteration times
+        res = ValidationResult.from_record(json.loads(_doc_path(workdir, cfg, run).read_text()))
         pred = local_sgd_prediction(scenario, LocalSgd(**asdict(run)))
-        meas = doc["local_sgd"]["measured"]
+        meas = res.local_sgd.measured
         rows.append(Row(
-            cfg.name, run.name, pred.mean_s * 1e3, meas["mean_s"] * 1e3, (pred.mean_s - meas["mean_s"]) / meas["mean_s"],
-            meas["mean_se_s"] * 1e3, doc["local_sgd"]["predicted_mean_s"] * 1e3, ar_pred * 1e3,
-            doc["allreduce"]["measured"]["mean_s"] * 1e3, pred.period_s * 1e3, pred.outer_comm_s * 1e3,
-            pred.exposed_comm_s * 1e3, pred.inner_step_s * 1e3, doc["local_sgd_run"]["iterations"],
-            *_split_ms(run, doc, pred),
+            cfg.name, run.name, pred.mean_s * 1e3, meas.mean_s * 1e3, (pred.mean_s - meas.mean_s) / meas.mean_s,
+            meas.mean_se_s * 1e3, res.local_sgd.predicted_mean_s * 1e3, ar_pred * 1e3,
+            res.allreduce.measured.mean_s * 1e3, pred.period_s * 1e3, pred.outer_comm_s * 1e3,
+            pred.exposed_comm_s * 1e3, pred.inner_step_s * 1e3, res.local_sgd_run.iterations,
+            *_split_ms(run, res, pred),
         ))  # fmt: skip
     return rows
 
@@ -224,12 +226,12 @@ def plain_positions(run: LocalSgdRun) -> list[int]:
     return [k for k in range(h) if k not in busy]
 
 
-def _split_ms(run: LocalSgdRun, doc: dict, pred) -> tuple[float, float, float]:
+def _split_ms(run: LocalSgdRun, res: ValidationResult, pred) -> tuple[float, float, float]:
     """(measured plain inner step, predicted and measured outer part per period): where an error lies."""
     import numpy as np
 
-    h, warmup = run.inner_steps, doc["local_sgd_run"]["warmup"]
-    times = np.asarray(doc["times_s"]["local_sgd"], dtype=float)
+    h, warmup = run.inner_steps, res.local_sgd_run.warmup
+    times = np.asarray(res.times_s["local_sgd"], dtype=float)
     position = (warmup + np.arange(times.shape[1])) % h
     inner = float(times[:, np.isin(position, plain_positions(run))].mean())
     period = float(times.mean()) * h

@@ -18,7 +18,7 @@ import json
 import math
 import os
 
-from rtmodel_util.processes import NODE_NAME_ENV
+from rtmodel_util.launch_env import NODE_NAME_ENV
 
 ALLREDUCE = "allreduce"
 

@@ -5,7 +5,7 @@ Why here and not in each command: the two commands used to declare the same flag
 defaults (--timeout-s 300 in profile, 600 in validate; --warmup 3 and 5) and different help. A default
 that depends on the command is None here and said in the help ("profile: ...; validate: ..."): the flag
 means the same in both, only what "not given" falls back to (the host, or the profile) differs. The
-numbers live beside their checks (runtime_model.core.constraints, rtmodel_util.processes,
+numbers live beside their checks (runtime_model.core.constraints, rtmodel_util.launch_env,
 profiler.options), where the profiler and validation read them too. Imports typer and those light modules
 only (no torch, no numpy): `rtmodel --help` stays fast.
 """
@@ -20,7 +20,7 @@ import typer
 
 from profiler.options import DEFAULTS as PROFILE_DEFAULTS
 from rtmodel_cli.option_groups import field_options, takes_group
-from rtmodel_util.processes import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # for the signatures
+from rtmodel_util.launch_env import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # for the signatures
 
 # (the default, profile --quick's); validate's is the first (runtime_model.core.constraints.RUN_*)
 ITERATIONS, WARMUP, REPS = (PROFILE_DEFAULTS[k] for k in ("iterations", "warmup", "reps"))
@@ -98,7 +98,7 @@ WarmupOpt = Annotated[
     ),
 ]
 # Its default, DEFAULT_TIMEOUT_S (re-exported here for the commands' signatures), is the larger of the two the
-# commands had: validate's 600 s, not profile's 300 s (rtmodel_util.processes says why).
+# commands had: validate's 600 s, not profile's 300 s (rtmodel_util.launch_env says why).
 TimeoutSOpt = Annotated[
     float,
     typer.Option(

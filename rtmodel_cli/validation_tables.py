@@ -77,7 +77,7 @@ def render_result(res: ValidationResult, console: Console) -> None:
         for label, c in runs
     ]
     title = (
-        f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), {res.workload['model']}, "
+        f"Validation on {s.gpus} ranks ({s.nodes} node(s) x {s.gpus_per_node}), {res.workload.model}, "
         f"{res.iterations} timed iterations after {res.warmup} warm-up"
     )
     shown = _fitted(console, title, cols, rows)
@@ -112,12 +112,12 @@ def render_result(res: ValidationResult, console: Console) -> None:
         from rtmodel_validation.drift import drift_line
 
         line = drift_line(res.drift, res.topology, res.allreduce.error, res.decentralized.error)
-        console.print(f"[yellow]{line}[/]" if res.drift["beyond"] else line, highlight=False)
+        console.print(f"[yellow]{line}[/]" if res.drift.beyond else line, highlight=False)
     if res.advisor:
         console.print(f"advisor: {res.advisor.verdict}", highlight=False)
     d = res.distance_to_consensus
     console.print(
-        f"distance to consensus after the Decent-DP run: max {d['max']:.3g}, mean {d['mean']:.3g}",
+        f"distance to consensus after the Decent-DP run: max {d.max:.3g}, mean {d.mean:.3g}",
         highlight=False,
     )
     for note in res.notes:

@@ -15,7 +15,7 @@ import statistics
 import time
 from datetime import timedelta
 
-from rtmodel_util.processes import NODE_NAME_ENV
+from rtmodel_util.launch_env import NODE_NAME_ENV
 
 
 def main(argv: list[str] | None = None) -> int:

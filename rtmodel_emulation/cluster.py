@@ -38,7 +38,8 @@ from rtmodel_emulation import guardian, netns, settings
 from rtmodel_emulation.errors import EmulationConfigError, EmulationError, EmulationUnavailable, LaunchError
 from rtmodel_emulation.settings import SHAPINGS, InvalidSetting
 from rtmodel_util.host_share import omp_threads_env
-from rtmodel_util.processes import NODE_NAME_ENV, stop_processes
+from rtmodel_util.launch_env import NODE_NAME_ENV
+from rtmodel_util.process_control import stop_processes
 from rtmodel_util.run_dirs import child_tmpdir, run_directory
 
 # Every emulated node runs loss-based TCP, as Linux clusters do by default (cubic). With the host's BBR

@@ -28,7 +28,7 @@ import time
 from rtmodel_emulation.flows import FlowPacer
 from rtmodel_emulation.linkmodel import LinkModel
 from rtmodel_util.files import write_json_atomic
-from rtmodel_util.processes import set_parent_death_signal
+from rtmodel_util.process_control import set_parent_death_signal
 
 CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA

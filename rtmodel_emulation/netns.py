@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from rtmodel_emulation.errors import EmulationError
-from rtmodel_util.processes import terminate_then_kill
+from rtmodel_util.process_control import terminate_then_kill
 from rtmodel_util.run_dirs import pid_runs, sweep_stale
 
 PREFIX = "rtmemu-"

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from rtmodel_harness.errors import BackendError
 from rtmodel_util.backend_choice import pick_backend, ranks_on_this_host
-from rtmodel_util.processes import DEVICE_INDEX_ENV
+from rtmodel_util.launch_env import DEVICE_INDEX_ENV
 
 
 def device_index() -> int:

@@ -27,7 +27,7 @@ def exit_without_finalisation(code: int) -> None:
 def end_launched_rank(code: int = 0) -> None:
     """End a command that ran as one rank of a torchrun job (profile, validate) as every finished rank
     ends; a plain local launch's parent held no process group and returns to the shell normally."""
-    from rtmodel_util.processes import in_launched_rank
+    from rtmodel_util.launch_env import in_launched_rank
 
     if in_launched_rank():
         exit_without_finalisation(code)

@@ -2,7 +2,7 @@
 removed by the next one.
 
 - `run_directory(family, tag)`: `TMPDIR/<family><pid>-<tag><random>`, removed when its block ends (normal
-  exit, error, Ctrl-C, the SIGTERM that processes.sigterm_exits turns into SystemExit) and, when this
+  exit, error, Ctrl-C, the SIGTERM that process_control.sigterm_exits turns into SystemExit) and, when this
   process is SIGKILLed, by a guardian process in its own session that waits on a pipe only this process
   holds open (the kernel closes it however this process ends).
 - `child_tmpdir(path)`: the TMPDIR a launcher hands its children (torchrun, ranks), inside the run

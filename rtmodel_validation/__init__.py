@@ -4,6 +4,7 @@ per-iteration times next to the runtime model's predictions for that exact shape
 Public API (re-exported lazily: `import rtmodel_validation` imports neither torch nor numpy):
     run_validation(profile_path, ValidateOptions(topology=..., ...)) -> ValidationResult | None
     summarise_results(path) -> ResultsSummary
+    read_results(path) -> (list[ValidationResult], skipped lines)   every record of a results file, typed
     read_parity_points(path) -> list[ParityPoint]     predicted vs measured mean (ms) per run, for plots
     ValidateOptions, ValidationResult, ValidationError
 torch is imported only by the code that runs ranks (rtmodel_validation.runner, rtmodel_validation.worker,
@@ -19,7 +20,10 @@ _EXPORTS, __getattr__, __all__ = lazy_exports(
     {
         "validate": ("run_validation",),
         "options": ("ValidateOptions",),
-        "results": ("ValidationResult", "summarise_results", "ResultsSummary", "read_parity_points", "ParityPoint"),
+        "results": (
+            "ValidationResult", "read_results", "summarise_results", "ResultsSummary", "read_parity_points",
+            "ParityPoint",
+        ),
         "errors": ("ValidationError",),
     },
 )

@@ -12,8 +12,13 @@ are reported: as profiled, and with today's compute. What remains in the second 
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
 
 from rtmodel_validation.job import RankReport
+from rtmodel_validation.record_parts import ComputeDrift
+
+if TYPE_CHECKING:
+    from rtmodel_validation.plan import Plan
 
 
 def drift_threshold() -> float:
@@ -25,7 +30,9 @@ def drift_threshold() -> float:
     return measured_errors()[PROFILE].speedup_max_abs_error
 
 
-def compute_drift(plan, reports: list[RankReport], allreduce_measured_s: float, topology_measured_s: float):
+def compute_drift(
+    plan: Plan, reports: list[RankReport], allreduce_measured_s: float, topology_measured_s: float
+) -> ComputeDrift | None:
     """The result's `drift` entry (None when the ranks timed no bare step or the plan has no profile
     compute): the bare step then and now, their relative change, each host's load average, and the
     errors on the mean with today's compute beside those as profiled."""
@@ -36,35 +43,35 @@ def compute_drift(plan, reports: list[RankReport], allreduce_measured_s: float, 
 
     now_s = statistics.median(medians)
     factor = now_s / plan.profile_compute_s
-    scenario, schedule = plan.model_inputs
-    today = scenario.compute_scaled(factor)
+    schedule = plan.model_inputs.schedule
+    today = plan.model_inputs.scenario.compute_scaled(factor)
     ar_s = allreduce_prediction(today).mean_s
     topo_s = gossip_prediction(today, schedule).mean_s
     loads = {r.host: r.load_avg_1m for r in reports if r.load_avg_1m is not None}
-    return {
-        "profile_compute_s": plan.profile_compute_s,
-        "now_compute_s": now_s,
-        "drift": factor - 1.0,
-        "load_avg_1m": loads,
-        "allreduce_error_today": (ar_s - allreduce_measured_s) / allreduce_measured_s,
-        "topology_error_today": (topo_s - topology_measured_s) / topology_measured_s,
-        "beyond": abs(factor - 1.0) > drift_threshold(),
-    }
+    return ComputeDrift(
+        profile_compute_s=plan.profile_compute_s,
+        now_compute_s=now_s,
+        drift=factor - 1.0,
+        load_avg_1m=loads,
+        allreduce_error_today=(ar_s - allreduce_measured_s) / allreduce_measured_s,
+        topology_error_today=(topo_s - topology_measured_s) / topology_measured_s,
+        beyond=abs(factor - 1.0) > drift_threshold(),
+    )
 
 
-def drift_line(drift: dict, topology: str, ar_error: float, topo_error: float) -> str:
+def drift_line(drift: ComputeDrift, topology: str, ar_error: float, topo_error: float) -> str:
     """One line for the result's table: the drift, the errors with today's compute next to those as
     profiled, the load; and what to do when the machine moved beyond what a fresh profile errs by."""
-    loads = ", ".join(f"{h} {v:.1f}" for h, v in sorted(drift["load_avg_1m"].items()))
+    loads = ", ".join(f"{h} {v:.1f}" for h, v in sorted(drift.load_avg_1m.items()))
     line = (
-        f"compute drift: the bare step is {drift['now_compute_s'] * 1e3:.1f} ms now, "
-        f"{drift['profile_compute_s'] * 1e3:.1f} ms in the profile ({drift['drift']:+.1%}); with today's compute "
-        f"the model errs {drift['allreduce_error_today']:+.1%} on All-Reduce and "
-        f"{drift['topology_error_today']:+.1%} on {topology} (as profiled: {ar_error:+.1%}, {topo_error:+.1%})"
+        f"compute drift: the bare step is {drift.now_compute_s * 1e3:.1f} ms now, "
+        f"{drift.profile_compute_s * 1e3:.1f} ms in the profile ({drift.drift:+.1%}); with today's compute "
+        f"the model errs {drift.allreduce_error_today:+.1%} on All-Reduce and "
+        f"{drift.topology_error_today:+.1%} on {topology} (as profiled: {ar_error:+.1%}, {topo_error:+.1%})"
     )
     if loads:
         line += f"; load average {loads}"
-    if drift["beyond"]:
+    if drift.beyond:
         line += (
             f". The compute moved more than a fresh profile errs by (±{drift_threshold():.1%}): the "
             "machine has changed since the profile; profile again (rtmodel profile) before judging the model"

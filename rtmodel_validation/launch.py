@@ -6,7 +6,7 @@ multi-node run. Its ranks share this machine's cores as the profile's local rank
 (rtmodel_util.host_share), so both time the same compute. The job runs in its own session so a timeout kills all of it and only it.
 
 Nothing outlives the launcher: Ctrl-C and SIGTERM (scancel, SLURM's time limit) stop torchrun, which stops
-its workers (rtmodel_util.processes: sigterm_exits, stop_processes); a launcher killed outright (SIGKILL,
+its workers (rtmodel_util.process_control: sigterm_exits, stop_processes); a launcher killed outright (SIGKILL,
 OOM) sends torchrun SIGTERM through the kernel's parent-death signal, and each worker dies with torchrun
 the same way (rtmodel_validation.worker). Rank 0 notes each phase in the work directory; the launcher echoes it.
 
@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rtmodel_util.host_share import omp_threads_env
-from rtmodel_util.processes import RANK_VARS, die_with_parent, sigterm_exits, stop_processes
+from rtmodel_util.launch_env import RANK_VARS
+from rtmodel_util.process_control import die_with_parent, sigterm_exits, stop_processes
 from rtmodel_util.run_dirs import child_tmpdir
 from rtmodel_validation.errors import RankFailure, ValidationError
 from rtmodel_validation.job import RankJob, RankReport

@@ -12,6 +12,7 @@ from rtmodel_validation.errors import ValidationError
 
 if TYPE_CHECKING:
     from rtmodel_validation.analysis import Comparison, Measured
+    from rtmodel_validation.record_parts import LocalSgdBreakdown
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
 
 RUNNABLE_BITS = (None, 32, 16)  # what torch.distributed's all-reduce can carry (rtmodel_harness.local_sgd)
@@ -77,15 +78,8 @@ def compare_local_sgd(predicted: LocalSgdPrediction, measured: Measured) -> Comp
     )
 
 
-def prediction_breakdown(predicted: LocalSgdPrediction) -> dict:
+def prediction_breakdown(predicted: LocalSgdPrediction) -> LocalSgdBreakdown:
     """What goes into the prediction, per period (s): for reading an error off the record."""
-    keys = (
-        "period_s",
-        "inner_step_s",
-        "wait_s",
-        "outer_comm_s",
-        "exposed_comm_s",
-        "outer_step_s",
-        "replicas",
-    )
-    return {k: getattr(predicted, k) for k in keys}
+    from rtmodel_validation.record_parts import LocalSgdBreakdown
+
+    return LocalSgdBreakdown.of(predicted)

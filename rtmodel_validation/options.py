@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtmodel_util.processes import DEFAULT_TIMEOUT_S
+from rtmodel_util.launch_env import DEFAULT_TIMEOUT_S
 from runtime_model.core.constraints import RUN_ITERATIONS, RUN_WARMUP
 
 if TYPE_CHECKING:

@@ -17,11 +17,12 @@ from runtime_model.core.constraints import MAX_RUN_ITERATIONS
 from runtime_model.core.defaults import BUCKET_CAP_MIB
 
 if TYPE_CHECKING:
-    from calibration.profile import Profile
+    from calibration.profile_view import Profile
     from rtmodel_validation.options import ValidateOptions
-    from runtime_model.core.scenario import ClusterShape
+    from runtime_model.core.scenario import ClusterShape, Scenario
     from runtime_model.prediction.iteration import IterationPrediction
     from runtime_model.prediction.local_sgd import LocalSgd, LocalSgdPrediction
+    from runtime_model.topology.schedule import Schedule
 
 MIN_WARMUP = 2  # Decent-DP builds its buckets lazily in the forward of its 2nd iteration; DDP rebuilds after the 1st
 
@@ -86,6 +87,16 @@ class PlanPredictions:
     fsdp: IterationPrediction | None = None  # --baseline fsdp, where the model has it (rtmodel_validation.sharded)
 
 
+@dataclass(frozen=True)
+class PlanInputs:
+    """The model's inputs the plan predicted from: the scenario (the profile's compute and links, the
+    run's shape) and the Decent-DP topology's schedule. Kept so drift.py can predict again with today's
+    compute, and sharded.predicted_peak the run's memory, without calibrating a second time."""
+
+    scenario: Scenario
+    schedule: Schedule
+
+
 @dataclass
 class Plan:
     """Everything decided before the ranks start; `predicted` holds the model's numbers for this shape."""
@@ -107,16 +118,15 @@ class Plan:
     local_sgd_warmup: int = 0  # inner steps, whole periods (rtmodel_validation.local_sgd.local_sgd_counts)
     local_sgd_iterations: int = 0
     baseline: str | None = None  # "fsdp": a sharded training too (rtmodel_validation.sharded); None: none
-    # the model's inputs (the scenario, the schedule): the profile's compute, and predictions again with
-    # today's compute (rtmodel_validation/drift.py)
-    model_inputs: tuple | None = field(default=None, repr=False, compare=False)
+    # the model's inputs: the profile's compute, and predictions again with today's compute (drift.py)
+    model_inputs: PlanInputs | None = field(default=None, repr=False, compare=False)
 
     @property
     def profile_compute_s(self) -> float:
         """The profile's compute per iteration (forward + backward + optimizer); 0 without model inputs."""
         if self.model_inputs is None:
             return 0.0
-        compute = self.model_inputs[0].compute
+        compute = self.model_inputs.scenario.compute
         return compute.compute_s + compute.optimizer_s
 
     def rank_job(self, timeout_s: float, backend: str = "auto") -> RankJob:
@@ -403,7 +413,7 @@ def make_plan(profile: Profile, shape: ClusterShape, opts: ValidateOptions) -> P
         profile_info=info,
         **_local_sgd_plan(local_sgd, iterations, run_warmup),
         baseline=baseline,
-        model_inputs=(scenario, schedule),
+        model_inputs=PlanInputs(scenario, schedule),
     )
 
 

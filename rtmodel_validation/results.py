@@ -7,11 +7,14 @@ returned result (and `--format json`), not in the file, so records stay small at
 
 A record starts with the header every rtmodel document has, `{"schema": "rtmodel-validation/1"}`
 (files written before it say `{"kind": "rtmodel-validation", "version": 1}`; both read);
-`ValidationResult.from_record` reads one back typed. Two readers share one line parser: `read_records` (the accuracy summary; skips and counts lines that
-are not validation records, since the file may be shared) and `read_parity_points` (predicted vs
-measured pairs for plots; refuses a broken line by number, since a plot silently missing points
-misleads). The file as an output (what its lines may be, checked before a run; each record appended
-whole, under its lock) is rtmodel_validation.results_file's.
+`ValidationResult.from_record` reads one back typed (its parts: rtmodel_validation.record_parts), and
+every reader of what a record says goes through it. The readers share one line parser: `read_results`
+(typed records; `summarise_results`, the accuracy summary, reads them; lines that are not validation
+records are skipped and counted, since the file may be shared), `read_parity_points` (predicted vs
+measured pairs for plots, from records and from the flat form of `FlatParityLine`; refuses a broken line
+by number, since a plot silently missing points misleads) and `read_records` (the record lines as
+parsed, for code that checks the file itself). The file as an output (what its lines may be, checked
+before a run; each record appended whole, under its lock) is rtmodel_validation.results_file's.
 """
 
 from __future__ import annotations
@@ -19,11 +22,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtmodel_validation.errors import ValidationError
+from rtmodel_validation.record_parts import (
+    ComputeDrift,
+    ConsensusDistance,
+    LocalSgdRun,
+    RankPlace,
+    RecordWorkload,
+    typed_fields,
+)
 from rtmodel_validation.results_file import (
     RECORD_KIND,
     RECORD_VERSION,
@@ -65,24 +76,22 @@ class ValidationResult:
     topology: str  # rtmodel's name of the topology Decent-DP ran
     decent_dp_topology: str
     recommended: bool
-    workload: dict
+    workload: RecordWorkload
     iterations: int
     warmup: int
     allreduce: Comparison  # PyTorch DDP
     decentralized: Comparison  # Decent-DP on `topology`
     verdict: Verdict
-    # max, mean, per_rank: ||x_i - mean x|| after the run (global_avg(return_d2c))
-    distance_to_consensus: dict
-    ranks: list[dict]  # rank, host, local_rank per rank
+    distance_to_consensus: ConsensusDistance  # ||x_i - mean x|| after the Decent-DP run
+    ranks: list[RankPlace]  # where each rank ran, in rank order
     device: str
     backend: str
     advisor: AdvisorSummary | None = None
     notes: list[str] = field(default_factory=list)
     times_s: dict[str, list[list[float]]] = field(default_factory=dict)  # run -> per rank -> per iteration
     local_sgd: Comparison | None = None  # local SGD (validate --local-sgd-h), per inner step; None: not run
-    local_sgd_run: dict | None = None  # its options, warm-up and timed inner steps, the prediction's parts
-    # the bare step now against the profile's, errors with today's compute (drift.py)
-    drift: dict | None = None
+    local_sgd_run: LocalSgdRun | None = None  # its options, counts, prediction parts
+    drift: ComputeDrift | None = None  # the bare step now against the profile's (drift.py); None: not timed
     fsdp: Comparison | None = None  # FSDP2, ZeRO-3 (validate --baseline fsdp); None: not run
 
     def to_record(self) -> dict:
@@ -90,6 +99,12 @@ class ValidationResult:
         d = asdict(self)
         d.pop("times_s")
         d.pop("shape")
+        d["workload"] = self.workload.to_record()
+        d["distance_to_consensus"] = self.distance_to_consensus.to_record()
+        d["ranks"] = [r.to_record() for r in self.ranks]
+        for key in ("local_sgd_run", "drift"):
+            part = getattr(self, key)
+            d[key] = None if part is None else part.to_record()
         # without local SGD or a drift check: the record it always wrote
         for key in (*LOCAL_SGD_KEYS, "drift", FSDP_KEY):
             if d[key] is None:
@@ -102,6 +117,16 @@ class ValidationResult:
         s = self.shape  # the file's own names (record version 1), which existing files use
         shape = {"world_size": s.gpus, "ranks_per_node": s.gpus_per_node, "nodes": s.nodes}
         return {**document_header(RECORD_KIND, RECORD_VERSION), "shape": shape, **d}
+
+    def runs(self) -> list[tuple[str, Comparison]]:
+        """(run name, comparison) of each timed run: DDP ("allreduce"), Decent-DP (the topology), local
+        SGD (its configuration's name) and FSDP ("fsdp") when they ran."""
+        out = [("allreduce", self.allreduce), (self.topology, self.decentralized)]
+        if self.local_sgd is not None:
+            out.append((self.local_sgd.name or "local-sgd", self.local_sgd))
+        if self.fsdp is not None:
+            out.append((FSDP_KEY, self.fsdp))
+        return out
 
     def to_dict(self) -> dict:
         """`--format json`: the record plus per-iteration times of every rank."""
@@ -120,19 +145,27 @@ class ValidationResult:
             check_header(rec, RECORD_KIND, RECORD_VERSION, "rtmodel validation record")
         except HeaderError as exc:
             raise ValidationError(f"the record {exc}") from None
-        values = _typed(cls, rec, "the validation record", skip=("shape",))
-        shape = _typed(_RecordShape, rec["shape"], "the record's shape")
+        values = typed_fields(cls, rec, "the validation record", skip=("shape",))
+        shape = typed_fields(_RecordShape, rec.get("shape"), "the record's shape")
 
         def comparison(doc: Any, what: str) -> Comparison:
-            d = _typed(Comparison, doc, what)
+            d = typed_fields(Comparison, doc, what)
             return Comparison(
-                **{**d, "measured": Measured(**_typed(Measured, d["measured"], f"{what}'s measured"))}
+                **{**d, "measured": Measured(**typed_fields(Measured, d["measured"], f"{what}'s measured"))}
             )
 
         for key in ("allreduce", "decentralized", "local_sgd", FSDP_KEY):
             if values.get(key) is not None:
                 values[key] = comparison(values[key], f"the record's {key}")
-        values["verdict"] = Verdict(**_typed(Verdict, values["verdict"], "the record's verdict"))
+        values["verdict"] = Verdict(**typed_fields(Verdict, values["verdict"], "the record's verdict"))
+        values["workload"] = RecordWorkload.from_record(values["workload"])
+        values["distance_to_consensus"] = ConsensusDistance.from_record(values["distance_to_consensus"])
+        if not isinstance(values["ranks"], list):
+            raise ValidationError("the record's ranks must be a JSON array")
+        values["ranks"] = [RankPlace.from_record(r) for r in values["ranks"]]
+        for key, part in (("local_sgd_run", LocalSgdRun), ("drift", ComputeDrift)):
+            if values.get(key) is not None:
+                values[key] = part.from_record(values[key])
         if values.get("advisor") is not None:
             values["advisor"] = AdvisorSummary.from_json(values["advisor"])
         return cls(shape=ClusterShape(shape["world_size"], shape["ranks_per_node"]), **values)
@@ -143,30 +176,6 @@ class _RecordShape:
     world_size: int
     ranks_per_node: int
     nodes: int
-
-
-def _typed(cls, doc: Any, what: str, skip: tuple[str, ...] = ()) -> dict:
-    """`doc`'s values for the fields of `cls` (those with a default may be absent), floats and tuples as
-    the dataclass holds them (null -> NaN); ValidationError naming the first field missing."""
-    if not isinstance(doc, dict):
-        raise ValidationError(f"{what} must be a JSON object, got {type(doc).__name__}")
-    out = {}
-    for f in fields(cls):
-        if f.name in skip:
-            continue
-        if f.name not in doc:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise ValidationError(f"{what} lacks {f.name}")
-            continue
-        value = doc[f.name]
-        if f.type == "float":
-            value = float("nan") if value is None else float(value)
-        elif f.type.startswith("tuple[float") and value is not None:
-            value = tuple(float("nan") if v is None else float(v) for v in value)
-        elif f.type.startswith("tuple[int") and value is not None:
-            value = tuple(None if v is None else int(v) for v in value)
-        out[f.name] = value
-    return out
 
 
 def dumps(doc: dict, indent: int | None = None) -> str:
@@ -294,12 +303,34 @@ def _parsed_lines(path: Path) -> list[tuple[int, dict | str]]:
 
 
 def read_records(path: str | Path) -> tuple[list[dict], int]:
-    """(validation records, number of lines that were not validation records). A record is a line whose
-    header says so, in either form (a hand-written one may leave the version out); ValidationError
-    naming the line for a record newer than this rtmodel reads."""
+    """(validation records as parsed, number of lines that were not validation records): the lines
+    themselves, for code that checks the file; what they say is read typed (read_results). A record is
+    a line whose header says so, in either form (a hand-written one may leave the version out);
+    ValidationError naming the line for a record newer than this rtmodel reads."""
     lines = _parsed_lines(Path(path))
     records = [doc for lineno, doc in lines if _is_record(doc, path, lineno)]
     return records, len(lines) - len(records)
+
+
+def read_results(path: str | Path) -> tuple[list[ValidationResult], int]:
+    """(every validation record of the file, typed by ValidationResult.from_record; number of lines that
+    were not validation records, since the file may be shared). ValidationError naming the line for a
+    record that does not read (a field missing, a newer version)."""
+    path = Path(path)
+    results, skipped = [], 0
+    for lineno, doc in _parsed_lines(path):
+        if _is_record(doc, path, lineno):
+            results.append(_typed_record(doc, path, lineno))
+        else:
+            skipped += 1
+    return results, skipped
+
+
+def _typed_record(doc: dict, path: Path, lineno: int) -> ValidationResult:
+    try:
+        return ValidationResult.from_record(doc)
+    except ValidationError as exc:
+        raise ValidationError(f"{path}:{lineno}: {exc}") from None
 
 
 def _is_record(doc: dict | str, path, lineno: int) -> bool:
@@ -318,30 +349,58 @@ def _is_record(doc: dict | str, path, lineno: int) -> bool:
 class ParityPoint:
     """One predicted-vs-measured pair: the mean per-iteration time (throughput) of one run, in ms."""
 
-    label: str  # the record's "label", else its shape ("4 ranks / 2 node(s)"), else ""
+    label: str  # the flat line's "label", a record's shape ("4 ranks / 2 node(s)"), else ""
     method: str  # "allreduce" or the topology
     predicted_ms: float
     measured_ms: float
-    source: str = "measured"  # a record's "source": says when points were not measured
+    source: str = "measured"  # a flat line's "source": says when points were not measured
+
+
+@dataclass(frozen=True)
+class FlatParityLine:
+    """The flat form of a result from elsewhere, one JSON object per line (notebooks/data/README.md):
+        {"method": "one-peer-exp", "predicted_mean_s": 0.051, "measured_mean_s": 0.049,
+         "label": "16 GPUs", "source": "measured"}
+    (or a comparison's spelling, "measured": {"mean_s": ...}; "topology" for "method")."""
+
+    method: str
+    predicted_ms: float
+    measured_ms: float
+    label: str = ""
+    source: str = "measured"
+
+    @classmethod
+    def from_record(cls, doc: dict) -> FlatParityLine | None:
+        """The line, or None when it holds no finite predicted and measured mean (not the flat form)."""
+        pair = pair_ms(doc)
+        if pair is None:
+            return None
+        method = str(doc.get("method") or doc.get("topology") or "run")
+        return cls(method, *pair, str(doc.get("label") or ""), str(doc.get("source", "measured")))
+
+    def point(self) -> ParityPoint:
+        return ParityPoint(self.label, self.method, self.predicted_ms, self.measured_ms, self.source)
 
 
 def read_parity_points(path: str | Path) -> list[ParityPoint]:
     """Every predicted/measured pair of a results file, for parity plots.
 
-    Reads the records `rtmodel validate` appends (two points each: "allreduce" and "decentralized"; a
-    third, local SGD, when it ran)
-    and a flat form for results from elsewhere, one object per line:
-        {"method": "one-peer-exp", "predicted_mean_s": 0.051, "measured_mean_s": 0.049,
-         "label": "16 GPUs", "source": "measured"}
-    Blank and # lines are skipped. ValidationError (one line) for an unreadable file, a line that is
-    not a JSON object ("PATH:LINE: not JSON (...)"), or a file with no pair at all.
+    Reads the records `rtmodel validate` appends, typed (two points each: "allreduce" and the topology;
+    more for local SGD and FSDP when they ran), and the flat form of FlatParityLine for results from
+    elsewhere. Blank and # lines are skipped. ValidationError (one line) for an unreadable file, a line
+    that is not a JSON object ("PATH:LINE: not JSON (...)"), a record that does not read, or a file
+    with no pair at all.
     """
     path = Path(path)
     points: list[ParityPoint] = []
     for lineno, doc in _parsed_lines(path):
         if isinstance(doc, str):
             raise ValidationError(f"{path}:{lineno}: {doc}")
-        points.extend(_points_from_record(doc))
+        flat = FlatParityLine.from_record(doc)
+        if flat is not None:
+            points.append(flat.point())
+        elif _is_record(doc, path, lineno):
+            points.extend(_points_of(_typed_record(doc, path, lineno)))
     if not points:
         raise ValidationError(
             f"{path}: no records with predicted and measured mean times "
@@ -350,65 +409,37 @@ def read_parity_points(path: str | Path) -> list[ParityPoint]:
     return points
 
 
-def _points_from_record(rec: dict) -> list[ParityPoint]:
-    label, source = _record_label(rec), str(rec.get("source", "measured"))
-    pair = pair_ms(rec)
-    if pair is not None:  # the flat form
-        return [ParityPoint(label, str(rec.get("method") or rec.get("topology") or "run"), *pair, source)]
+def _points_of(res: ValidationResult) -> list[ParityPoint]:
+    s = res.shape
+    label = f"{s.gpus} ranks / {s.nodes} node(s)"
     out = []
-    for key, name in _runs(rec):
-        run = rec.get(key)
-        if isinstance(run, dict) and (pair := pair_ms(run)) is not None:
-            out.append(ParityPoint(label, str(run.get("name") or name or key), *pair, source))
+    for name, run in res.runs():
+        predicted_ms, measured_ms = run.predicted_mean_s * 1e3, run.measured.mean_s * 1e3
+        if math.isfinite(predicted_ms) and math.isfinite(measured_ms):
+            out.append(ParityPoint(label, run.name or name, predicted_ms, measured_ms))
     return out
-
-
-def _runs(rec: dict, unnamed: str | None = None) -> list[tuple[str, str | None]]:
-    """(record key, run name) of each timed run a record holds: DDP, Decent-DP; local SGD, FSDP if they ran."""
-    runs = [("allreduce", "allreduce"), ("decentralized", rec.get("topology", unnamed))]
-    local = rec.get("local_sgd")
-    if isinstance(local, dict):
-        runs.append(("local_sgd", str(local.get("name") or "local-sgd")))
-    if isinstance(rec.get(FSDP_KEY), dict):
-        runs.append((FSDP_KEY, FSDP_KEY))
-    return runs
-
-
-def _record_label(rec: dict) -> str:
-    if rec.get("label"):
-        return str(rec["label"])
-    shape = rec.get("shape")
-    if isinstance(shape, dict) and "world_size" in shape:
-        return f"{shape['world_size']} ranks / {shape.get('nodes', '?')} node(s)"
-    return ""
 
 
 def summarise_results(path: str | Path | None = None) -> ResultsSummary:
     """Mean / max |error| over all records of `path` (default: default_results_path()), overall and per
-    run (allreduce, each topology, each local-SGD configuration)."""
+    run (allreduce, each topology, each local-SGD configuration, FSDP)."""
     path = default_results_path() if path is None else path
-    records, skipped = read_records(path)
-    if not records:
+    results, skipped = read_results(path)
+    if not results:
         raise ValidationError(f"{path} holds no validation records")
     errors: list[float] = []
     by_run: dict[str, list[float]] = {}
-    held = 0
-    shapes = set()
-    for rec in records:
-        for key, name in _runs(rec, "?"):
-            err = (rec.get(key) or {}).get("error")
-            if isinstance(err, int | float) and math.isfinite(err):
-                errors.append(float(err))
-                by_run.setdefault(name, []).append(float(err))
-        held += bool((rec.get("verdict") or {}).get("held"))
-        s = rec.get("shape") or {}
-        shapes.add(f"{s.get('world_size')} ranks on {s.get('nodes')} node(s)")
+    for res in results:
+        for name, run in res.runs():
+            if math.isfinite(run.error):
+                errors.append(float(run.error))
+                by_run.setdefault(name, []).append(float(run.error))
     return ResultsSummary(
         path=str(path),
-        records=len(records),
+        records=len(results),
         skipped_lines=skipped,
         overall=ErrorStats.of(errors),
         by_run={k: ErrorStats.of(v) for k, v in sorted(by_run.items())},
-        verdicts_held=held,
-        shapes=sorted(shapes),
+        verdicts_held=sum(bool(res.verdict.held) for res in results),
+        shapes=sorted({f"{res.shape.gpus} ranks on {res.shape.nodes} node(s)" for res in results}),
     )

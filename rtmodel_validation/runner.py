@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from rtmodel_harness.peak_memory import PeakMemory
 from rtmodel_util.decent_dp_logs import quiet_decent_dp_setup
-from rtmodel_util.processes import NODE_NAME_ENV
+from rtmodel_util.launch_env import NODE_NAME_ENV
 from rtmodel_util.rank_exit import release_process_groups
 from rtmodel_validation.errors import ValidationError
 from rtmodel_validation.job import RankJob, RankReport

@@ -17,13 +17,12 @@ names its log.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rtmodel_util.backend_choice import BACKENDS, visible_gpus
-from rtmodel_util.processes import (
+from rtmodel_util.launch_env import (
     RANKS_PER_NODE_ENV,
     check_launch_env,
     check_local_ranks,
@@ -31,20 +30,20 @@ from rtmodel_util.processes import (
     in_launched_rank,
     is_lead_process,
     require_modules,
-    run_directory,
-    sigterm_exits,
 )
+from rtmodel_util.process_control import run_directory, sigterm_exits
 from rtmodel_util.shown import say
 from rtmodel_validation.analysis import Comparison, compare, measure, verdict
 from rtmodel_validation.errors import RankFailure, ValidationError
 from rtmodel_validation.job import RankReport
 from rtmodel_validation.options import ValidateOptions
 from rtmodel_validation.plan import Plan, make_plan, run_shape
+from rtmodel_validation.record_parts import ConsensusDistance, LocalSgdRun, RankPlace, RecordWorkload
 from rtmodel_validation.results import ValidationResult, append_record
 from runtime_model.core.errors import RtmodelError
 
 if TYPE_CHECKING:
-    from calibration.profile import Profile
+    from calibration.profile_view import Profile
     from runtime_model.core.scenario import ClusterShape
 
 RANKS_NEEDED = ("torch", "decent_dp")  # what the ranks import: checked before any of them starts
@@ -58,7 +57,7 @@ def _printer(progress: bool):
 
 
 def _check_nproc(nproc_per_node, flag: str = "--nproc-per-node") -> None:
-    """At least 2 ranks, at most what this machine runs (rtmodel_util.processes.max_local_ranks)."""
+    """At least 2 ranks, at most what this machine runs (rtmodel_util.launch_env.max_local_ranks)."""
     if type(nproc_per_node) is int and nproc_per_node < 2:
         raise ValidationError(
             f"{flag} must be >= 2 (DDP vs Decent-DP needs >= 2 ranks), got {nproc_per_node}"
@@ -130,14 +129,14 @@ def assemble(plan: Plan, reports: list[RankReport], timestamp_utc: str) -> Valid
         topology=plan.topology,
         decent_dp_topology=plan.decent_dp_topology,
         recommended=plan.recommended,
-        workload=plan.workload.to_json(),
+        workload=RecordWorkload.from_run(plan.workload),
         iterations=plan.iterations,
         warmup=plan.warmup,
         allreduce=ar,
         decentralized=dd,
         verdict=verdict(ar, dd),
-        distance_to_consensus={"max": max(d2c), "mean": sum(d2c) / len(d2c), "per_rank": d2c},
-        ranks=[{"rank": r.rank, "local_rank": r.local_rank, "host": r.host} for r in reports],
+        distance_to_consensus=ConsensusDistance.of(d2c),
+        ranks=[RankPlace(r.rank, r.local_rank, r.host) for r in reports],
         device=device,
         backend=reports[0].backend,
         advisor=plan.advisor,
@@ -157,12 +156,12 @@ def _local_sgd_result(plan: Plan, reports: list[RankReport], times: dict) -> dic
 
     ls_times = [list(r.local_sgd_s) for r in reports]
     times["local_sgd"] = ls_times
-    run = {
-        "options": asdict(plan.local_sgd),
-        "warmup": plan.local_sgd_warmup,
-        "iterations": plan.local_sgd_iterations,
-        "predicted": prediction_breakdown(plan.predicted.local_sgd),
-    }
+    run = LocalSgdRun(
+        options=plan.local_sgd,
+        warmup=plan.local_sgd_warmup,
+        iterations=plan.local_sgd_iterations,
+        predicted=prediction_breakdown(plan.predicted.local_sgd),
+    )
     return {"local_sgd": compare_local_sgd(plan.predicted.local_sgd, measure(ls_times)), "local_sgd_run": run}
 
 
@@ -174,7 +173,7 @@ def _memory_of(plan: Plan, reports: list[RankReport], device: str):
     from rtmodel_validation.sharded import predicted_peak
 
     source = reports[0].peak_memory_source
-    scenario = plan.model_inputs[0] if plan.model_inputs is not None else None
+    scenario = plan.model_inputs.scenario if plan.model_inputs is not None else None
 
     def memory(comparison: Comparison, run: str) -> Comparison:
         peaks = tuple(r.peak_memory_bytes.get(run) for r in reports)
@@ -242,7 +241,7 @@ def run_validation(profile_path: str | Path, opts: ValidateOptions | None = None
         check_results_output(opts.results_path, "--results", inputs={"--profile": profile_path})
     if in_launched_rank():
         return _run_in_torchrun(profile_path, opts)
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
 
     profile = load_profile(profile_path)  # once per run: the shape's defaults and the plan both use it
     shape = _local_shape(profile, opts.nproc_per_node, opts.ranks_per_node)
@@ -323,7 +322,7 @@ def _run_in_torchrun(profile_path: str | Path, opts: ValidateOptions) -> Validat
         box: list = [None]
         if rank == 0:
             try:
-                from calibration.profile_io import load_profile
+                from calibration.profile_view import load_profile
 
                 box[0] = make_plan(load_profile(profile_path), _torchrun_shape(opts.ranks_per_node), opts)
             except ValueError as exc:

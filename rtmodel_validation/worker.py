@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 from rtmodel_util.files import write_atomic
-from rtmodel_util.processes import set_parent_death_signal
+from rtmodel_util.process_control import set_parent_death_signal
 
 PHASES_FILE = "phases.txt"
 

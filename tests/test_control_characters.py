@@ -166,14 +166,12 @@ def nccl_tests_log(tmp: Path, p: str) -> list:
 
 
 def results_file(tmp: Path, p: str) -> list:
-    record = {
-        "kind": "rtmodel-validation",
-        "topology": f"ring{p}",
-        "allreduce": {"error": 0.1},
-        "decentralized": {"error": -0.3},
-        "verdict": {"held": True},
-        "shape": {"world_size": f"4{p}", "nodes": 2},
-    }
+    """A whole validation record (the notebook's first example, which the typed reader accepts) whose
+    topology and model name carry the payload."""
+    example = ROOT / "notebooks" / "data" / "example_validations.jsonl"
+    record = json.loads(next(line for line in example.read_text().splitlines() if "rtmodel-validation" in line))
+    record["topology"] = f"ring{p}"
+    record["workload"]["model"] = f"mlp{p}"
     return ["validate", "--report", "--results", write(tmp / "results.jsonl", json.dumps(record) + "\n")]
 
 

@@ -2,16 +2,18 @@
 validate time against the profile's compute, the errors with today's compute beside those as profiled,
 each host's load; and a drift beyond what a fresh profile errs by says to profile again."""
 
+import json
 from dataclasses import replace
 
 import pytest
 from rich.console import Console
 
-from calibration.profile_io import load_profile
+from calibration.profile_view import load_profile
 from rtmodel_validation.drift import drift_threshold
 from rtmodel_validation.job import RankReport
 from rtmodel_validation.options import ValidateOptions
 from rtmodel_validation.plan import make_plan, run_shape
+from rtmodel_validation.results import ValidationResult, dumps
 from rtmodel_validation.validate import assemble
 from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
 from tests.test_local_sgd_validate import PROFILE_2X2
@@ -35,29 +37,30 @@ def test_the_compute_now_against_the_profiles_and_the_errors_with_it():
     plan = _plan()
     res = assemble(plan, _reports(plan, 1.5), "t")
     d = res.drift
-    assert d["drift"] == pytest.approx(0.5) and d["now_compute_s"] == pytest.approx(
+    assert d.drift == pytest.approx(0.5) and d.now_compute_s == pytest.approx(
         1.5 * plan.profile_compute_s
     )
-    scenario, schedule = plan.model_inputs
+    scenario, schedule = plan.model_inputs.scenario, plan.model_inputs.schedule
     today = scenario.compute_scaled(1.5)
-    assert d["allreduce_error_today"] == pytest.approx((allreduce_prediction(today).mean_s - 0.1) / 0.1)
-    assert d["topology_error_today"] == pytest.approx(
+    assert d.allreduce_error_today == pytest.approx((allreduce_prediction(today).mean_s - 0.1) / 0.1)
+    assert d.topology_error_today == pytest.approx(
         (gossip_prediction(today, schedule).mean_s - 0.09) / 0.09
     )
     assert (
-        d["allreduce_error_today"] > res.allreduce.error
+        d.allreduce_error_today > res.allreduce.error
     )  # slower compute now: the model, asked again, is slower
-    assert d["load_avg_1m"] == {"node0": 0.5, "node1": 0.5}
-    assert d["beyond"] and 0.5 > drift_threshold()
+    assert d.load_avg_1m == {"node0": 0.5, "node1": 0.5}
+    assert d.beyond and 0.5 > drift_threshold()
     assert res.to_record()["drift"]["drift"] == pytest.approx(0.5)
+    assert ValidationResult.from_record(json.loads(dumps(res.to_record()))).drift == d  # read back, typed
 
 
 def test_an_unchanged_machine_shows_the_same_errors_and_no_warning():
     plan = _plan()
     res = assemble(plan, _reports(plan, 1.0, load=None), "t")
-    assert res.drift["drift"] == pytest.approx(0.0) and not res.drift["beyond"]
-    assert res.drift["allreduce_error_today"] == pytest.approx(res.allreduce.error, rel=1e-9)
-    assert res.drift["load_avg_1m"] == {}
+    assert res.drift.drift == pytest.approx(0.0) and not res.drift.beyond
+    assert res.drift.allreduce_error_today == pytest.approx(res.allreduce.error, rel=1e-9)
+    assert res.drift.load_avg_1m == {}
 
 
 def test_reports_without_a_bare_step_write_the_record_they_always_did():

@@ -97,7 +97,7 @@ def test_counts_are_whole_periods_at_least_asked(iterations, warmup, h, expected
 
 
 def test_plan_predicts_local_sgd_on_the_same_scenario_and_hands_it_to_the_ranks():
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from calibration.profiled import scenario_from_profile
     from rtmodel_validation.plan import _placeholder_network, make_plan, run_shape
     from runtime_model.prediction.iteration import allreduce_prediction
@@ -207,7 +207,7 @@ def _fake_reports(plan, with_local_sgd: bool):
 
 
 def test_result_record_and_readers_carry_local_sgd(tmp_path):
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_validation.plan import make_plan, run_shape
     from rtmodel_validation.results import append_record, read_parity_points, summarise_results
     from rtmodel_validation.validate import assemble
@@ -222,7 +222,7 @@ def test_result_record_and_readers_carry_local_sgd(tmp_path):
     assert c.measured.mean_s == pytest.approx(0.065)
     assert c.predicted_mean_s == pytest.approx(plan.predicted.local_sgd.mean_s)
     assert c.error == pytest.approx((c.predicted_mean_s - 0.065) / 0.065)
-    assert res.local_sgd_run["options"]["inner_steps"] == 4 and res.times_s["local_sgd"][3][0] == 0.05
+    assert res.local_sgd_run.options.inner_steps == 4 and res.times_s["local_sgd"][3][0] == 0.05
     path = append_record(tmp_path / "v.jsonl", res)
     rec = json.loads(path.read_text())
     assert rec["local_sgd"]["error"] == pytest.approx(c.error) and rec["local_sgd_run"]["iterations"] == 8
@@ -233,6 +233,7 @@ def test_result_record_and_readers_carry_local_sgd(tmp_path):
 
     back = ValidationResult.from_record(rec)  # the record read back, typed: it writes the same line again
     assert json.loads(dumps(back.to_record())) == rec and back.local_sgd.measured == c.measured
+    assert back.local_sgd_run == res.local_sgd_run and back.local_sgd_run.options == plan.local_sgd
     assert (
         back.shape == res.shape and back.verdict == res.verdict and math.isnan(back.local_sgd.predicted_p50_s)
     )
@@ -245,7 +246,7 @@ def test_result_record_and_readers_carry_local_sgd(tmp_path):
 def test_table_shows_local_sgd_beside_the_others():
     from rich.console import Console
 
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_cli.commands.validate import render_local_sgd
     from rtmodel_validation.plan import make_plan, run_shape
     from rtmodel_validation.validate import assemble
@@ -361,7 +362,7 @@ def test_validate_runs_local_sgd_for_whole_periods(tmp_path, monkeypatch):
     res = run_validation(profile, ValidateOptions(topology="ring", iterations=6, warmup=3, results_path=results,
                                                   timeout_s=180, local_sgd=opts))  # fmt: skip
     run, c = res.local_sgd_run, res.local_sgd
-    assert run["iterations"] == 8 and run["warmup"] % 4 == 0 and run["warmup"] >= 4
+    assert run.iterations == 8 and run.warmup % 4 == 0 and run.warmup >= 4
     times = res.times_s["local_sgd"]
     assert len(times) == 2 and all(len(t) == 8 for t in times) and all(x > 0 for t in times for x in t)
     assert c.name == opts.name and c.measured.samples == 16 and c.predicted_mean_s > 0

@@ -25,19 +25,17 @@ import pytest
 from typer.testing import CliRunner
 
 from rtmodel_cli.app import app
-from rtmodel_util import processes
-from rtmodel_util.processes import (
+from rtmodel_util import launch_env
+from rtmodel_util.launch_env import (
     LaunchEnv,
     LaunchEnvError,
     check_launch_env,
     check_timeout_s,
-    die_with_parent,
     in_launched_rank,
     is_lead_process,
     max_local_ranks,
-    sigterm_exits,
-    stop_processes,
 )
+from rtmodel_util.process_control import die_with_parent, sigterm_exits, stop_processes
 
 ROOT = Path(__file__).parent.parent
 PROFILE = ROOT / "tests" / "data" / "synthetic_profile_2x2.json"
@@ -49,7 +47,7 @@ GOOD = {
     "MASTER_ADDR": "127.0.0.1",
     "MASTER_PORT": "29500",
 }
-RANK_ENV = (*GOOD, "GROUP_RANK", "TORCHELASTIC_RUN_ID", processes.RANKS_PER_NODE_ENV)
+RANK_ENV = (*GOOD, "GROUP_RANK", "TORCHELASTIC_RUN_ID", launch_env.RANKS_PER_NODE_ENV)
 SMALL_MODEL = {"param_mb": 2, "layers": 4, "forward_ms": 4, "backward_ms": 8}
 
 
@@ -59,7 +57,7 @@ SMALL_MODEL = {"param_mb": 2, "layers": 4, "forward_ms": 4, "backward_ms": 8}
 def test_a_good_environment_is_a_typed_record():
     assert in_launched_rank(GOOD) and not in_launched_rank({**GOOD, "MASTER_PORT": ""})
     assert check_launch_env(GOOD) == LaunchEnv(1, 4, 1, 2, "127.0.0.1", 29500)
-    plain = {k: GOOD[k] for k in processes.LAUNCH_VARS}  # a static srun setup: no LOCAL_* variables
+    plain = {k: GOOD[k] for k in launch_env.LAUNCH_VARS}  # a static srun setup: no LOCAL_* variables
     assert check_launch_env(plain) == LaunchEnv(1, 4, None, None, "127.0.0.1", 29500)
     own = {"RANK": "0", "WORLD_SIZE": "2"}  # a caller with a rendezvous of its own (tests/test_gpu_protocol)
     assert check_launch_env(own) == LaunchEnv(0, 2, None, None, None, None)
@@ -83,7 +81,7 @@ BAD_ENVS = [
     ({"LOCAL_RANK": "2"}, "LOCAL_RANK=2 must be less than LOCAL_WORLD_SIZE=2"),
     ({"LOCAL_WORLD_SIZE": "8"}, "LOCAL_WORLD_SIZE=8 must not exceed WORLD_SIZE=4"),
     ({"LOCAL_WORLD_SIZE": "3", "LOCAL_RANK": "0"}, "LOCAL_WORLD_SIZE=3 must divide WORLD_SIZE=4"),
-    ({processes.RANKS_PER_NODE_ENV: "3"}, "RTMODEL_RANKS_PER_NODE=3 must divide WORLD_SIZE=4"),
+    ({launch_env.RANKS_PER_NODE_ENV: "3"}, "RTMODEL_RANKS_PER_NODE=3 must divide WORLD_SIZE=4"),
 ]
 
 
@@ -206,7 +204,7 @@ def test_timeouts_are_finite_positive_and_at_most_a_week(command, value, tmp_pat
 def test_check_timeout_s_values():
     assert check_timeout_s(600) == 600.0 and check_timeout_s(7 * 24 * 3600) == 7 * 24 * 3600
     for bad in (math.inf, math.nan, 0, 1e-300, 0.5, -1, True, "x", None, 7 * 24 * 3600 + 1):
-        with pytest.raises(processes.LaunchRefused, match="--timeout-s"):
+        with pytest.raises(launch_env.LaunchRefused, match="--timeout-s"):
             check_timeout_s(bad)
 
 
@@ -279,7 +277,7 @@ def test_children_die_with_a_killed_launcher(tmp_path):
         textwrap.dedent(f"""
         import subprocess, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from rtmodel_util.processes import die_with_parent
+        from rtmodel_util.process_control import die_with_parent
         p = subprocess.Popen(['sleep', '600'], preexec_fn=die_with_parent())
         print(p.pid, flush=True)
         time.sleep(600)
@@ -304,7 +302,7 @@ def test_sigterm_exits_raises_systemexit_and_restores_the_handler():
 
 
 def test_processes_are_stopped_and_tied_to_their_launcher_in_one_place():
-    """Stopping a process (group) and the parent-death signal live in rtmodel_util.processes only."""
+    """Stopping a process (group) and the parent-death signal live in rtmodel_util.process_control only."""
     packages = [p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests", "benchmarks")]
     copies = {
         str(path.relative_to(ROOT))
@@ -397,6 +395,7 @@ SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGKILL]
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.slow
 def test_a_signalled_profile_leaves_no_rank_and_no_temp_dir(sig, tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "p.json"
@@ -463,7 +462,7 @@ def test_a_run_directory_goes_however_its_process_ends(tmp_path):
     """run_directory's guardian removes the directory after a SIGKILL, and keeps it when asked."""
     code = (
         "import os, signal, sys\n"
-        "from rtmodel_util.processes import run_directory\n"
+        "from rtmodel_util.process_control import run_directory\n"
         "with run_directory('rtmodel-test-') as run:\n"
         "    print(run.path, flush=True)\n"
         "    if sys.argv[1] == 'keep':\n"

@@ -244,6 +244,7 @@ def test_fit_columns_priorities_and_minimums():
 
 def _validation_result():
     from rtmodel_validation.analysis import compare, measure, verdict
+    from rtmodel_validation.record_parts import ConsensusDistance, RecordWorkload
     from rtmodel_validation.results import ValidationResult
     from runtime_model.core.scenario import ClusterShape as Shape
     from runtime_model.prediction.iteration import IterationPrediction
@@ -260,13 +261,13 @@ def _validation_result():
         topology="alternating-exp-ring",
         decent_dp_topology="alternating-exp-ring",
         recommended=False,
-        workload={"model": "synthetic", "model_args": {}, "batch_per_rank": 8, "bucket_cap_mb": 25.0},
+        workload=RecordWorkload("synthetic", {}, 8, 25.0),
         iterations=20,
         warmup=5,
         allreduce=ar,
         decentralized=topo,
         verdict=verdict(ar, topo),
-        distance_to_consensus={"max": 0.0, "mean": 0.0, "per_rank": [0.0] * 4},
+        distance_to_consensus=ConsensusDistance.of([0.0] * 4),
         ranks=[],
         device="cpu",
         backend="gloo",

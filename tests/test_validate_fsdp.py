@@ -62,7 +62,7 @@ def test_fsdp_where_it_cannot_run_is_one_line_exit_2(
 
 def test_without_baseline_nothing_changes(profile_2):
     """The default runs what validate always ran: no fsdp in the plan, the job or the record."""
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_validation.options import ValidateOptions
     from rtmodel_validation.plan import make_plan, run_shape
 

@@ -129,7 +129,7 @@ def _reports(with_fsdp: bool, peaks: dict | None):
 
 @pytest.fixture
 def plan_2(tmp_path):
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from calibration.synthetic import write_synthetic_profile
     from rtmodel_validation.options import ValidateOptions
     from rtmodel_validation.plan import make_plan, run_shape
@@ -237,7 +237,7 @@ def test_a_model_that_cannot_be_read_leaves_a_null_prediction_and_why(plan_2, mo
     monkeypatch.setattr(profiler.activation_memory, "estimate_for_workload", fails)
     sharded._cached_facts.cache_clear()
     try:
-        scenario = plan_2("fsdp").model_inputs[0]
+        scenario = plan_2("fsdp").model_inputs.scenario
         predicted, why = sharded.predicted_peak(
             scenario, "fsdp", RunWorkload("mlp", {}, 8, 25.0), "cpu", "gloo"
         )

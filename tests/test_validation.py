@@ -141,13 +141,25 @@ def test_verdict_categories_and_margin():
     assert v.measured_speedup == pytest.approx(2.2 / 2.1)
 
 
-def test_summary_over_hand_written_records(tmp_path):
+def _record(topology: str, world_size: int, ranks_per_node: int, **runs) -> dict:
+    """A whole validation record (the committed example's, notebooks/data), with its topology, shape and
+    the given runs' entries changed: `allreduce={"error": 0.1}` updates that comparison."""
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "notebooks" / "data" / "example_validations.jsonl"
+    rec = json.loads(example.read_text().splitlines()[0])
+    rec["topology"] = topology
+    rec["shape"] = {"world_size": world_size, "ranks_per_node": ranks_per_node, "nodes": world_size // ranks_per_node}
+    for key, change in runs.items():
+        rec[key] = {**rec[key], **change}
+    return rec
+
+
+def test_summary_over_records(tmp_path):
     path = tmp_path / "r.jsonl"
     recs = [
-        {"kind": "rtmodel-validation", "topology": "ring", "allreduce": {"error": 0.1},
-         "decentralized": {"error": -0.3}, "verdict": {"held": True}, "shape": {"world_size": 4, "nodes": 2}},
-        {"kind": "rtmodel-validation", "topology": "base-2", "allreduce": {"error": -0.2},
-         "decentralized": {"error": 0.05}, "verdict": {"held": False}, "shape": {"world_size": 2, "nodes": 1}},
+        _record("ring", 4, 2, allreduce={"error": 0.1}, decentralized={"error": -0.3}, verdict={"held": True}),
+        _record("base-2", 2, 2, allreduce={"error": -0.2}, decentralized={"error": 0.05}, verdict={"held": False}),
     ]
     path.write_text("\n".join(json.dumps(r) for r in recs) + "\nnot json\n")
     s = summarise_results(path)
@@ -157,6 +169,22 @@ def test_summary_over_hand_written_records(tmp_path):
     assert s.overall.max_abs_error == pytest.approx(0.3)
     assert s.by_run["allreduce"].mean_abs_error == pytest.approx(0.15)
     assert s.by_run["ring"].n == 1 and s.by_run["base-2"].max_abs_error == pytest.approx(0.05)
+    assert s.shapes == ["2 ranks on 1 node(s)", "4 ranks on 2 node(s)"]
+
+
+def test_a_record_that_does_not_read_is_refused_by_its_line(tmp_path):
+    """The readers read records typed: a record without a field is named by its line, never skipped
+    (a summary or a plot silently missing a run misleads)."""
+    from rtmodel_validation.errors import ValidationError
+    from rtmodel_validation.results import read_parity_points
+
+    path = tmp_path / "r.jsonl"
+    broken = _record("ring", 4, 2)
+    del broken["ranks"]
+    path.write_text(json.dumps(_record("ring", 4, 2)) + "\n" + json.dumps(broken) + "\n")
+    for read in (summarise_results, read_parity_points):
+        with pytest.raises(ValidationError, match=r"r\.jsonl:2: the validation record lacks ranks"):
+            read(path)
 
 
 def test_parity_points_from_records_and_flat_lines(tmp_path):
@@ -164,9 +192,10 @@ def test_parity_points_from_records_and_flat_lines(tmp_path):
     from rtmodel_validation.results import ParityPoint, read_parity_points
 
     path = tmp_path / "r.jsonl"
-    rec = {"kind": "rtmodel-validation", "topology": "ring", "shape": {"world_size": 4, "ranks_per_node": 2, "nodes": 2},
-           "allreduce": {"name": "allreduce", "predicted_mean_s": 0.02, "measured": {"mean_s": 0.025}},
-           "decentralized": {"name": "ring", "predicted_mean_s": 0.01, "measured": {"mean_s": 0.012}}}
+    rec = _record("ring", 4, 2)
+    rec["allreduce"] = {**rec["allreduce"], "predicted_mean_s": 0.02, "measured": {**rec["allreduce"]["measured"], "mean_s": 0.025}}
+    rec["decentralized"] = {**rec["decentralized"], "name": "ring", "predicted_mean_s": 0.01,
+                            "measured": {**rec["decentralized"]["measured"], "mean_s": 0.012}}
     flat = {"method": "ring", "predicted_mean_s": 0.05, "measured_mean_s": 0.04, "source": "synthetic"}
     path.write_text("# comment\n\n" + json.dumps(rec) + "\n" + json.dumps(flat) + "\n")
     points = read_parity_points(path)
@@ -200,7 +229,7 @@ def test_plan_predicts_with_the_profiles_scenario(synthetic_profiles):
     from dataclasses import replace
 
     from calibration import scenario_from_profile
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from rtmodel_validation.options import ValidateOptions
     from rtmodel_validation.plan import _placeholder_network, make_plan, run_shape
     from runtime_model.prediction.iteration import allreduce_prediction, gossip_prediction
@@ -305,7 +334,7 @@ def _profile(tmp_path, nproc: int, k: int):
 
 def _check_result(res, n: int, iterations: int, topology: str):
     assert res.shape.gpus == n and res.topology == topology
-    assert [r["rank"] for r in res.ranks] == list(range(n))  # every rank reported
+    assert [r.rank for r in res.ranks] == list(range(n))  # every rank reported
     for run, comp in (("allreduce", res.allreduce), ("decentralized", res.decentralized)):
         times = res.times_s[run]
         assert len(times) == n and all(len(t) == iterations for t in times)
@@ -320,7 +349,7 @@ def _check_result(res, n: int, iterations: int, topology: str):
     assert v.predicted_speedup == pytest.approx(res.allreduce.predicted_mean_s / res.decentralized.predicted_mean_s)
     assert v.held == (v.predicted == v.measured)
     d2c = res.distance_to_consensus
-    assert len(d2c["per_rank"]) == n and math.isfinite(d2c["max"]) and d2c["max"] >= 0
+    assert len(d2c.per_rank) == n and math.isfinite(d2c.max) and d2c.max >= 0
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         from profiler.launch import run_profile
         from profiler.options import ProfileOptions
         from rtmodel_util.files import output_path_arg
-        from rtmodel_util.processes import launch_env
+        from rtmodel_util.launch_env import launch_env
 
         launch_env()  # first: a bad RANK must not decide who checks --out (its rank says it: failing.report)
         path = output_file(output_path_arg(out, "--out"), resume)
@@ -73,7 +73,7 @@ def output_file(out: Path | None, resume: Path | None) -> Path:
     """
     from profiler.errors import ProfilingError
     from rtmodel_util.files import check_output_path
-    from rtmodel_util.processes import is_lead_process
+    from rtmodel_util.launch_env import is_lead_process
 
     if out is None and resume is None:
         raise ProfilingError(

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_asked, takes_local_sgd
-from rtmodel_cli.options import ProfileOpt
+from rtmodel_cli.options import ProfileOpt, TopologyOpt
 from rtmodel_cli.output_format import Format, TableJsonFormatOpt
 from rtmodel_cli.run_options import RunFlags, takes_run_flags
 from rtmodel_util.rank_exit import end_launched_rank
@@ -32,7 +32,7 @@ def results_file(results: str | Path | None, profile: Path | None = None) -> tup
     working directory (one per project), created on the first write. Only the process that writes it
     checks it (rank 0 under torchrun)."""
     from rtmodel_cli.command_files import command_input_files
-    from rtmodel_util.processes import is_lead_process
+    from rtmodel_util.launch_env import is_lead_process
     from rtmodel_validation.results import check_default_results_path
     from rtmodel_validation.results_file import check_results_output
 
@@ -59,7 +59,7 @@ def record(result, path: Path, is_default: bool) -> None:
     except (RtmodelError, OSError) as exc:  # a user's mistake stays exit 2, a full disk exit 1
         kind = ValidationError if exit_code_of(exc) == 2 else RunFailure
         err = kind(f"{describe(exc)} (the result above was not recorded)")
-        from rtmodel_util.processes import in_launched_rank
+        from rtmodel_util.launch_env import in_launched_rank
 
         if in_launched_rank():  # leave as a finished rank does; the shell's error path is not taken
             say_error(str(err))
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
     @takes_local_sgd
     def validate_cmd(
         profile: ProfileOpt = None,
-        topology: Annotated[str | None, typer.Option("--topology", help="Topology Decent-DP runs.")] = None,
+        topology: TopologyOpt = None,
         recommended: Annotated[
             bool,
             typer.Option(
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         if report:
             show_report(results, fmt)
             return
-        from rtmodel_util.processes import launch_env
+        from rtmodel_util.launch_env import launch_env
 
         launch_env()  # first: a bad RANK must not decide who says an error or checks --results
         from rtmodel_validation.local_sgd import local_sgd_options
@@ -202,10 +202,10 @@ def render_local_sgd(result, console) -> None:
     c, run = result.local_sgd, result.local_sgd_run
     if c is None:
         return
-    replica = "DDP inside each node" if run["options"]["replica"] == "node" else "every rank its own replica"
+    replica = "DDP inside each node" if run.options.replica == "node" else "every rank its own replica"
     console.print(
         f"{c.name} ({replica}): predicted {c.predicted_mean_s * 1e3:.2f} ms, measured "
-        f"{c.measured.mean_s * 1e3:.2f} ms per inner step, error {c.error:+.1%} ({run['iterations']} timed "
-        f"inner steps after {run['warmup']} warm-up: whole periods of H={run['options']['inner_steps']})",
+        f"{c.measured.mean_s * 1e3:.2f} ms per inner step, error {c.error:+.1%} ({run.iterations} timed "
+        f"inner steps after {run.warmup} warm-up: whole periods of H={run.options.inner_steps})",
         highlight=False,
     )

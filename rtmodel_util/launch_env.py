@@ -1,38 +1,31 @@
-"""The rules for every process rtmodel starts or runs as, in one place.
+"""Who this process is in a launched job, and the bounds every launcher checks before it starts anything.
 
 - the environment variables launchers and ranks share, and the one test for "this process is a rank of
   a launched job" (`in_launched_rank`), with the check of that environment before any rendezvous
   (`check_launch_env`: a RANK >= WORLD_SIZE otherwise waits the whole timeout, then dumps C++ frames);
 - the bounds every launcher applies before it starts anything: local ranks (`check_local_ranks`),
-  timeouts (`check_timeout_s`), the [cluster] extra being installed (`require_modules`);
-- starting children that die with their launcher (`die_with_parent`, PR_SET_PDEATHSIG), turning the
-  SIGTERM a scheduler sends into SystemExit so cleanup runs (`sigterm_exits`), stopping processes
-  (`stop_processes`: SIGTERM, a grace period, SIGKILL), and a run's temp directory that goes however
-  its launcher ends (`run_directory`, from rtmodel_util.run_dirs, which also removes killed runs' ones).
+  timeouts (`check_timeout_s`), the [cluster] extra being installed (`require_modules`).
 
-Standard library only (plus the model's error type): launchers and ranks call it without torch.
+Why apart from rtmodel_util.process_control: these are rules about a job's description (names, numbers,
+packages), read and checked before any process exists; starting, signalling and stopping processes is
+the other module's job. Standard library only (plus the model's error type): launchers and ranks call it
+without torch.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import math
 import os
-import signal
-import subprocess
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rtmodel_util.run_dirs import RunDirectory, run_directory  # here too: launchers take both from here
 from runtime_model.core.defaults import MAX_GPUS
 from runtime_model.core.errors import DEBUG_ENV, UserError
 
 __all__ = [
     "DEBUG_ENV",
+    "DEFAULT_TIMEOUT_S",
     "DEVICE_INDEX_ENV",
     "ERROR_DIR_ENV",
     "LAUNCH_VARS",
@@ -45,18 +38,11 @@ __all__ = [
     "check_launch_env",
     "check_local_ranks",
     "check_timeout_s",
-    "die_with_parent",
     "in_launched_rank",
     "is_lead_process",
     "launch_env",
     "max_local_ranks",
-    "RunDirectory",
     "require_modules",
-    "run_directory",
-    "set_parent_death_signal",
-    "sigterm_exits",
-    "stop_processes",
-    "terminate_then_kill",
 ]
 
 # ---- the environment launchers and ranks share ------------------------------------------------------------
@@ -237,117 +223,3 @@ def require_modules(*names: str, error: type[UserError] = LaunchRefused) -> None
             found = False
         if not found:
             raise error(f"{name} is not installed: {CLUSTER_HINT}")
-
-
-# ---- children that die with their launcher ---------------------------------------------------------------
-PR_SET_PDEATHSIG = 1
-
-
-def _prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux: no death signal, the launcher's cleanup still runs
-        return None
-
-
-def set_parent_death_signal(sig: int, expected_parent: int | None = None) -> bool:
-    """Ask Linux to send `sig` to this process when its parent (the thread that forked it) ends.
-
-    Returns False when the parent is already gone (`expected_parent` given and no longer our parent):
-    the caller should exit. A no-op returning True where prctl is unavailable."""
-    prctl = _prctl()
-    if prctl is not None:
-        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    return expected_parent is None or os.getppid() == expected_parent
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
-    """A `preexec_fn` for subprocess.Popen: the child gets `sig` when the launcher dies, even by SIGKILL.
-
-    SIGKILL for ranks (nothing of theirs to clean up); SIGTERM for a launcher of its own (torchrun), so it
-    stops its workers first. The libc lookup happens here, before the fork; the child only calls it.
-    Caveat: Linux fires it when the launcher *thread* that started the child exits."""
-    prctl, parent = _prctl(), os.getpid()
-
-    def preexec() -> None:
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-            if os.getppid() != parent:  # the launcher died between fork and prctl
-                os.kill(os.getpid(), sig)
-
-    return preexec
-
-
-@contextmanager
-def sigterm_exits() -> Iterator[None]:
-    """While the block runs, SIGTERM (scancel, SLURM's time limit, kill) raises SystemExit(143) in the
-    main thread, so `except`/`finally` clean up (stop ranks, remove temp dirs) instead of the process
-    vanishing. A second SIGTERM during that cleanup is ignored. A no-op outside the main thread and
-    inside an outer sigterm_exits block (the outer one's cleanup is still running when this one's ends)."""
-    outer = getattr(signal.getsignal(signal.SIGTERM), "rtmodel_sigterm_exits", False)
-    if outer or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired = []
-
-    def handler(signum, frame):
-        if not fired:
-            fired.append(signum)
-            raise SystemExit(128 + signum)
-
-    handler.rtmodel_sigterm_exits = True
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-
-# ---- stopping processes --------------------------------------------------------------------------------
-def terminate_then_kill(
-    send: Callable[[int], None], alive: Callable[[], bool], grace_s: float = 10.0, poll_s: float = 0.05
-) -> bool:
-    """SIGTERM through `send`, wait up to grace_s for `alive()` to turn False, then SIGKILL and wait as
-    long again; True when everything stopped."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not alive():
-            return True
-        send(sig)
-        deadline = time.monotonic() + grace_s
-        while alive():
-            if time.monotonic() > deadline:
-                break
-            time.sleep(poll_s)
-    return not alive()
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a member we may not signal: not ours to wait for
-        return False
-
-
-def stop_processes(procs: Iterable[subprocess.Popen], grace_s: float = 10.0, group: bool = False) -> bool:
-    """Stop `procs` (and, with group=True, every process in each one's process group: start them with
-    start_new_session=True) with SIGTERM, then SIGKILL after grace_s; reaps them. True when all stopped."""
-    procs = list(procs)
-
-    def send(sig: int) -> None:
-        for p in procs:
-            try:
-                if group:
-                    os.killpg(p.pid, sig)
-                elif p.poll() is None:
-                    p.send_signal(sig)
-            except ProcessLookupError:
-                pass
-
-    def alive() -> bool:
-        running = [p for p in procs if p.poll() is None]  # poll() reaps: a zombie leader leaves its group
-        return bool(running) or (group and any(_group_exists(p.pid) for p in procs))
-
-    return terminate_then_kill(send, alive, grace_s)
