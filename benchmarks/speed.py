@@ -1,6 +1,6 @@
 """Speed benchmark of the advisor (goals from the issues: advise <= 0.3 s, sweep <= 1 s, consensus <= 0.1 s;
 issue 14: `advise --gpus 1048576` <= 2x the wall time of `--gpus 64` and <= 300 MB, `--gpus 16777216`
-answers, `plot speedup --gpus 8:65536` <= 1.3x the time of `--gpus 8:16`).
+answers, `plot speedup --gpus-range 8:65536` <= 1.3x the time of `--gpus-range 8:16`).
 
     python -m benchmarks.speed        # prints a table and writes benchmarks/results/speed.json
     python -m benchmarks.speed --cpu  # only issue 51's CPU ratios (advise against its import floor)
@@ -95,7 +95,7 @@ def scale(repeats: int = 5) -> dict:
         for _ in range(repeats):
             for g in sweeps:
                 sweeps[g].append(
-                    _process(["plot", "speedup", *GLOBAL_BATCH, "--gpus", g, "--out", f"{tmp}/s.png"])
+                    _process(["plot", "speedup", *GLOBAL_BATCH, "--gpus-range", g, "--out", f"{tmp}/s.png"])
                 )
     t0 = time.perf_counter()
     _process([*advise, str(1 << 24)])
@@ -179,7 +179,7 @@ def import_floor(repeats: int = 11) -> dict:
 
 # Issue 47's cost goals, in CPU time: advise at any n <= 1.5x n = 64 (the sizes where its work changes
 # kind: full schedules up to 4,096, BlueFog's long periods at powers of 4, reduced systems above), and
-# `plot speedup --gpus 8:65536` <= 1.3x `--gpus 8:16`.
+# `plot speedup --gpus-range 8:65536` <= 1.3x `--gpus-range 8:16`.
 COST_GPUS = (256, 1024, 2048, 4096, 8192, 65_536, 1 << 20)
 
 
@@ -187,7 +187,7 @@ def cost_ratios(repeats: int = 7) -> dict:
     """Each side measured alternately in one round; per-round ratios, their median and quartiles (as
     import_floor: a shared VM slows a whole round at once)."""
     advise = [sys.executable, "-m", "rtmodel_cli", "advise", "--format", "json", *GLOBAL_BATCH, "--gpus"]
-    plot = [sys.executable, "-m", "rtmodel_cli", "plot", "speedup", *GLOBAL_BATCH, "--gpus"]
+    plot = [sys.executable, "-m", "rtmodel_cli", "plot", "speedup", *GLOBAL_BATCH, "--gpus-range"]
     with tempfile.TemporaryDirectory() as tmp:
         sides = {str(n): [*advise, str(n)] for n in (64, *COST_GPUS)}
         sides.update({g: [*plot, g, "--out", f"{tmp}/s.png"] for g in ("8:16", "8:65536")})
@@ -272,8 +272,8 @@ def main() -> None:
         f"advise --gpus 16777216: {sc['advise_16777216_s']:.2f} s, peak {sc['advise_16777216_peak_mib']:.0f} MiB"
     )
     print(
-        f"plot speedup --gpus 8:65536: {sc['sweep_8_65536_s']:.2f} s = {sc['sweep_ratio_65536_vs_16']:.2f}x "
-        f"--gpus 8:16 ({sc['sweep_8_16_s']:.2f} s) (goal 1.3x)"
+        f"plot speedup --gpus-range 8:65536: {sc['sweep_8_65536_s']:.2f} s = {sc['sweep_ratio_65536_vs_16']:.2f}x "
+        f"--gpus-range 8:16 ({sc['sweep_8_16_s']:.2f} s) (goal 1.3x)"
     )
 
 

@@ -70,7 +70,7 @@ def report(exc: BaseException, option_names: frozenset[str] = frozenset()) -> No
     """Print `exc` as one line (traceback first under RTMODEL_DEBUG=1) and exit with its code.
     Inside a torchrun job a user error is the same on every rank, so only rank 0 says it; a run
     failure, or a rank's own malformed environment (RANK=7 of 4 is no rank 0), is said by its rank."""
-    from rtmodel_util.processes import LaunchEnvError, is_lead_process  # here: only failures need it
+    from rtmodel_util.launch_env import LaunchEnvError, is_lead_process  # here: only failures need it
 
     if isinstance(exc, UserError) and not isinstance(exc, LaunchEnvError) and not is_lead_process():
         raise typer.Exit(exit_code_of(exc))
@@ -135,8 +135,24 @@ class OneLineUsageErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+# Spellings retired so that each flag name has one meaning (issue "The house"): old -> what says it now.
+RETIRED = {
+    "--json": "--format json",
+    "--topology": "--topologies",
+    "--network": "--networks",
+    "--model": "--models",
+    "--cluster": "--clusters",
+}
+
+
 def usage_line(exc) -> str:
-    """click's message on one line, pointing at the command's --help."""
+    """click's message on one line, pointing at the command's --help; an unknown option that is a retired
+    spelling (RETIRED) names the flag of this command that says it now."""
     message = " ".join(str(exc.format_message()).split())
     ctx = getattr(exc, "ctx", None)
-    return f"{message} (see: {ctx.command_path} --help)" if ctx is not None else message
+    if ctx is None:
+        return message
+    now = RETIRED.get(getattr(exc, "option_name", None) or "")
+    if now and now not in message and now.split()[0] in {o for p in ctx.command.params for o in p.opts}:
+        message = f"{message}; use {now}"
+    return f"{message} (see: {ctx.command_path} --help)"

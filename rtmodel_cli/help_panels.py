@@ -13,9 +13,14 @@ from typer.core import TyperCommand
 PANELS: dict[str, tuple[str, ...]] = {
     "Common": (
         "--gpus",
+        "--gpus-range",
+        "--gpus-list",
         "--cluster",
+        "--clusters",
         "--model",
+        "--models",
         "--network",
+        "--networks",
         "--gpu",
         "--gpus-per-node",
         "--global-batch",
@@ -23,6 +28,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--out",
         "--profile",
         "--topology",
+        "--topologies",
         "--recommended",
         "--quick",
         "--brief",

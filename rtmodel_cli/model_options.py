@@ -58,7 +58,7 @@ class ModelInputs:
     """One field per scenario-file key that describes the model and the cluster (scenario_file.KEYS but
     the question a command asks: gpus, margin, topology, objective), in the order --help lists them;
     and `scenario`, the file that fills the ones not given (scenario_file.merge). None = not given.
-    `plot speedup` takes lists for network, model and cluster."""
+    `plot speedup` takes lists for network, model and cluster (its flags --networks, --models, --clusters)."""
 
     network: NetworkOpt = None
     model: ModelOpt = None

@@ -23,8 +23,6 @@ GpusPerNodeOpt = Annotated[
         "capped at n; calibrate: the profile's)."
     ),
 ]
-# One n (the plots of one cluster, topologies): each command's default is in its signature.
-GpuCountOpt = Annotated[int, typer.Option("--gpus", help="Number of GPUs n.")]
 
 
 def preset_name_option(help_text: str):
@@ -78,9 +76,33 @@ BucketMibOpt = Annotated[
         help=f"Gradient bucket cap in MiB (DDP's and Decent-DP's default is {defaults.BUCKET_CAP_MIB:g}).",
     ),
 ]
-TopologiesOpt = Annotated[
-    list[str] | None, typer.Option("--topology", help="Only these topologies (repeatable).")
+# One name, one meaning (issue "The house"): --topology is one topology, --topologies several.
+TopologyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--topology",
+        metavar="NAME",
+        help="One topology (`rtmodel topologies` lists them). validate: the one Decent-DP runs; plot factors "
+        "and what-if: the one drawn (default: the fastest Decent-DP runs at each n, what advise picks from).",
+    ),
 ]
+TopologiesOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--topologies",
+        metavar="NAME[,NAME...]",
+        help="Only these topologies: a comma list, or the flag repeated (default: all).",
+    ),
+]
+
+
+def split_names(values: list[str] | None) -> list[str] | None:
+    """A plural flag's names, repeated or comma-separated (`--topologies ring,base-2`), in order, once each;
+    None when not given."""
+    if values is None:
+        return None
+    out = [name.strip() for value in values for name in value.split(",")]
+    return list(dict.fromkeys(out))
 ProfileOpt = Annotated[
     Path | None,
     typer.Option(help="Profile from `rtmodel profile`: use measured parameters (calibrated as it is read)."),

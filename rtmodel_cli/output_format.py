@@ -31,15 +31,11 @@ def format_choices(*allowed: Format) -> type[StrEnum]:
     return StrEnum("Format", [(Format(f).name, Format(f).value) for f in allowed])
 
 
-def format_option(*allowed: Format, optional: bool = False):
+def format_option(*allowed: Format):
     """The Annotated type of a command's --format parameter: the choices `allowed`, its help their list
-    "a | b" (tests/test_commands.py runs each); `optional`: None when not given (presets, whose --json
-    must tell --format table from no --format)."""
+    "a | b" (tests/test_commands.py runs each)."""
     choices = format_choices(*allowed)
-    return Annotated[
-        choices | None if optional else choices,
-        typer.Option("--format", help=" | ".join(choices)),
-    ]
+    return Annotated[choices, typer.Option("--format", help=" | ".join(choices))]
 
 
 FormatOpt = format_option(*Format)  # advise, topologies: table | json | csv

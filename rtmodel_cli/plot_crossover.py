@@ -9,10 +9,12 @@ answer as `rtmodel advise` does (plot_common.plotted_answer); the advice's cross
 from __future__ import annotations
 
 from rtmodel_cli import scenario_file
+from rtmodel_cli.gpu_counts import GpusOpt
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import GpuCountOpt, PerGpuOpt
+from rtmodel_cli.options import PerGpuOpt
 from rtmodel_cli.plot_common import OutOpt, data_opt, merged, plotted_answer, save_drawn, writing
 from rtmodel_cli.plot_variance import WITHOUT
+from runtime_model.core.defaults import DEFAULT_GPUS
 
 CrossoverDataOpt = data_opt(
     "kind (curve; flip: where it crosses 1; this cluster: its bandwidth; too close to call: the band's two "
@@ -25,7 +27,7 @@ CrossoverDataOpt = data_opt(
 def crossover(
     out: OutOpt,
     data: CrossoverDataOpt = None,
-    gpus: GpuCountOpt = 64,
+    gpus: GpusOpt = DEFAULT_GPUS,
     batch_per_gpu: PerGpuOpt = None,
     *,
     inputs: ModelInputs,

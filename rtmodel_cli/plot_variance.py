@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 
 from rtmodel_cli import scenario_file
+from rtmodel_cli.gpu_counts import GpusOpt
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import GpuCountOpt, PerGpuOpt, TopologiesOpt
+from rtmodel_cli.options import PerGpuOpt, TopologiesOpt, split_names
 from rtmodel_cli.plot_common import (
     OutOpt,
     check_topology,
@@ -24,6 +25,7 @@ from rtmodel_cli.plot_common import (
     writing,
 )
 from runtime_model.core.constraints import Interval
+from runtime_model.core.defaults import DEFAULT_GPUS
 
 STRAGGLER_MAX = Interval(1.0, 100.0, closed="right")  # the sweep starts at 1 (no straggler)
 CV_MAX = Interval(0.0, 1.0, closed="right")  # the sweep starts at 0 (no jitter)
@@ -47,8 +49,8 @@ def variance(
     cv_max: Annotated[
         float, typer.Option(help=f"Largest i.i.d. compute CV in panel (b), {CV_MAX.describe()}.")
     ] = 0.5,
-    gpus: GpuCountOpt = 64,
-    topology: TopologiesOpt = None,
+    gpus: GpusOpt = DEFAULT_GPUS,
+    topologies: TopologiesOpt = None,
     batch_per_gpu: PerGpuOpt = None,
     *,
     inputs: ModelInputs,
@@ -63,13 +65,14 @@ def variance(
         STRAGGLER_MAX.check("straggler_max", straggler_max)
         CV_MAX.check("cv_max", cv_max)
         check_gpus("gpus", gpus)
-        for name in topology or ():
+        topologies = split_names(topologies)
+        for name in topologies or ():
             check_topology(name)
         o, taken = merged(inputs)
         with scenario_file.blamed(o.scenario, taken):
             sc = _scenario(o, gpus, batch_per_gpu)
             factors, cvs = grid(straggler_max, 1.0, POINTS), grid(cv_max, 0.0, POINTS)
-            save_drawn(lambda: plots.variance_panels(sc, factors, cvs, topologies=topology), out, data)
+            save_drawn(lambda: plots.variance_panels(sc, factors, cvs, topologies=topologies), out, data)
 
 
 def _scenario(o: ModelInputs, gpus: int, batch_per_gpu: float | None):

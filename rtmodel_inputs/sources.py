@@ -32,8 +32,7 @@ from rtmodel_inputs.refusals import refuse_options_a_profile_measured, refuse_op
 from rtmodel_inputs.request import check_batch_per_gpu, network_kw, own_numbers, variation_kw
 from rtmodel_inputs.step import check_step
 from rtmodel_util.shown import say
-
-DEFAULT_GPUS = 64
+from runtime_model.core.defaults import DEFAULT_GPUS
 
 
 def resolve_inputs(opts: dict) -> AdviceInputs:
@@ -242,7 +241,8 @@ def _calibrated(calibration: Path, given: dict):
     """(ProfiledScenario, inputs) of a calibration file (`rtmodel calibrate --out`), placed on the target
     as a profile calibrated now is (calibration.scenario_from_calibration): the links it holds stand.
     `given`: the request and --presets."""
-    from calibration import load_calibration, scenario_from_calibration
+    from calibration import scenario_from_calibration
+    from rtmodel_documents.calibration_document import load_calibration
     from rtmodel_inputs.request import flag_of
     from runtime_model.core.errors import UserError
 

@@ -24,7 +24,7 @@ def add(library, yours: dict, model, compute_ms: float | None, message_dtype: st
     from runtime_model.presets.to_model import MESSAGE_DTYPE_BYTES
 
     element_bytes = MESSAGE_DTYPE_BYTES[message_dtype or "fp32"]
-    if isinstance(model, list):  # plot speedup's repeatable --model, shown as typed
+    if isinstance(model, list):  # plot speedup's --models, shown as typed
         model = " ".join(model) or None
     library = add_yours(library, yours.get("params"), yours.get("param_mb"), element_bytes, model, compute_ms)
     return library, OWN_MODEL

@@ -83,7 +83,7 @@ def test_help_comes_in_panels_with_the_common_options_first_and_whole_flag_names
     assert headers == [p for p in (*PANELS, OTHER) if p in headers] and headers[0] == "Common"
     assert {"Your measurements (in place of the presets)", "Local SGD (DiLoCo)"} <= set(headers)
     common = out.split("Common:")[1].split("\n\n")[0]
-    assert "--gpus <int>" in common and "--cluster <str>" in common and "--mfu" not in common
+    assert "--gpus N" in common and "--cluster <str>" in common and "--mfu" not in common
     assert all(len(line) <= 80 for line in out.splitlines())
     for flag in ("--local-sgd-fragments", "--ddp-bucket-view / --ddp-bucket-copy", "--message-dtype"):
         assert flag in out
@@ -158,6 +158,7 @@ def test_ctrl_c_while_the_app_loads_is_one_line(monkeypatch, capsys):
 @pytest.mark.parametrize(
     "command", [["validate", "--topology", "ring"], ["profile", "--quick", "--out", "p.json"]]
 )
+@pytest.mark.slow
 def test_a_launched_rank_whose_peers_never_come_says_so_in_one_line(tmp_path, command):
     """Rank 0 of a two-rank job alone: the rendezvous times out, and the rank says which phase, not a traceback."""
     pytest.importorskip("torch")

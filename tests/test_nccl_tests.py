@@ -179,7 +179,7 @@ def test_a_sweep_plot_refuses_a_scenario_files_nccl_tests(tmp_path):
     out = tmp_path / "s.png"
     res = runner.invoke(
         app,
-        ["plot", "speedup", "--gpus", "8:16", "--scenario", str(tmp_path / "team.toml"), "--out", str(out)],
+        ["plot", "speedup", "--gpus-range", "8:16", "--scenario", str(tmp_path / "team.toml"), "--out", str(out)],
     )
     assert res.exit_code == 2 and "plot crossover" in res.output and not out.exists()
 

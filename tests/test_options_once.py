@@ -19,21 +19,24 @@ from rtmodel_cli.scenario_file import KEYS, PLOT_FROM_FILE_ONLY, PLOT_IGNORES, P
 
 CLI = Path(__file__).resolve().parent.parent / "rtmodel_cli"
 # What a command asks (not the model's inputs): its output, the sweep, and --scenario itself.
-PLOT_OWN = {"out", "data", "gpus", "topology", "batch_per_gpu", "scenario"}
+PLOT_OWN = {"out", "data", "gpus", "batch_per_gpu", "scenario"}
+SWEEP_OWN = PLOT_OWN | {"gpus_range", "gpus_list"}  # rtmodel_cli.gpu_counts.GpuSweep
 # command -> (its own options, the file keys it takes from the file only, the inputs it takes as flags only)
 COMMANDS = {
-    ("advise",): ({"verbose", "brief", "format", "scenario"}, set(), set()),
+    ("advise",): ({"verbose", "brief", "format", "scenario", "topologies"}, set(), set()),
     # a sweep has no --nccl-tests: a file naming one is refused in one line (plot_common.refuse_nccl_tests)
-    ("plot", "speedup"): (PLOT_OWN | set(LOCAL_SGD_KEYS), {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
-    ("plot", "factors"): (PLOT_OWN, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
-    ("plot", "what-if"): (PLOT_OWN, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
+    ("plot", "speedup"): (
+        SWEEP_OWN | {"topologies", *LOCAL_SGD_KEYS}, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()
+    ),
+    ("plot", "factors"): (SWEEP_OWN | {"topology"}, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
+    ("plot", "what-if"): (SWEEP_OWN | {"topology"}, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
     ("plot", "variance"): (
-        PLOT_OWN | {"straggler_max", "cv_max"},
+        PLOT_OWN | {"straggler_max", "cv_max", "topologies"},
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
         {"profile", "calibration", "trace", "traced_batch"},  # a plot's file may not name them; plot variance's command line may
     ),
     ("plot", "crossover"): (
-        PLOT_OWN - {"topology"},
+        PLOT_OWN,
         {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
         {"profile", "calibration", "trace", "traced_batch"},
     ),
@@ -139,19 +142,17 @@ def test_plot_variance_does_not_import_plot():
     assert "rtmodel_cli.commands.plot" not in imported
 
 
-# Flags whose one name still has two meanings (issue 48: each option declared once), with the most
-# declarations each may have; a count may only go down. Any flag not listed is declared exactly once.
+# Flags declared in more than one place, with the most declarations each may have; a count may only go
+# down. Any flag not listed is declared exactly once. Each name has one meaning, the same kind of value in
+# every command (tests/test_flag_meanings.py); these are declared apart only because each help says what
+# that command does with it (issue "The house": --gpus, --topology, --network, --cluster, --json retired).
 SHARED_NAMES = {
-    "--model": (3, "the advisor's preset (plot speedup: a list) vs the model profile/validate train"),
-    "--precision": (2, "the advisor's assumed precision (the GPU's) vs the recipe profile/validate train with"),
-    "--network": (2, "plot speedup takes a list: one panel each"),
-    "--cluster": (2, "plot speedup takes a list: one panel each"),
-    "--gpus": (5, "advise's n (a scenario file's or 64), calibrate's extrapolation target, a sweep, factors' n or sweep, one n (GpuCountOpt)"),
-    "--topology": (4, "advise's and the plots' repeatable filter vs the one topology validate runs"),
-    "--out": (3, "each command's own output: a profile, fitted parameters, a figure"),
-    "--results": (2, "validate appends to it (default file); plot parity reads it (required)"),
-    "--ranks-per-node": (2, "emulate's real processes per emulated node (default 1) vs a pretend-node size"),
-    "--timeout-s": (2, "emulate run's limit on the whole command (1800 s) vs a rank's wait (600 s)"),
+    "--model": (2, "one model by name: a preset advise and the plots predict, or one profile/validate train"),
+    "--precision": (2, "one precision: the one advise assumes (the GPU's) or the one profile/validate train in"),
+    "--out": (3, "the one file this command writes: a profile, fitted parameters, a figure"),
+    "--results": (2, "the validation results file: validate appends to it (default file); plot parity reads it"),
+    "--ranks-per-node": (2, "ranks per node: emulate's real emulated nodes (default 1), or a pretend-node size"),
+    "--timeout-s": (2, "a limit in seconds: emulate run's on the whole command (1800 s), a rank's wait (600 s)"),
 }
 
 

@@ -85,7 +85,7 @@ def test_cells_read_back_bit_for_bit_and_rows_name_every_column():
 
 def test_speedup_csv_holds_each_panels_lines(tmp_path, saved):
     fig, header, rows = plot(
-        tmp_path, saved, "speedup", "--gpus", "16,24,32", "--network", "tcp-25g", "--network", "ib-400"
+        tmp_path, saved, "speedup", "--gpus-list", "16,24,32", "--networks", "tcp-25g,ib-400"
     )
     assert tuple(header) == speedup.COLUMNS
     lines = 0
@@ -106,7 +106,7 @@ def test_speedup_csv_holds_each_panels_lines(tmp_path, saved):
 
 
 def test_what_if_csv_holds_each_worlds_curve(tmp_path, saved):
-    fig, header, rows = plot(tmp_path, saved, "what-if", "--gpus", "16:32", "--network", "ib-100")
+    fig, header, rows = plot(tmp_path, saved, "what-if", "--gpus-range", "16:32", "--network", "ib-100")
     assert tuple(header) == whatif.COLUMNS
     curves = shown(fig.axes[0])
     assert len(curves) == len(plots.DEFAULT_WHAT_IFS)
@@ -121,7 +121,7 @@ def test_what_if_csv_holds_each_worlds_curve(tmp_path, saved):
 
 def test_variance_csv_holds_both_panels(tmp_path, saved):
     fig, header, rows = plot(
-        tmp_path, saved, "variance", "--gpus", "16", "--topology", "ring", "--topology", "complete"
+        tmp_path, saved, "variance", "--gpus", "16", "--topologies", "ring", "--topologies", "complete"
     )
     assert tuple(header) == variance.COLUMNS
     count = 0
@@ -278,7 +278,7 @@ def test_data_may_not_be_an_input(tmp_path, link):
 def test_data_in_a_missing_directory_is_one_line(tmp_path):
     args = [
         "what-if",
-        "--gpus",
+        "--gpus-range",
         "8:16",
         "--out",
         str(tmp_path / "w.png"),

@@ -13,8 +13,9 @@ import typer
 from typer.testing import CliRunner
 
 import rtmodel_plots as plots
-from rtmodel_cli.commands.plot import BadGpus, parse_gpus, register
-from rtmodel_cli.failing import guard_app
+from rtmodel_cli.commands.plot import register
+from rtmodel_cli.failing import OneLineUsageErrors, guard_app
+from rtmodel_cli.gpu_counts import BadGpus, GpuSweep, parse_list, parse_range
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_RESULTS = REPO / "notebooks" / "data" / "example_validations.jsonl"
@@ -22,7 +23,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
+    app = typer.Typer(cls=OneLineUsageErrors)  # as rtmodel's: a usage error is one line too
 
     @app.callback()
     def main():  # a group, so that `plot` stays a sub-command
@@ -61,19 +62,33 @@ def assert_one_line_error(res, *fragments):
 # ------------------------------------------------------------------------------------------ gpus syntax
 
 
-def test_parse_gpus_ranges_and_lists():
-    assert parse_gpus("8:1024") == [8, 16, 32, 64, 128, 256, 512, 1024]
-    assert parse_gpus("8:100") == [8, 16, 32, 64]
-    assert parse_gpus("12:96") == [12, 24, 48, 96]
-    assert parse_gpus("8,12, 16") == [8, 12, 16]
-    assert parse_gpus("64") == [64]
-    assert parse_gpus("8:16,48") == [8, 16, 48]
+def test_gpus_range_and_list():
+    assert parse_range("8:1024") == [8, 16, 32, 64, 128, 256, 512, 1024]
+    assert parse_range("8:100") == [8, 16, 32, 64]
+    assert parse_range("12:96") == [12, 24, 48, 96]
+    assert parse_range("64:64") == [64]
+    assert parse_list("8,12, 16") == [8, 12, 16]
+    assert parse_list("64") == [64]
+    assert GpuSweep().counts() == parse_range("8:1024")
+    assert GpuSweep(gpus=64).counts() == [64]
+    assert GpuSweep(gpus_list="16,8").counts() == [8, 16]
 
 
-@pytest.mark.parametrize("text", ["8:4", "abc", "", "8,,16", "0", "8:x", "1:2:4", "-8"])
-def test_parse_gpus_rejects(text):
+@pytest.mark.parametrize("text", ["8:4", "abc", "", "0:4", "8:x", "1:2:4", "-8:8", "64", "8,16"])
+def test_gpus_range_rejects(text):
     with pytest.raises(BadGpus):
-        parse_gpus(text)
+        parse_range(text)
+
+
+@pytest.mark.parametrize("text", ["abc", "", "8,,16", "0", "8:16", "-8", "8,16:32"])
+def test_gpus_list_rejects(text):
+    with pytest.raises(BadGpus):
+        parse_list(text)
+
+
+def test_one_sweep_flag_at_a_time():
+    with pytest.raises(BadGpus, match="not both"):
+        GpuSweep(gpus=8, gpus_range="8:16").counts()
 
 
 # ------------------------------------------------------------------------------------------ data layer
@@ -290,11 +305,11 @@ def test_the_example_results_give_the_parity_points():
 
 
 @pytest.mark.parametrize("args, out", [
-    (["speedup", "--gpus", "8:32", "--network", "tcp-25g", "--network", "ib-400"], "s.png"),
-    (["speedup", "--gpus", "16,32", "--cluster", "a100-ib100", "--batch-per-gpu", "1000"], "s.svg"),
+    (["speedup", "--gpus-range", "8:32", "--networks", "tcp-25g", "--networks", "ib-400"], "s.png"),
+    (["speedup", "--gpus-list", "16,32", "--clusters", "a100-ib100", "--batch-per-gpu", "1000"], "s.svg"),
     (["factors", "--gpus", "32", "--network", "tcp-25g"], "f.png"),
-    (["factors", "--gpus", "8:32", "--topology", "ring"], "f.svg"),
-    (["what-if", "--gpus", "16:32", "--network", "ib-100"], "w.png"),
+    (["factors", "--gpus-range", "8:32", "--topology", "ring"], "f.svg"),
+    (["what-if", "--gpus-range", "16:32", "--network", "ib-100"], "w.png"),
     (["paper"], "p.svg"),
     (["parity", "--results", str(EXAMPLE_RESULTS)], "q.png"),
 ])
@@ -306,14 +321,15 @@ def test_cli_writes_figures(tmp_path, args, out):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["speedup", "--gpus", "64:8"], ["64:8"]),
+    (["speedup", "--gpus-range", "64:8"], ["64:8"]),
     (["speedup", "--gpus", "lots"], ["lots"]),
-    (["speedup", "--gpus", "8:16", "--network", "carrier-pigeon"], ["carrier-pigeon", "tcp-25g"]),
-    (["speedup", "--gpus", "8:16", "--model", "gpt-9"], ["gpt-9"]),
-    (["speedup", "--gpus", "8:16", "--network", "ib-100", "--cluster", "a100-ib100"], ["not both"]),
+    (["speedup", "--gpus", "8:16"], ["--gpus-range 8:16"]),
+    (["speedup", "--gpus-range", "8:16", "--networks", "carrier-pigeon"], ["carrier-pigeon", "tcp-25g"]),
+    (["speedup", "--gpus-range", "8:16", "--models", "gpt-9"], ["gpt-9"]),
+    (["speedup", "--gpus-range", "8:16", "--networks", "ib-100", "--clusters", "a100-ib100"], ["not both"]),
     (["factors", "--gpus", "12", "--gpus-per-node", "8"], ["does not divide"]),
     (["factors", "--gpus", "16", "--topology", "star"], ["star"]),
-    (["what-if", "--gpus", "8:16", "--batch-per-gpu", "-5"], ["batch-per-gpu"]),
+    (["what-if", "--gpus-range", "8:16", "--batch-per-gpu", "-5"], ["batch-per-gpu"]),
     (["parity", "--results", "/nonexistent/results.jsonl"], ["cannot read"]),
 ])
 def test_cli_bad_input_is_one_line(tmp_path, args, fragments):

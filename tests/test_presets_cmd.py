@@ -62,9 +62,8 @@ def test_the_tables_show_the_key_figures():
     assert [c.strip() for c in resnet.split("│")[1:5]] == ["resnet50", "25.6 M", "image", "1,024"]
 
 
-@pytest.mark.parametrize("flag", [["--json"], ["--format", "json"]])
-def test_json_parses_and_holds_every_preset_with_its_sources(flag):
-    res = run(*flag)
+def test_json_parses_and_holds_every_preset_with_its_sources():
+    res = run("--format", "json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == "rtmodel-presets/1"
@@ -83,7 +82,7 @@ def test_json_parses_and_holds_every_preset_with_its_sources(flag):
 
 @pytest.mark.parametrize("kind", list(NAMES))
 def test_kind_shows_only_that_kind(kind):
-    doc = json.loads(run("--kind", kind, "--json").stdout)
+    doc = json.loads(run("--kind", kind, "--format", "json").stdout)
     assert set(doc) == {"schema", "files", "defaults", kind}
     out = run("--kind", kind).stdout
     assert table_names(out) == set(NAMES[kind])
@@ -96,7 +95,7 @@ def test_kind_shows_only_that_kind(kind):
     [
         (["--kind", "routers"], "'routers' is not one of"),
         (["--format", "csv"], "'csv' is not one of"),
-        (["--json", "--format", "table"], "--json and --format table"),
+        (["--json"], "use --format json"),  # retired: one way to ask for JSON
         (["--presets", "/nonexistent/presets"], "no such presets directory"),
     ],
 )
@@ -116,7 +115,7 @@ def test_a_users_presets_dir_is_listed_over_the_builtins(tmp_path):
     assert res.exit_code == 0, res.output
     assert table_names(res.stdout) == {*NAMES["clusters"], "my-v100s"}
     assert str(tmp_path / "clusters.toml") in " ".join(res.stdout.split())
-    doc = json.loads(run("--kind", "clusters", "--json", "--presets", str(tmp_path)).stdout)
+    doc = json.loads(run("--kind", "clusters", "--format", "json", "--presets", str(tmp_path)).stdout)
     assert doc["clusters"]["my-v100s"]["source"] == "ours"
     assert doc["files"][-1] == str(tmp_path / "clusters.toml")
 

@@ -56,12 +56,13 @@ TEAM_VALUES = dict(
 
 
 def flags_of(values: dict) -> list[str]:
-    """The same inputs as flags: --gpus-per-node 4, a list as one flag per item."""
+    """The same inputs as flags: --gpus-per-node 4, a list as one flag per item (the key `topology`, a
+    list, is the flag --topologies)."""
     return [
         part
         for key, value in values.items()
         for item in (value if isinstance(value, list) else [value])
-        for part in ("--" + key.replace("_", "-"), str(item))
+        for part in ("--topologies" if key == "topology" else "--" + key.replace("_", "-"), str(item))
     ]
 
 
@@ -95,7 +96,9 @@ def team(tmp_path, monkeypatch) -> Path:
 def test_every_key_the_file_can_hold_is_an_advise_option():
     from rtmodel_cli.commands.advise import advise
 
-    assert set(KEYS) <= set(inspect.signature(advise).parameters)
+    # but `topology`, a list of names: the flag --topologies (one name, one meaning: --topology is one)
+    params = set(inspect.signature(advise).parameters)
+    assert set(KEYS) - {"topology"} <= params and "topologies" in params
 
 
 def test_a_file_with_every_key_type_gives_the_flags_answer(team):
@@ -118,7 +121,7 @@ def test_json_and_toml_give_the_same_answer(team):
 
 def test_the_command_line_wins_over_the_file(team):
     overridden = advise_json(
-        "--scenario", team / "team.toml", "--gpus", "16", "--mfu", "0.5", "--topology", "ring"
+        "--scenario", team / "team.toml", "--gpus", "16", "--mfu", "0.5", "--topologies", "ring"
     )
     values = {**TEAM_VALUES, "gpus": 16, "mfu": 0.5, "topology": ["ring"]}
     from_flags = advise_json(*flags_of(values), "--presets", team / "team-presets")
@@ -163,7 +166,7 @@ def test_plots_take_the_files_model_inputs(tmp_path, monkeypatch):
         'gpus = 16\nmargin = 0.2\ntopology = ["ring"]\ncluster = "a100-ib100"\nnetwork = "tcp-25g"\n'
         "compute_ms = 120\nmfu = 0.3\n"
     )
-    for sub in (["speedup", "--gpus", "8:16"], ["factors", "--gpus", "16"], ["what-if", "--gpus", "8:16"]):
+    for sub in (["speedup", "--gpus-range", "8:16"], ["factors", "--gpus", "16"], ["what-if", "--gpus-range", "8:16"]):
         res = runner.invoke(app, ["plot", *sub, "--scenario", "own.toml", "--out", f"{sub[0]}.png"])
         assert res.exit_code == 0, res.output
         assert Path(f"{sub[0]}.png").stat().st_size > 0

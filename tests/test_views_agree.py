@@ -28,7 +28,7 @@ LOGS = {  # (ranks, hosts, fixed us, GB/s): an EFA pair of one-GPU nodes, a Kube
 }
 SCENARIOS = [
     ["--gpus", "64"],  # presets: a pick among equivalents by consensus
-    ["--gpus", "16", "--gpus-per-node", "4", "--topology", "alternating-exp-ring"],
+    ["--gpus", "16", "--gpus-per-node", "4", "--topologies", "alternating-exp-ring"],
     ["--gpus", "8", "--gpus-per-node", "8"],  # presets: too close to call
     ["--gpus", "64", "--objective", "accuracy"],
     "--gpus 16 --gpu T4 --gpus-per-node 1 --ddp-bucket-view --nccl-tests efa_2x1.txt".split(),
@@ -183,7 +183,7 @@ def test_the_crossover_plots_data_names_the_option_advise_names(args, logs, tmp_
 
     args = [str(logs / a) if a in LOGS else a for a in args]
     doc = advise_json(*args)
-    plot_args = [a for a in args if a not in ("--topology",)]
+    plot_args = [a for a in args if a not in ("--topologies",)]
     made = run("plot", "crossover", *plot_args, "--out", tmp_path / "x.png", "--data", tmp_path / "x.csv")
     assert made.exit_code == 0, made.output
     rows = list(csv.DictReader((tmp_path / "x.csv").open()))

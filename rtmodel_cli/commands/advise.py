@@ -10,15 +10,14 @@ from typing import Annotated
 
 import typer
 
+from rtmodel_cli.gpu_counts import GpusOpt
 from rtmodel_cli.local_sgd_options import LocalSgdFlags, takes_local_sgd
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt
+from rtmodel_cli.options import MarginOpt, PerGpuOpt, TopologiesOpt, split_names
 from rtmodel_cli.output_format import Format, FormatOpt
 from rtmodel_inputs.local_sgd import local_sgd_configs
-from rtmodel_inputs.sources import DEFAULT_GPUS
 
 # The question advise answers, its own options (scenario-file keys too; the model's inputs are ModelInputs).
-GpusOpt = Annotated[int | None, typer.Option(help=f"Number of GPUs (workers) n (default {DEFAULT_GPUS}).")]
 ObjectiveOpt = Annotated[
     str | None,
     typer.Option(
@@ -57,7 +56,7 @@ def advise(
     *,
     inputs: ModelInputs,
     margin: MarginOpt = None,
-    topology: TopologiesOpt = None,
+    topologies: TopologiesOpt = None,
     objective: ObjectiveOpt = None,
     step_ms: StepMsOpt = None,
     step_gpus: StepGpusOpt = None,
@@ -70,6 +69,7 @@ def advise(
     """Predict per-iteration time of All-Reduce, each gossip topology and local SGD; recommend one."""
     from rtmodel_cli import scenario_file
 
+    topology = split_names(topologies)  # the scenario file's key: `topology`, a list of names
     given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
     given.update(step_ms=step_ms, step_gpus=step_gpus, batch_per_gpu=batch_per_gpu)
     given.update(local_sgd_flags.as_dict())

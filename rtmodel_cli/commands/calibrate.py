@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rtmodel_cli.gpu_counts import GpusOpt
 from rtmodel_cli.options import GpusPerNodeOpt, IntraOpt, NetworkOpt
 from rtmodel_cli.output_format import Format, TableJsonFormatOpt
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from calibration.results import Calibration
+    from rtmodel_documents.calibration_document import Calibration
     from runtime_model.core.scenario import Network
 
 Resolver = Callable[[str | None, str | None], "Network"]
@@ -54,9 +55,7 @@ def register(app: typer.Typer, resolve_network: Resolver | None = None) -> None:
             str,
             typer.Option("--distribution", help="compute distribution the model uses: empirical | normal"),
         ] = "empirical",
-        gpus: Annotated[
-            int | None, typer.Option("--gpus", help="also say how the fit extrapolates to N GPUs")
-        ] = None,
+        gpus: GpusOpt = None,
         gpus_per_node: GpusPerNodeOpt = None,
     ) -> None:
         """Fit the runtime model's parameters (links, per-shape costs, compute) to a profile.
@@ -112,9 +111,9 @@ def _calibrate(
     """run_calibrate once --out (if any) is checked and locked."""
     from calibration.calibrate_profile import calibrate
     from calibration.extrapolate import extrapolation_notes
-    from calibration.profile_io import load_profile
-    from calibration.serialize import calibration_to_json, save_calibration
+    from calibration.profile_view import load_profile
     from calibration.unmeasured import say_link_choice
+    from rtmodel_documents.calibration_document import save_calibration
     from runtime_model.core.scenario import ClusterShape
 
     fmt, network, intra, gpus = o.fmt, o.network, o.intra, o.gpus
@@ -134,7 +133,7 @@ def _calibrate(
         save_calibration(cal, out)
 
     if fmt == "json":
-        typer.echo(json.dumps(calibration_to_json(cal), indent=1))
+        typer.echo(json.dumps(cal.to_json(), indent=1))
     else:
         print_calibration(cal, console, extrapolation_notes(cal, target) if target else None)
         if out is not None:

@@ -7,15 +7,17 @@ when a plot command runs), and every input mistake becomes one line and a non-ze
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from rtmodel_cli import scenario_file
+from rtmodel_cli.gpu_counts import GpuSweep, takes_gpu_sweep
 from rtmodel_cli.local_sgd_options import LocalSgdFlags, local_sgd_configs, takes_local_sgd
 from rtmodel_cli.model_options import ModelInputs, takes_model_inputs
-from rtmodel_cli.options import PerGpuOpt, TopologiesOpt
+from rtmodel_cli.options import PerGpuOpt, TopologiesOpt, TopologyOpt, split_names
 from rtmodel_cli.plot_common import (
     OutOpt,
     check_topology,
@@ -25,27 +27,35 @@ from rtmodel_cli.plot_common import (
     refuse_nccl_tests,
     render,
 )
-from runtime_model.core.errors import InvalidValue, UserError
+from runtime_model.core.defaults import DEFAULT_GPUS
+from runtime_model.core.errors import UserError
 
-GpusOpt = Annotated[
-    str,
-    typer.Option(
-        "--gpus",
-        help="GPU counts: a:b = doubling from a up to b (8:1024 = 8,16,...,1024), or a comma list (8,12,16).",
-    ),
-]
-# `plot speedup` draws a panel per network or cluster and a row per model: its own, repeatable options.
+# `plot speedup` draws a panel per network or cluster and a row per model: plural flags of its own (one
+# name, one meaning: --network is one network everywhere), each a comma list or repeated.
 NetworksOpt = Annotated[
     list[str] | None,
-    typer.Option(help="Inter-node network preset; repeat for one panel each (default ib-100)."),
+    typer.Option(
+        "--networks",
+        metavar="NAME[,NAME...]",
+        help="Inter-node network presets, one panel each: a comma list or the flag repeated (default ib-100).",
+    ),
 ]
 ModelsOpt = Annotated[
     list[str] | None,
-    typer.Option(help="Model preset; repeat for one row of panels each (default transformer-base)."),
+    typer.Option(
+        "--models",
+        metavar="NAME[,NAME...]",
+        help="Model presets, one row of panels each: a comma list or the flag repeated (default "
+        "transformer-base).",
+    ),
 ]
 ClustersOpt = Annotated[
     list[str] | None,
-    typer.Option(help="Named cluster preset; repeat for one panel each (instead of --network)."),
+    typer.Option(
+        "--clusters",
+        metavar="NAME[,NAME...]",
+        help="Named cluster presets, one panel each (instead of --networks): a comma list or the flag repeated.",
+    ),
 ]
 SpeedupDataOpt = data_opt(
     "model, network, cluster (the panel's), x_name (gpus), x, topology, iteration_ms, speedup; one row per "
@@ -71,41 +81,6 @@ ParityDataOpt = data_opt(
 SWEEP_WITHOUT = (*scenario_file.PLOT_FROM_FILE_ONLY, *scenario_file.MEASURED_KEYS, "nccl_tests")
 
 
-class BadGpus(UserError):
-    """A --gpus value that is not a count, a range a:b or a comma list."""
-
-
-def parse_gpus(text: str) -> list[int]:
-    """'8:1024' -> [8, 16, ..., 1024] (doubling from a up to b); '8,12,16' -> that list; items may mix."""
-    from runtime_model.core.scenario import check_gpus  # lazily: numpy is not imported for `rtmodel --help`
-
-    out: list[int] = []
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            raise BadGpus(
-                f"--gpus '{text}': empty item; use a:b (e.g. 8:1024) or a comma list (e.g. 8,16,32)"
-            )
-        try:
-            if ":" in item:
-                a_text, b_text = item.split(":")
-                a, b = int(a_text), int(b_text)
-                if a < 1 or b < a:
-                    raise BadGpus(f"--gpus range '{item}' needs 1 <= a <= b")
-                out.extend(a << i for i in range((b // a).bit_length()) if a << i <= b)
-            else:
-                out.append(int(item))
-        except ValueError as exc:
-            if isinstance(exc, BadGpus):
-                raise
-            raise BadGpus(f"--gpus '{text}': '{item}' is not a count or a range a:b (e.g. 8:1024)") from None
-    for n in out:  # the model's own range (1 to runtime_model.core.defaults.MAX_GPUS), with its message
-        try:
-            check_gpus("gpus", n)
-        except InvalidValue as exc:
-            raise BadGpus(exc.message_for(lambda _: "--gpus")) from None
-    return sorted(set(out))
-
-
 def _draw_sweep(
     o: ModelInputs, gpus: list[int], batch_per_gpu: float | None, out: Path, data: Path | None, draw
 ) -> None:
@@ -123,17 +98,24 @@ def _as_list(value: str | list[str] | None) -> list[str] | None:
     return [value] if isinstance(value, str) else value
 
 
+def _split_lists(inputs: ModelInputs) -> ModelInputs:
+    """`plot speedup`'s plural flags as lists of names (`--networks a,b` as `--networks a --networks b`)."""
+    lists = {name: split_names(getattr(inputs, name)) for name in ("network", "model", "cluster")}
+    return dataclasses.replace(inputs, **lists)
+
+
 @takes_model_inputs(
     without=SWEEP_WITHOUT, instead={"network": NetworksOpt, "model": ModelsOpt, "cluster": ClustersOpt}
 )
+@takes_gpu_sweep
 @takes_local_sgd
 def speedup(
     out: OutOpt,
     data: SpeedupDataOpt = None,
-    gpus: GpusOpt = "8:1024",
-    topology: TopologiesOpt = None,
+    topologies: TopologiesOpt = None,
     batch_per_gpu: PerGpuOpt = None,
     *,
+    sweep: GpuSweep,
     inputs: ModelInputs,
     local_sgd_flags: LocalSgdFlags,
 ):
@@ -143,12 +125,12 @@ def speedup(
 
     # no line unless a --local-sgd-* option asks
     local_sgd = local_sgd_configs(local_sgd_flags.as_dict(), by_default=False)
-    gl = parse_gpus(gpus)
-    o, taken = merged(inputs)
+    gl = sweep.counts()
+    o, taken = merged(_split_lists(inputs))
     networks, clusters = _as_list(o.network), _as_list(o.cluster)
     if networks and clusters:
         if not {"network", "cluster"} & taken or len(networks) > 1:
-            raise UserError("give --network or --cluster, not both")
+            raise UserError("give --networks or --clusters, not both")
     with scenario_file.blamed(o.scenario, taken):
         refuse_nccl_tests(o)
         o, kw = preset_kw(o, batch_per_gpu, min(gl))
@@ -160,7 +142,7 @@ def speedup(
                 networks or None,
                 _as_list(o.model) or "transformer-base",  # after preset_kw: your model's name
                 clusters=clusters or None,
-                topologies=topology,
+                topologies=split_names(topologies),
                 local_sgd=local_sgd,
                 **kw,
             ),
@@ -170,30 +152,21 @@ def speedup(
 
 
 @takes_model_inputs(without=SWEEP_WITHOUT)
+@takes_gpu_sweep
 def factors(
     out: OutOpt,
     data: FactorsDataOpt = None,
-    gpus: Annotated[
-        str,
-        typer.Option(
-            "--gpus", help="One count (a bar per topology) or several, a:b or a comma list (a bar per n)."
-        ),
-    ] = "64",
-    topology: Annotated[
-        str | None,
-        typer.Option(
-            help="With several --gpus: this topology (default: the fastest Decent-DP runs at each n, what "
-            "advise picks from)."
-        ),
-    ] = None,
+    topology: TopologyOpt = None,
     batch_per_gpu: PerGpuOpt = None,
     *,
+    sweep: GpuSweep,
     inputs: ModelInputs,
 ):
-    """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms."""
+    """The three factors (overlap window, heterogeneous links, variance) as stacked bars, in ms: one n
+    (--gpus, default 64) gives a bar per topology; a --gpus-range or --gpus-list a bar per n (of --topology)."""
     import rtmodel_plots as plots
 
-    gl = parse_gpus(gpus)
+    gl = sweep.counts(default=f"{DEFAULT_GPUS}:{DEFAULT_GPUS}")
     what = gl[0] if len(gl) == 1 else gl
     check_topology(topology)
 
@@ -205,24 +178,20 @@ def factors(
 
 
 @takes_model_inputs(without=SWEEP_WITHOUT)
+@takes_gpu_sweep
 def what_if(
     out: OutOpt,
     data: WhatIfDataOpt = None,
-    gpus: GpusOpt = "8:1024",
-    topology: Annotated[
-        str | None,
-        typer.Option(
-            help="This topology (default: the fastest Decent-DP runs at each n, what advise picks from)."
-        ),
-    ] = None,
+    topology: TopologyOpt = None,
     batch_per_gpu: PerGpuOpt = None,
     *,
+    sweep: GpuSweep,
     inputs: ModelInputs,
 ):
     """Speedup curves under what-ifs: inter-node bandwidth x0.5 and x2, compute x2, 5 and 100 MB buckets."""
     import rtmodel_plots as plots
 
-    gl = parse_gpus(gpus)
+    gl = sweep.counts()
     check_topology(topology)
 
     def draw(o, kw):

@@ -2,7 +2,7 @@
 
 Why a command: the names `--gpu`, `--network`, `--intra`, `--model` and `--cluster` take are otherwise
 found only in the TOML files (runtime_model/presets/preset_data/). The tables show the figures the model uses;
-`--format json` (or `--json`) gives every field of every entry, sources included. `--presets DIR` shows
+`--format json` gives every field of every entry, sources included. `--presets DIR` shows
 the library as `rtmodel advise --presets DIR` would see it.
 """
 
@@ -33,8 +33,7 @@ class Kind(StrEnum):
 
 
 KindOpt = Annotated[Kind | None, typer.Option(help="Show only this kind (default: all four).")]
-PresetFormatOpt = format_option(Format.table, Format.json, optional=True)  # None: not given (beside --json)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
+PresetFormatOpt = format_option(Format.table, Format.json)  # one way to ask for JSON: --format json
 
 
 def register(app: typer.Typer) -> None:
@@ -43,19 +42,15 @@ def register(app: typer.Typer) -> None:
 
 def presets_command(
     kind: KindOpt = None,
-    format: PresetFormatOpt = None,
-    as_json: JsonOpt = False,
+    format: PresetFormatOpt = Format.table,
     presets: PresetsOpt = None,
 ):
     """List the presets: GPUs, networks (inter- and intra-node), models and named clusters."""
-    from runtime_model.core.errors import UserError
     from runtime_model.presets.preset_loading import load_library
 
-    if as_json and format == Format.table:
-        raise UserError("--json and --format table contradict each other; give one")
     library = load_library(presets or ())
     kinds = [kind] if kind is not None else list(Kind)
-    if as_json or format == Format.json:
+    if format == Format.json:
         sys.stdout.write(json.dumps(presets_document(library, kinds), indent=2) + "\n")
         return
     render_presets(library, kinds)

@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
-from rtmodel_cli.options import GpuCountOpt, GpusPerNodeOpt
+from rtmodel_cli.gpu_counts import GpusOpt
+from rtmodel_cli.options import GpusPerNodeOpt
 from rtmodel_cli.output_format import Format, FormatOpt
+from runtime_model.core.defaults import DEFAULT_GPUS  # advise's n: one default
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 def topologies(
-    gpus: GpuCountOpt = 16,
+    gpus: GpusOpt = DEFAULT_GPUS,
     gpus_per_node: GpusPerNodeOpt = None,
     show_rounds: Annotated[bool, typer.Option(help="Print every round's groups (small n only).")] = False,
     format: FormatOpt = Format.table,

@@ -14,5 +14,8 @@ MARGIN = 0.05
 # memory do not grow with n; what still does is O(n) vectors for static-exp's consensus FFT (~0.4 GB at
 # 2^24). 2^24 is 16x above the largest data-parallel jobs reported; beyond it a typo (an extra zero) is
 # refused in one line. Checked where the model takes n (scenario.ClusterShape, presets.resolve) and by
-# `plot --gpus`.
+# the plots' --gpus-range and --gpus-list.
 MAX_GPUS = 1 << 24
+# The n every command answers for when no --gpus is given (advise, topologies, the one-n plots): 64 GPUs,
+# the largest shape of the paper's Figure 6 (Wang et al., ICLR 2025: 64 x T4, presets' cluster t4-ib100).
+DEFAULT_GPUS = 64
