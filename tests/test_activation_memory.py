@@ -254,6 +254,7 @@ def test_the_command_refuses_an_unknown_model_in_one_line(capsys):
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 def test_models_toml_holds_what_the_command_measures(tmp_path):
     """The committed figures are the command's (fp32, the cheapest mode to rerun: three measures)."""
     pytest.importorskip("torch")

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a second pytest collects the whole suite: about 10 s
+
 ROOT = Path(__file__).parent.parent
 BLOCKED = ("torch", "torchvision", "decent_dp")  # None in sys.modules: `import torch` raises ImportError
 COLLECT = (

@@ -89,7 +89,8 @@ def test_advise_uses_it_and_says_where_the_host_figure_came_from():
     want = presets.scenario_from_choice(presets.resolve(presets.PresetRequest(64), library=lib), lib).compute
     assert doc["inputs"]["compute"]["forward_s"] == pytest.approx(want.forward_s, rel=1e-12)
     assert doc["inputs"]["preset"]["dispatch_us"] == 45.0
-    launch = " + 10.7 us/op CUDA launch (measured on an H100 host: gpus.toml launch_source)"
+    launch_us = presets.load_library().gpus["A100"].launch_us  # the preset's, whatever its measurement
+    launch = f" + {launch_us:g} us/op CUDA launch (measured on an H100 host: gpus.toml launch_source)"
     assert doc["provenance"]["host dispatch"] == "45 us/op (--dispatch-us, this host's opcount --dispatch)" + launch
     default = advise_json("--gpus", 64)
     assert default["provenance"]["host dispatch"] == (

@@ -125,7 +125,7 @@ def test_torchrun_commands_use_a_static_rendezvous_on_node0():
 
 
 def test_importing_emulation_does_not_import_torch():
-    code = "import sys, emulation, rtmodel_emulation.measure, rtmodel_cli.commands.emulate; assert 'torch' not in sys.modules"
+    code = "import sys, rtmodel_emulation, rtmodel_emulation.measure, rtmodel_cli.commands.emulate; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
@@ -303,6 +303,7 @@ def _alive(pid: int) -> bool:
 
 
 @emulated
+@pytest.mark.slow
 def test_sigterm_to_emulate_run_is_one_line_without_the_nodes_tracebacks(needs_root, tmp_path):
     """torchrun prints a traceback when its agent is terminated; the teardown does not echo it."""
     sleeper = tmp_path / "sleeper.py"

@@ -149,6 +149,7 @@ def test_one_flow_alone_gets_the_cap_not_the_nic(capped_cluster):
 
 
 @pytest.mark.emulated
+@pytest.mark.slow
 def test_concurrent_flows_get_the_lower_of_cap_and_nic_share(capped_cluster):
     from rtmodel_emulation.probe import measure_concurrent
 

@@ -55,6 +55,7 @@ def _check_point(p):
     assert not p.get("errors"), p.get("errors")
 
 
+@pytest.mark.slow
 def test_cpu_smoke_run_of_the_richest_point(tmp_path):
     """fp16 + GradScaler + DDP (gloo, world size 1): every phase and part of the measurement runs."""
     doc, stdout = _run(tmp_path, "--points", "transformer-base:64:fp16:ddp")

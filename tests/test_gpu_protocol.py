@@ -43,7 +43,7 @@ def test_warmup_covers_one_schedule_period_plus_two(name, n, k, asked, used):
 def test_plan_raises_warmup_and_says_so(tmp_path):
     from dataclasses import replace
 
-    from calibration.profile_io import load_profile
+    from calibration.profile_view import load_profile
     from calibration.synthetic import write_synthetic_profile
     from rtmodel_validation.options import ValidateOptions
     from rtmodel_validation.plan import make_plan, run_shape
@@ -386,6 +386,7 @@ def _no_sync(*args, **kwargs) -> None:
     ("profiler.compute", "Clock.sync", _no_sync),  # elapsed_time before the events completed
     ("rtmodel_harness.distributed", "device_index", lambda: 0),  # the wrong GPU
 ])
+@pytest.mark.slow
 def test_protocol_checks_catch_a_slip(gpu, tmp_path, monkeypatch, target, attr, replacement):
     """The checks above are not vacuous: each slip in the real code makes them fail."""
     import importlib

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow  # two gloo ranks train under MemTracker
+
 
 @pytest.mark.cluster
 def test_ddp_and_fsdp2_peaks_are_predicted_within_five_percent(tmp_path):

@@ -94,6 +94,7 @@ def _answers(options: dict):
     gpus=st.sampled_from([8, 32, 64]),
     gpu=st.sampled_from(["A100", "A100-80GB", "T4"]),
 )
+@pytest.mark.slow
 def test_the_named_option_fits_and_memory_changes_nothing_where_all_fit(params, gpus, gpu):
     with_memory, without = _answers({"gpus": gpus, "params": params, "compute_ms": 500.0, "gpu": gpu})
     doc = advice_to_dict(with_memory)
@@ -109,6 +110,7 @@ def test_the_named_option_fits_and_memory_changes_nothing_where_all_fit(params, 
         assert with_memory.recommendation.too_close_to_call == without.recommendation.too_close_to_call
 
 
+@pytest.mark.slow
 def test_nothing_fits_says_so_and_names_what_would():
     adv = advise(gpus=8, params=9e10, compute_ms=2000.0, gpu="T4", local_sgd_h=0)
     verdict = adv.recommendation.verdict

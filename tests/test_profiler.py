@@ -22,11 +22,11 @@ from profiler.document import resume_plan  # noqa: E402
 from profiler.errors import ProfilingError, RankFailure, WorkloadError  # noqa: E402
 from profiler.launch import run_profile  # noqa: E402
 from profiler.options import ProfileOptions  # noqa: E402
+from rtmodel_documents.profile_patterns import message_sizes, patterns_for  # noqa: E402
 from rtmodel_harness.buckets import layout_from_order  # noqa: E402
 from rtmodel_harness.model_choice import parse_model_args, resolve_model_args  # noqa: E402
 from rtmodel_harness.workloads import build_workload, jitter_multiplier, slowdown_multiplier  # noqa: E402
 from rtmodel_util.files import write_json_atomic  # noqa: E402
-from rtmodel_util.profile_patterns import message_sizes, patterns_for  # noqa: E402
 from tests.host_device import expected_device_and_backend  # noqa: E402
 
 pytestmark = pytest.mark.cluster
@@ -111,7 +111,12 @@ def test_model_args_parse_and_fail_clearly():
 def test_resume_plan_starts_over_on_another_shape(tmp_path):
     from dataclasses import replace
 
-    from rtmodel_util.profile_document import ProfileCompute, ProfileDocument, ProfileShape, ProfileWorkload
+    from rtmodel_documents.profile_document import (
+        ProfileCompute,
+        ProfileDocument,
+        ProfileShape,
+        ProfileWorkload,
+    )
 
     shape = ProfileShape(world_size=2, ranks_per_node=2, nodes=1, node_names=("a", "a"), backend="gloo", device="cpu")
     workload = ProfileWorkload(model="synthetic", model_args={"layers": 2}, batch_per_rank=2, bucket_cap_mb=25.0,
@@ -249,7 +254,7 @@ def test_bucket_layout_matches_ddp_and_decent_dp():
 
 @pytest.mark.slow
 def test_two_rank_profile_has_schema_compute_and_communication(two_rank):
-    from rtmodel_util.profile_document import ProfileDocument
+    from rtmodel_documents.profile_document import ProfileDocument
 
     path, doc = two_rank
     assert doc == json.loads(path.read_text())
@@ -351,6 +356,7 @@ def test_trace_out_writes_each_ranks_ddp_trace(two_rank):
         assert "c10d::allreduce_" in names  # DDP's bucket all-reduces (gloo here; NCCL's kernels on GPUs)
 
 
+@pytest.mark.slow
 def test_resume_keeps_finished_sections_and_measures_the_rest(two_rank, tmp_path):
     _, full = two_rank
     partial = {**full, "complete": False, "sections_done": ["shape", "compute"]}
@@ -399,7 +405,7 @@ def test_a_full_disk_while_the_lead_checkpoints_is_one_line_naming_the_file(tmp_
 
     import rtmodel_util.files as files
     from profiler.rank import PhaseTracker, _Run
-    from rtmodel_util.profile_document import new_document
+    from rtmodel_documents.profile_document import new_document
 
     def full(path, doc, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))

@@ -82,6 +82,7 @@ def unsized(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_trace_without_sizes_predicts_its_own_world_size_as_with_them(unsized):
     """The A100 trace stripped of its collective sizes, with --params: at its own 2 GPUs the same DDP step
     as the trace with sizes (its measured all-reduce times stand), and the provenance says the bytes are

@@ -79,6 +79,7 @@ def test_a_bad_cluster_name_is_one_line(text):
 
 @pytest.mark.cluster
 @pytest.mark.emulated
+@pytest.mark.slow
 def test_live_bytes_of_ddp_and_two_topologies_match_the_model():
     from rtmodel_emulation import available
 
