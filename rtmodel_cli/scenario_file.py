@@ -8,7 +8,7 @@ Options given on the command line win over the file (`merge`); paths in the file
     gpus = 64
     cluster = "a100-ib100"
     compute_ms = 180.0
-    topology = ["base-2", "one-peer-exp"]
+    topologies = ["base-2", "one-peer-exp"]
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ from rtmodel_inputs.fields import (  # noqa: E402
 )
 from rtmodel_inputs.fields import VALUE_TYPES as KEYS  # noqa: E402
 from runtime_model.core.errors import InvalidCombination, InvalidValue, UserError
+
+# Keys that were renamed so that each is its flag's name (--topologies), refused with the new name.
+RENAMED = {"topology": "topologies"}
 
 __all__ = ["KEYS", "MEASURED_KEYS", "PATH_KEYS", "PLOT_FROM_FILE_ONLY", "PLOT_IGNORES", "PLOT_KEYS", "read"]
 FLAG = "--scenario"
@@ -146,6 +149,8 @@ def read(path: str | os.PathLike) -> dict:
     path = Path(path)
     doc = _parse(path)
     for key in doc:
+        if key in RENAMED:
+            raise ScenarioFileError(path, f"'{key}' is now '{RENAMED[key]}' (the key is its flag's name)")
         if key not in KEYS:
             raise ScenarioFileError(path, f"unknown key '{key}' (expected one of: {', '.join(KEYS)})")
     return {key: _checked(path, key, value) for key, value in doc.items()}

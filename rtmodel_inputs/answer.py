@@ -85,7 +85,7 @@ def advise(**options):
         raise UserError(f"unknown input(s) {', '.join(unknown)}: expected some of {', '.join(OPTION_NAMES)}")
     inputs = resolve_inputs(options)
     question = Question(
-        topologies=tuple(options.get("topology") or ()) or None,
+        topologies=tuple(options.get("topologies") or ()) or None,
         objective=options.get("objective"),
         local_sgd=tuple(local_sgd_configs(options, by_default=True)),
     )

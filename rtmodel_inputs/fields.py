@@ -107,7 +107,7 @@ FIELDS: tuple[InputField, ...] = (
     F("activation_checkpointing", BOOL),  # you checkpoint activations: the preset's checkpointed figure
     F("margin", FLOAT, plot_ignores=True, bounds=MARGIN_RANGE),
     F("objective", TEXT, plot_ignores=True),  # iteration | accuracy
-    F("topology", TEXTS, plot_ignores=True),
+    F("topologies", TEXTS, plot_ignores=True),  # --topologies: the rows to show
     F("local_sgd_h", INT, plot_ignores=True),  # local SGD's row (0: none)
     F("local_sgd_overlap", INT, plot_ignores=True),
     F("local_sgd_fragments", INT, plot_ignores=True),

@@ -63,7 +63,7 @@ def test_a_commands_model_inputs_are_the_scenario_keys_it_accepts(path):
     assert len(params) == len(set(params))
     inputs = set(params) - own
     if path == ("advise",):
-        inputs |= {"gpus", "margin", "topology", "objective", "step_ms", "step_gpus", "batch_per_gpu"}  # advise's question
+        inputs |= {"gpus", "margin", "topologies", "objective", "step_ms", "step_gpus", "batch_per_gpu"}  # advise's question
     assert inputs == (accepted_keys(path) - file_only) | flag_only
     assert not file_only & set(params)
 
@@ -75,7 +75,7 @@ def test_plots_take_from_the_file_only_what_they_have_no_flag_for():
 
 def test_model_inputs_has_one_field_per_scenario_input():
     names = {f.name for f in dataclasses.fields(ModelInputs)} - {"scenario"}
-    advise_own = {"gpus", "margin", "topology", "objective", "step_ms", "step_gpus", "batch_per_gpu", *LOCAL_SGD_KEYS}
+    advise_own = {"gpus", "margin", "topologies", "objective", "step_ms", "step_gpus", "batch_per_gpu", *LOCAL_SGD_KEYS}
     assert names == set(KEYS) - advise_own
     assert ModelInputs().as_dict().keys() == names
 

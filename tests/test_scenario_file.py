@@ -42,7 +42,7 @@ mfu = 0.35
 compute_cv = 0.05
 bucket_cap_mb = 50
 margin = 0.1
-topology = ["ring", "base-2", "alternating-exp-ring"]
+topologies = ["ring", "base-2", "alternating-exp-ring"]
 local_sgd_h = 50
 local_sgd_bits = 8
 local_sgd_replica = "gpu"
@@ -51,18 +51,17 @@ presets = ["team-presets"]
 TEAM_VALUES = dict(
     gpus=32, gpus_per_node=4, gpu="A100", network="team-net", intra="pcie4", model="transformer-base",
     global_batch=32000, precision="bf16", mfu=0.35, compute_cv=0.05, bucket_cap_mb=50, margin=0.1,
-    topology=["ring", "base-2", "alternating-exp-ring"], local_sgd_h=50, local_sgd_bits=8, local_sgd_replica="gpu",
+    topologies=["ring", "base-2", "alternating-exp-ring"], local_sgd_h=50, local_sgd_bits=8, local_sgd_replica="gpu",
 )  # fmt: skip
 
 
 def flags_of(values: dict) -> list[str]:
-    """The same inputs as flags: --gpus-per-node 4, a list as one flag per item (the key `topology`, a
-    list, is the flag --topologies)."""
+    """The same inputs as flags: --gpus-per-node 4, a list as one flag per item (--topologies ring ...)."""
     return [
         part
         for key, value in values.items()
         for item in (value if isinstance(value, list) else [value])
-        for part in ("--topologies" if key == "topology" else "--" + key.replace("_", "-"), str(item))
+        for part in ("--" + key.replace("_", "-"), str(item))
     ]
 
 
@@ -96,9 +95,8 @@ def team(tmp_path, monkeypatch) -> Path:
 def test_every_key_the_file_can_hold_is_an_advise_option():
     from rtmodel_cli.commands.advise import advise
 
-    # but `topology`, a list of names: the flag --topologies (one name, one meaning: --topology is one)
-    params = set(inspect.signature(advise).parameters)
-    assert set(KEYS) - {"topology"} <= params and "topologies" in params
+    params = set(inspect.signature(advise).parameters)  # each key is its flag's name
+    assert set(KEYS) <= params
 
 
 def test_a_file_with_every_key_type_gives_the_flags_answer(team):
@@ -123,7 +121,7 @@ def test_the_command_line_wins_over_the_file(team):
     overridden = advise_json(
         "--scenario", team / "team.toml", "--gpus", "16", "--mfu", "0.5", "--topologies", "ring"
     )
-    values = {**TEAM_VALUES, "gpus": 16, "mfu": 0.5, "topology": ["ring"]}
+    values = {**TEAM_VALUES, "gpus": 16, "mfu": 0.5, "topologies": ["ring"]}
     from_flags = advise_json(*flags_of(values), "--presets", team / "team-presets")
     assert answer(overridden) == answer(from_flags)
     assert answer(overridden) != answer(advise_json("--scenario", team / "team.toml"))
@@ -163,7 +161,7 @@ def test_your_own_numbers_from_the_file_give_the_flags_answer(tmp_path, monkeypa
 def test_plots_take_the_files_model_inputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("own.toml").write_text(
-        'gpus = 16\nmargin = 0.2\ntopology = ["ring"]\ncluster = "a100-ib100"\nnetwork = "tcp-25g"\n'
+        'gpus = 16\nmargin = 0.2\ntopologies = ["ring"]\ncluster = "a100-ib100"\nnetwork = "tcp-25g"\n'
         "compute_ms = 120\nmfu = 0.3\n"
     )
     for sub in (["speedup", "--gpus-range", "8:16"], ["factors", "--gpus", "16"], ["what-if", "--gpus-range", "8:16"]):
@@ -188,7 +186,8 @@ BAD_FILES = [
     ("team.toml", "gpus = 64.0\n", "'gpus' must be an integer, got 64.0"),
     ("team.toml", "mfu = true\n", "'mfu' must be a number, got true"),
     ("team.toml", "gpu = 100\n", "'gpu' must be a string, got 100"),
-    ("team.toml", 'topology = "ring"\n', "'topology' must be a list of strings"),
+    ("team.toml", 'topologies = "ring"\n', "'topologies' must be a list of strings"),
+    ("team.toml", 'topology = ["ring"]\n', "'topology' is now 'topologies' (the key is its flag's name)"),
     ("team.toml", "presets = [1]\n", "'presets' must be a list of strings"),
     ("team.toml", "[cluster]\ngpus = 8\n", "'cluster' must be a string, got a table"),
     ("team.toml", 'message_dtype = "fp8"\n', "'message_dtype' must be one of fp32, bf16, fp16"),

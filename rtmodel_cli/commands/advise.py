@@ -69,8 +69,8 @@ def advise(
     """Predict per-iteration time of All-Reduce, each gossip topology and local SGD; recommend one."""
     from rtmodel_cli import scenario_file
 
-    topology = split_names(topologies)  # the scenario file's key: `topology`, a list of names
-    given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "topology": topology, "objective": objective}
+    given = {**inputs.as_dict(), "gpus": gpus, "margin": margin, "objective": objective}
+    given["topologies"] = split_names(topologies)  # the scenario file's key of the same name
     given.update(step_ms=step_ms, step_gpus=step_gpus, batch_per_gpu=batch_per_gpu)
     given.update(local_sgd_flags.as_dict())
     if brief:
@@ -92,7 +92,7 @@ def _advise(opts: dict, format: Format, view: str = "") -> None:
 
     local_sgd = local_sgd_configs(opts, by_default=True)  # advise shows H=30 unless told
     inputs = resolve_inputs(opts)
-    question = Question(tuple(opts["topology"] or ()) or None, opts["objective"], tuple(local_sgd))
+    question = Question(tuple(opts["topologies"] or ()) or None, opts["objective"], tuple(local_sgd))
     adv = advise_from(inputs, question)
     if format == Format.json:
         sys.stdout.write(report.to_json(adv, inputs.document) + "\n")
