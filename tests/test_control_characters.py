@@ -229,7 +229,7 @@ CASES = (
     Case("trace directory file name", trace_file_name_in_directory, 0, file_name=True),
     Case("trace directory bad file name", bad_trace_file_name_in_directory, 2, file_name=True),
     Case("scenario network", scenario("network", lambda p: f"tcp{p}"), 2),
-    Case("scenario topology", scenario("topology", lambda p: [f"ring{p}"]), 2),
+    Case("scenario topologies", scenario("topologies", lambda p: [f"ring{p}"]), 2),
     Case("scenario cluster", scenario("cluster", lambda p: f"dgx{p}"), 2),
     Case("scenario model", scenario("model", lambda p: f"gpt{p}"), 2),
     Case("scenario wrong type", scenario("gpus", lambda p: f"64{p}"), 2),
