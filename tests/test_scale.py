@@ -31,8 +31,13 @@ from runtime_model.prediction.reduced_system import reduced_consensus, reduced_p
 from runtime_model.prediction.round_comm import exposed_exchange_s, nic_bound_s, round_comm
 from runtime_model.presets import to_model as presets
 from runtime_model.topology.exchange import adapted_scenario
-from runtime_model.topology.registry import TopologyNotApplicable, build_schedule, topology_names
-from runtime_model.topology.symmetry import FULL_MAX_N, UNREDUCED, reduce
+from runtime_model.topology.registry import (
+    TopologyNotApplicable,
+    build_schedule,
+    topology_names,
+    unreduced_names,
+)
+from runtime_model.topology.symmetry import FULL_MAX_N, reduce
 
 SHAPES = [(4096, 8), (1024, 4), (1024, 1), (768, 4), (96, 2), (512, 8), (2048, 2)]
 
@@ -45,7 +50,7 @@ def _scenario(n, k, cv, **kw):
 
 def _pairs(n, k):
     for name in topology_names():
-        if name in UNREDUCED:
+        if name in unreduced_names():
             continue
         try:
             yield name, build_schedule(name, ClusterShape(n, k))
@@ -187,10 +192,10 @@ def test_the_advisor_answers_at_2_24_with_every_topology_it_can_reduce():
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     rows = {p["topology"]: p for p in data["predictions"]}
-    reducible = [name for name in topology_names() if name not in UNREDUCED]
+    reducible = [name for name in topology_names() if name not in unreduced_names()]
     assert all(rows[name]["applicable"] for name in reducible), rows
     assert all(math.isfinite(rows[name]["iteration_s"]["mean"]) for name in reducible)
-    assert all("no symmetry known" in rows[name]["reason"] for name in UNREDUCED)
+    assert all("no symmetry known" in rows[name]["reason"] for name in unreduced_names())
 
 
 @pytest.fixture
@@ -212,7 +217,7 @@ def built_schedules(monkeypatch) -> list[int]:
 def test_above_the_full_simulation_limit_no_full_schedule_is_built(built_schedules):
     built = built_schedules
     for name in topology_names():
-        if name not in UNREDUCED:
+        if name not in unreduced_names():
             topology_model(name, ClusterShape(1 << 20, 8))
     assert built and max(built) <= FULL_MAX_N
 
@@ -383,8 +388,8 @@ def test_rtmodel_topologies_answers_at_2_24_without_a_full_schedule(built_schedu
     )
     assert res.exit_code == 0, res.output
     rows = {r["topology"]: r for r in json.loads(res.output)["topologies"]}
-    assert all(r["applicable"] for name, r in rows.items() if name not in UNREDUCED)
-    assert all(not rows[name]["applicable"] for name in UNREDUCED)
+    assert all(r["applicable"] for name, r in rows.items() if name not in unreduced_names())
+    assert all(not rows[name]["applicable"] for name in unreduced_names())
     assert rows["one-peer-exp"]["period"] == 24 and rows["complete"]["group_sizes"] == [1 << 24]
     assert rows["static-exp"]["consensus"]["rho"] == pytest.approx(23 / 25)
     assert built and max(built) <= FULL_MAX_N

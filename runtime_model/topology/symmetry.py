@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from runtime_model.core.scenario import ClusterShape
 from runtime_model.topology.quotient import FULL_MAX_N, REDUCED_RANKS, BuildByName, NoReduction, Reduction
-from runtime_model.topology.registry import topology_info, unreduced_names
+from runtime_model.topology.registry import topology_info
 
-__all__ = ["FULL_MAX_N", "REDUCED_RANKS", "UNREDUCED", "NoReduction", "Reduction", "reduce"]
-
-# The built-in topologies with no reduced system (registry.unreduced_names() for the live registry).
-UNREDUCED = tuple(unreduced_names())
+__all__ = ["FULL_MAX_N", "REDUCED_RANKS", "NoReduction", "Reduction", "reduce"]
 
 
 def reduce(

@@ -61,9 +61,7 @@ def reduce_base2(name: str, shape: ClusterShape, build: BuildByName, target: int
     small = build(name, small_shape)
     fold = BlockFold(a, unit, keep, bits)
     inner = 0 if q == 1 else _simple_base2_len(q)
-    round_map = tuple(range(inner)) + tuple(inner + fold.bit(i) for i in range(a))
-    if q == 1:
-        round_map = tuple(fold.bit(i) for i in range(a))
+    round_map = tuple(range(inner)) + tuple(inner + fold.bit(i) for i in range(a))  # q = 1: inner is 0
     if len(round_map) == 0 or max(round_map) >= small.period:
         raise NoReduction("base-2: the reduced schedule does not have the folded rounds")
     return Reduction(name, shape, small_shape, small, round_map, fold)
