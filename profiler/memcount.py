@@ -17,7 +17,8 @@ import time
 import torch
 
 from profiler.activation_memory import ActivationFit, fit_for_workload
-from profiler.opcount import _check_out, _Parser, write_output
+from profiler.cli_parser import OneLineParser
+from profiler.opcount import _check_out, write_output
 from profiler.toml_text import toml_value
 from rtmodel_harness import reference_models
 from rtmodel_harness.model_choice import REFERENCE_MODELS
@@ -104,7 +105,7 @@ def render(name: str, fits: dict[tuple[str, bool], ActivationFit]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m profiler.memcount", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m profiler.memcount", description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=REFERENCE_MODELS, help="preset model to measure")
     parser.add_argument(
         "--amp",

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
+from profiler.cli_parser import OneLineParser
 from profiler.op_tally import OpCounter, Tally
 from profiler.toml_text import toml_value
 from rtmodel_harness import reference_models
@@ -230,12 +231,6 @@ def render_model(name: str, r: dict) -> str:
     return "\n".join([*header, f"[{name}]", *body]) + "\n"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, as every rtmodel command
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _check_out(path: str | None) -> Path | None:
     if path is None:
         return None
@@ -248,7 +243,7 @@ def _check_out(path: str | None) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m profiler.opcount", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m profiler.opcount", description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(reference_models.BUILDERS), help="preset model to measure")
     parser.add_argument("--amp", action=argparse.BooleanOptionalAction, default=True,
                         help="run forward under bf16 autocast (default) or in fp32")

@@ -78,6 +78,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--intra",
         "--precision",
         "--mfu",
+        "--padding-efficiency",
         "--compute-cv",
         "--bucket-cap-mb",
         "--ddp-bucket-view",

@@ -38,6 +38,7 @@ from rtmodel_cli.options import (
     NicsPerNodeOpt,
     NodeCvOpt,
     OptimizerMsOpt,
+    PaddingEfficiencyOpt,
     ParamMbOpt,
     ParamsOpt,
     PrecisionOpt,
@@ -74,6 +75,7 @@ class ModelInputs:
     global_batch: GlobalBatchOpt = None
     precision: PrecisionOpt = None
     mfu: MfuOpt = None
+    padding_efficiency: PaddingEfficiencyOpt = None
     compute_cv: ComputeCvOpt = None
     bucket_cap_mb: BucketMibOpt = None
     ddp_bucket_view: DdpBucketViewOpt = None

@@ -13,7 +13,14 @@ import typer
 
 from rtmodel_inputs.request import MessageDtype, NcclAlgo
 from runtime_model.core import defaults
-from runtime_model.core.constraints import COMPUTE_CV, COMPUTE_MS, DISPATCH_US, MFU, OPTIMIZER_MS
+from runtime_model.core.constraints import (
+    COMPUTE_CV,
+    COMPUTE_MS,
+    DISPATCH_US,
+    MFU,
+    OPTIMIZER_MS,
+    PADDING_EFFICIENCY,
+)
 from runtime_model.presets.preset_loading import builtin_library
 
 GpusPerNodeOpt = Annotated[
@@ -60,6 +67,16 @@ MfuOpt = Annotated[
     float | None,
     typer.Option(
         help=f"Model-FLOPs utilisation assumed for compute time, {MFU.describe()} (default: the GPU's)."
+    ),
+]
+PaddingEfficiencyOpt = Annotated[
+    float | None,
+    typer.Option(
+        help=(
+            "Share of a batch's token slots that hold real tokens, "
+            f"{PADDING_EFFICIENCY.describe()} (default 1: no padding); the GPU computes on every slot. "
+            "`python -m profiler.padding` measures it on your corpus."
+        )
     ),
 ]
 GlobalBatchOpt = Annotated[

@@ -22,6 +22,7 @@ from runtime_model.core.constraints import (
     MFU,
     NICS_PER_NODE,
     OPTIMIZER_MS,
+    PADDING_EFFICIENCY,
     PARAMS_RANGE,
     STEP_MS,
     Interval,
@@ -78,6 +79,10 @@ FIELDS: tuple[InputField, ...] = (
     F("global_batch", FLOAT, request=True, profile_replaces=True, bounds=GLOBAL_BATCH),
     F("precision", TEXT, request=True, profile_replaces=True, plot_file_only=True),
     F("mfu", FLOAT, request=True, profile_replaces=True, plot_file_only=True, bounds=MFU),
+    F(
+        "padding_efficiency", FLOAT, request=True, profile_replaces=True, plot_file_only=True,
+        bounds=PADDING_EFFICIENCY,
+    ),
     F("compute_cv", FLOAT, request=True, profile_replaces=True, plot_file_only=True, bounds=COMPUTE_CV),
     F("straggler", NUMBER_TEXT, profile_replaces=True),  # FACTOR[:COUNT]: 1.5 or "1.3:8"
     F("rank_cv", FLOAT, profile_replaces=True, bounds=COMPUTE_CV),

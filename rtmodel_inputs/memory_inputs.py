@@ -20,6 +20,7 @@ from rtmodel_util.launch_env import CLUSTER_HINT
 from runtime_model.advice.memory_fit import GIB, MemoryQuestion
 from runtime_model.core.errors import InvalidCombination
 from runtime_model.memory.accounting import TrainingRecipe
+from runtime_model.presets.to_model import device_units_per_gpu
 
 # a profiled model that cannot run on FakeTensors is measured on real CPU tensors up to this size (advise
 # runs it twice: about 16 bytes per parameter with Adam's states, so 1.6 GB at most)
@@ -57,8 +58,9 @@ def _gossip_optimizer(recipe: TrainingRecipe) -> str | None:
     return "accum-adam" if recipe.optimizer in ADAM_LIKE else None
 
 
-def _preset_activations(model, precision: str, units_per_gpu: float, checkpointing: bool):
-    """(bytes, source) of the preset model's measured activations at this batch per GPU, or (None, why)."""
+def _preset_activations(model, precision: str, units_per_gpu: float, checkpointing: bool, padded: bool = False):
+    """(bytes, source) of the preset model's measured activations at this batch per GPU (`padded`: the
+    units are a padded batch's slots, each holding activations as a real unit does), or (None, why)."""
     from runtime_model.presets.preset_types import AMP_PRECISIONS
 
     prefix = "checkpointed_" if checkpointing else ""
@@ -71,7 +73,8 @@ def _preset_activations(model, precision: str, units_per_gpu: float, checkpointi
     nbytes = per_unit[mode] * units_per_gpu + (fixed[mode] if fixed else 0.0)
     how = ", checkpointed" if checkpointing else ""
     source = model.activation_source or "models.toml"
-    return nbytes, f"{model.name}'s at {units_per_gpu:g} {model.unit}s per GPU ({mode}{how}): {source}"
+    slots = " slots (padded)" if padded else "s"
+    return nbytes, f"{model.name}'s at {units_per_gpu:g} {model.unit}{slots} per GPU ({mode}{how}): {source}"
 
 
 def _given_activations(opts: dict):
@@ -88,7 +91,7 @@ def preset_memory(choice, library, opts: dict) -> MemoryQuestion:
     given = _given_activations(opts)
     if given is None:
         nbytes, source = _preset_activations(
-            model, choice.precision, choice.global_batch / choice.gpus, checkpointing
+            model, choice.precision, device_units_per_gpu(choice), checkpointing, choice.padding_efficiency < 1
         )
     else:
         nbytes, source = given

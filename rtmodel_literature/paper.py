@@ -19,6 +19,7 @@ plus one MFU figure from gpus.toml); no constant is fitted per row.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from importlib import resources
 
 import pandas as pd
@@ -43,27 +44,51 @@ def local_tokens(gpus: int, global_batch: int = MAX_TOKENS_PER_BATCH) -> int:
     return global_batch // gpus
 
 
-def paper_choice(rec, model: str = "transformer-base", global_batch: int = MAX_TOKENS_PER_BATCH):
+def paper_choice(
+    rec, model: str = "transformer-base", global_batch: int = MAX_TOKENS_PER_BATCH, padding_efficiency: float = 1.0
+):
     """One published row's cluster and size as the paper ran it (the cluster preset's precision, DDP with
-    the bucket view, each GPU's integer share of the batch): the resolved presets.PresetChoice."""
+    the bucket view, each GPU's integer share of the batch): the resolved presets.PresetChoice.
+    `padding_efficiency`: the share of the batch's slots holding real tokens (1: none; see compare)."""
     batch = local_tokens(rec.gpus, global_batch) * rec.gpus
     request = presets.PresetRequest(
-        rec.gpus, cluster=rec.cluster, model=model, global_batch=batch, ddp_bucket_view=True
+        rec.gpus,
+        cluster=rec.cluster,
+        model=model,
+        global_batch=batch,
+        ddp_bucket_view=True,
+        padding_efficiency=padding_efficiency,
     )
     return presets.resolve(request)
 
 
-def paper_advice(rec, topologies: list[str], model: str = "transformer-base", global_batch: int = MAX_TOKENS_PER_BATCH):
+def paper_advice(
+    rec,
+    topologies: list[str],
+    model: str = "transformer-base",
+    global_batch: int = MAX_TOKENS_PER_BATCH,
+    padding_efficiency: float = 1.0,
+):
     """The advice for one published row's cluster and size, as the paper ran it (paper_choice)."""
-    choice = paper_choice(rec, model, global_batch)
+    choice = paper_choice(rec, model, global_batch, padding_efficiency)
     return advise(presets.scenario_from_choice(choice), topologies=topologies)
 
 
-def compare(model: str = "transformer-base", global_batch: int = MAX_TOKENS_PER_BATCH) -> pd.DataFrame:
-    """One row per (cluster, gpus, method): published ms, predicted ms, signed relative error."""
+def compare(
+    model: str = "transformer-base",
+    global_batch: int = MAX_TOKENS_PER_BATCH,
+    padding: Mapping[int, float] | None = None,
+) -> pd.DataFrame:
+    """One row per (cluster, gpus, method): published ms, predicted ms, signed relative error.
+
+    `padding`: the padding efficiency at each per-GPU token budget (local_tokens), as `python -m
+    profiler.padding` measures it on a corpus. None (the default) prices unpadded batches: the authors'
+    sampler pads (transformer/src/data/sampler.py), but their corpus's lengths are not public, so its
+    padding is a what-if (docs/paper.md), not part of the checked recipe."""
     rows = []
     for rec in published().itertuples():
-        adv = paper_advice(rec, ["one-peer-exp", "alternating-exp-ring"], model, global_batch)
+        efficiency = 1.0 if padding is None else padding[local_tokens(rec.gpus, global_batch)]
+        adv = paper_advice(rec, ["one-peer-exp", "alternating-exp-ring"], model, global_batch, efficiency)
         predicted = {"allreduce": adv.allreduce.mean_s}
         predicted.update({r.topology: r.prediction.mean_s for r in adv.rows if r.applicable})
         for col, topo in COLUMNS.items():

@@ -26,18 +26,18 @@ COMMANDS = {
     ("advise",): ({"verbose", "brief", "format", "scenario", "topologies"}, set(), set()),
     # a sweep has no --nccl-tests: a file naming one is refused in one line (plot_common.refuse_nccl_tests)
     ("plot", "speedup"): (
-        SWEEP_OWN | {"topologies", *LOCAL_SGD_KEYS}, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()
+        SWEEP_OWN | {"topologies", *LOCAL_SGD_KEYS}, {"precision", "mfu", "padding_efficiency", "compute_cv", "nccl_tests"}, set()
     ),
-    ("plot", "factors"): (SWEEP_OWN | {"topology"}, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
-    ("plot", "what-if"): (SWEEP_OWN | {"topology"}, {"precision", "mfu", "compute_cv", "nccl_tests"}, set()),
+    ("plot", "factors"): (SWEEP_OWN | {"topology"}, {"precision", "mfu", "padding_efficiency", "compute_cv", "nccl_tests"}, set()),
+    ("plot", "what-if"): (SWEEP_OWN | {"topology"}, {"precision", "mfu", "padding_efficiency", "compute_cv", "nccl_tests"}, set()),
     ("plot", "variance"): (
         PLOT_OWN | {"straggler_max", "cv_max", "topologies"},
-        {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
+        {"precision", "mfu", "padding_efficiency", "compute_cv", "nics_per_node", "nccl_algo"},
         {"profile", "calibration", "trace", "traced_batch"},  # a plot's file may not name them; plot variance's command line may
     ),
     ("plot", "crossover"): (
         PLOT_OWN,
-        {"precision", "mfu", "compute_cv", "nics_per_node", "nccl_algo"},
+        {"precision", "mfu", "padding_efficiency", "compute_cv", "nics_per_node", "nccl_algo"},
         {"profile", "calibration", "trace", "traced_batch"},
     ),
 }
@@ -69,7 +69,7 @@ def test_a_commands_model_inputs_are_the_scenario_keys_it_accepts(path):
 
 
 def test_plots_take_from_the_file_only_what_they_have_no_flag_for():
-    assert set(PLOT_FROM_FILE_ONLY) == {"precision", "mfu", "compute_cv"}
+    assert set(PLOT_FROM_FILE_ONLY) == {"precision", "mfu", "padding_efficiency", "compute_cv"}
     assert set(PLOT_KEYS) == set(KEYS) - set(PLOT_IGNORES) - {"profile", "calibration", "trace", "traced_batch"}
 
 

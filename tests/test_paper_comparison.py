@@ -78,3 +78,19 @@ def test_the_profiles_measured_error_kept_as_data_is_the_benchmarks():
     )
     assert abs(kept.speedup_interval - held.interval) < 5e-4 and kept.speedup_sources == held.sources
     assert abs(kept.speedup_held_out_coverage - held.coverage) < 5e-4
+
+
+def test_padding_left_at_one_is_the_checked_recipe_and_padding_slows_the_device_bound_rows():
+    """compare(padding=...) is docs/paper.md's what-if: efficiency 1 everywhere changes nothing, and a
+    padded batch moves the device-bound rows (T4, and the A100 at 8 GPUs) and not the host-bound ones."""
+    budgets = {local_tokens(n) for n in published()["gpus"]}
+    base = compare()
+    same = compare(padding=dict.fromkeys(budgets, 1.0))
+    assert np.allclose(same["predicted_ms"], base["predicted_ms"], rtol=1e-12)
+    padded = compare(padding=dict.fromkeys(budgets, 0.8))
+    moved = (padded["predicted_ms"] / base["predicted_ms"]).to_numpy()
+    t4 = (base["cluster"] == "t4-ib100").to_numpy()
+    assert (moved[t4] > 1.05).all()
+    a100_8 = ((base["cluster"] == "a100-ib100") & (base["gpus"] == 8)).to_numpy()
+    assert (moved[a100_8] > 1.05).all()
+    assert (moved >= 1 - 1e-12).all()

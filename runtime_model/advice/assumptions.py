@@ -58,6 +58,7 @@ class Assumptions:
     anchor_line: str | None = None  # your DDP step, the compute backed out of it, the presets' residual
     step_rate_loss: str | None = None  # a published loss the model does not charge (STEP_RATE_LOSS)
     eager_only: str | None = None  # the presets' compute is eager's where compiling is published (EAGER_ONLY)
+    padding_efficiency: float = 1.0  # real units / padded slots of a batch (the device computes on the slots)
 
     def notes(self) -> list[str]:
         """What the table prints under the verdict (the batch's warning is in the head line)."""
@@ -97,6 +98,9 @@ class Assumptions:
         )
         if self.batch_per_gpu is not None:
             per_gpu = f"{_units(self.batch_per_gpu)} {self.unit}s per GPU"
+            if self.padding_efficiency < 1:
+                slots = self.batch_per_gpu / self.padding_efficiency
+                per_gpu += f" in {_units(slots)} padded slots (padding efficiency {self.padding_efficiency:g})"
             if self.global_batch_from == "yours":
                 parts.append(f"{per_gpu} (your global batch {self.global_batch:,.0f})")
             elif thin:
@@ -166,6 +170,7 @@ def preset_assumptions(choice: PresetChoice, library: PresetLibrary, given: dict
         and choice.gpus_per_node > 1
         else None,
         eager_only=EAGER_ONLY if choice.model in EAGER_ONLY_MODELS and choice.compute_ms is None else None,
+        padding_efficiency=choice.padding_efficiency,
     )
 
 

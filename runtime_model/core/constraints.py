@@ -123,6 +123,11 @@ WHOLE_BATCH = Interval(0, None, closed="neither", integer=True, finite=True)
 # runs; PaLM 540B reports 0.46). 0.01 is below all of them; under it "compute time" is an artefact of the
 # input (MFU 1e-300 gives 300-digit times and a verdict), not a prediction. 1 = the GPU's peak.
 MFU = Interval(0.01, 1.0, closed="both")
+# Padding efficiency: the share of a batch's token slots that hold real tokens (a batch of sentences is padded
+# to its longest; the GPU computes on every slot). 1 = no padding (fixed-length sequences). Token-budget
+# samplers keep it far above 0.05 (the paper's authors' DistributedTokenBatchSampler cuts a batch below 0.35,
+# fairseq's buckets are tighter still); under 0.05 (20 padded slots per real token) it is an input mistake.
+PADDING_EFFICIENCY = Interval(0.05, 1.0, closed="both")
 # Coefficient of variation of per-iteration compute: 0 (every iteration takes the same time) is a
 # meaningful input; a standard deviation above the mean would make negative compute times common.
 COMPUTE_CV = FRACTION

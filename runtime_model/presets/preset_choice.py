@@ -20,6 +20,7 @@ from runtime_model.core.constraints import (
     MFU,
     NICS_PER_NODE,
     OPTIMIZER_MS,
+    PADDING_EFFICIENCY,
     WHOLE_BATCH,
 )
 from runtime_model.core.errors import InvalidCombination, InvalidValue
@@ -64,6 +65,7 @@ class PresetChoice:
     nccl_algo: str = DEFAULT_NCCL_ALGO  # auto (NCCL's choice), ring or tree
     dispatch_us: float | None = None  # your host's dispatch cost per op (opcount --dispatch); None: the GPU's
     ddp_bucket_view: bool = False  # DDP(gradient_as_bucket_view=True): gradients live in the buckets
+    padding_efficiency: float = 1.0  # real tokens / padded slots of a batch: the device computes on the slots
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class PresetRequest:
     nccl_algo: str | None = None
     dispatch_us: float | None = None
     ddp_bucket_view: bool | None = None
+    padding_efficiency: float | None = None
 
 
 def resolve(request: PresetRequest, *, library: PresetLibrary | None = None) -> PresetChoice:
@@ -105,7 +108,8 @@ def resolve(request: PresetRequest, *, library: PresetLibrary | None = None) -> 
     params-only model (own_model) needs compute_ms (NeedsComputeMs). `dispatch_us` (your host's opcount
     --dispatch figure) replaces the GPU preset's; refused with both compute_ms and optimizer_ms (nothing
     left to price). `ddp_bucket_view`: DDP(gradient_as_bucket_view=True), no bucket copies (default:
-    torch's, False)."""
+    torch's, False). `padding_efficiency`: the share of a batch's token slots that hold real tokens
+    (default 1: no padding); the device's per-unit work and activations are priced on the slots."""
     lib, r = library or builtin_library(), request
     _check_counts(r.gpus, r.gpus_per_node, r.nics_per_node, r.nccl_algo)
     gpu, gpus_per_node, intra, network, precision, nics_per_node = (
@@ -144,6 +148,7 @@ def resolve(request: PresetRequest, *, library: PresetLibrary | None = None) -> 
         nccl_algo=DEFAULT_NCCL_ALGO if r.nccl_algo is None else r.nccl_algo,
         dispatch_us=r.dispatch_us,
         ddp_bucket_view=bool(r.ddp_bucket_view),
+        padding_efficiency=1.0 if r.padding_efficiency is None else float(r.padding_efficiency),
     )
     _check_numbers(choice, m, r.global_batch, r.compute_ms, r.optimizer_ms)
     return choice
@@ -203,6 +208,14 @@ def _check_numbers(
         raise UnknownPreset("message dtype", choice.message_dtype, list(MESSAGE_DTYPE_BYTES), "message_dtype")
     check_measured_times(compute_ms, optimizer_ms, choice.dispatch_us)
     MFU.check("mfu", choice.mfu)
+    PADDING_EFFICIENCY.check("padding_efficiency", choice.padding_efficiency)
+    if compute_ms is not None and choice.padding_efficiency < 1:  # a measured compute ran on its own slots
+        raise InvalidCombination(
+            "{compute_ms} is measured on your batches as they were padded; {padding_efficiency} prices the "
+            "presets' compute: give one",
+            compute_ms=f"{compute_ms:g}",
+            padding_efficiency=f"{choice.padding_efficiency:g}",
+        )
     COMPUTE_CV.check("compute_cv", choice.compute_cv)
     GLOBAL_BATCH.check("global_batch", choice.global_batch)
     if global_batch is not None:

@@ -40,6 +40,7 @@ __all__ = [
     "UnknownPreset",
     "builtin_library",
     "computes_from_preset",
+    "device_units_per_gpu",
     "host_gpu",
     "iteration_work",
     "link_from_preset",
@@ -100,11 +101,13 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
     Python and foreach bookkeeping: traffic.toml host_dispatches_per_tensor x dispatch). The optimizer,
     GradScaler, DDP's bucket copies and Decent-DP's mixing are passes over the parameters
     (traffic.toml). A params-only model's forward and backward are the measured compute_ms, split as
-    its FLOPs (own_model), on the device. The host's dispatch cost is the user's dispatch_us where given."""
+    its FLOPs (own_model), on the device. The host's dispatch cost is the user's dispatch_us where given.
+    Padded batches (padding_efficiency < 1): the kernels run on every slot, so the per-unit device work
+    is the slots' (device_units_per_gpu); the host issues the same ops whatever their shapes."""
     lib = library or builtin_library()
     g, m = host_gpu(choice, lib), lib.model(choice.model)
     mode = "amp" if choice.precision in AMP_PRECISIONS else "full"
-    units = choice.global_batch / choice.gpus
+    units = device_units_per_gpu(choice)
     flops_per_s = g.tflops[choice.precision] * 1e12 * choice.mfu
     stream_Bps = g.memory_bandwidth_GBps * 1e9 * g.memory_efficiency
     op_s, dispatch_s = g.host_op_us * 1e-6, g.dispatch_us * 1e-6
@@ -147,6 +150,12 @@ def iteration_work(choice: PresetChoice, library: PresetLibrary | None = None) -
         step_syncs=m.optimizer == "accum-adam",
         step_call_host_s=sum(lib.traffic(n).host_ops for n in (*step, "decent-dp-mixing")) * op_s,
     )
+
+
+def device_units_per_gpu(choice: PresetChoice) -> float:
+    """The units (tokens, images) one GPU's kernels run on per iteration: its share of the global batch,
+    padded slots included (padding_efficiency: the share of slots holding real units)."""
+    return choice.global_batch / choice.gpus / choice.padding_efficiency
 
 
 def ddp_iteration_parts(choice: PresetChoice, library: PresetLibrary | None = None) -> dict:
@@ -200,9 +209,12 @@ def computes_from_preset(
     m = (library or builtin_library()).model(choice.model)
     prec = f"{choice.gpu} {choice.precision}"
     view = ", DDP gradient_as_bucket_view" if choice.ddp_bucket_view else ""
+    padded = ""
+    if choice.padding_efficiency < 1:
+        padded = f", on padded batches ({1 / choice.padding_efficiency:.2f}x slots per real unit)"
     src = (
         f"preset {choice.model} on {prec}: host {choice.model} ops x (dispatch + CUDA launch) and per-tensor "
-        f"optimizer work, device FLOPs at {choice.mfu:g} of peak + memory traffic{view}"
+        f"optimizer work, device FLOPs at {choice.mfu:g} of peak + memory traffic{view}{padded}"
     )
     if m.params_only:
         src = f"{m.name} ({m.params:,} parameters) on {prec}: optimizer and mixing as memory traffic"
