@@ -25,7 +25,7 @@ from rtmodel_inputs.fields import (
     PATH_KEYS,
     REQUEST_KEYS,
 )
-from rtmodel_inputs.inputs import CALIBRATION, NCCL_TESTS, PROFILE, TRACE, AdviceInputs
+from rtmodel_inputs.inputs import CALIBRATION, NCCL_TESTS, PROFILE, STEP, TRACE, AdviceInputs
 from rtmodel_inputs.memory_inputs import MEMORY_KEYS, check_memory_options
 from rtmodel_inputs.preset_inputs import STEP_KEYS
 from rtmodel_inputs.refusals import refuse_options_a_profile_measured, refuse_options_a_profile_replaces
@@ -145,7 +145,7 @@ def scenario_for(
 
     if profile is None and calibration is None:
         p = preset_parts(preset_request, presets.load_library(preset_dirs or ()), nccl_tests)
-        margin = preset_margin(p.scenario)
+        margin = preset_margin(p.scenario, STEP in p.sources)
         return AdviceInputs(
             p.scenario, p.provenance, margin, (), p.document, p.tuned_ddp_scenario, p.sources, p.memory
         )
@@ -259,12 +259,13 @@ def _calibrated(calibration: Path, given: dict):
     return profiled, {"calibration": str(calibration), "profile": origin}
 
 
-def preset_margin(scenario):
+def preset_margin(scenario, stepped: bool = False):
     """The margin of an answer on preset links (or an nccl-tests one): the measured errors of the
-    scenario's source class (confidence.class_margin); a profile states its own composed one."""
+    scenario's source class (confidence.class_margin; `stepped`: its compute backed out of your DDP step);
+    a profile states its own composed one."""
     from runtime_model.advice.confidence import class_margin, source_class
 
-    return class_margin(source_class(scenario))
+    return class_margin(source_class(scenario, stepped))
 
 
 def scenario_request(opts: dict) -> dict:

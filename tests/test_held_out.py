@@ -14,6 +14,7 @@ from runtime_model.advice.confidence import (
     ETHERNET_PRESET,
     IB_PRESET,
     NCCL_TESTS,
+    NCCL_TESTS_STEP,
     PRESETS,
     class_margin,
     measured_errors,
@@ -73,14 +74,15 @@ def test_the_kept_class_intervals_are_the_held_out_ones():
         assert kept[cls].held_out_factor == pytest.approx(m.held_out_factor, abs=5e-4), cls
 
 
-def test_the_nccl_tests_class_is_the_emulated_clusters_measured_the_way_a_user_would():
+@pytest.mark.parametrize("kind, cls", [("nccl-tests", NCCL_TESTS), ("step-anchor", NCCL_TESTS_STEP)])
+def test_the_nccl_tests_classes_are_the_emulated_clusters_measured_the_way_a_user_would(kind, cls):
+    """--nccl-tests with the compute measured (--compute-ms), and with it backed out of the measured DDP
+    step (--step-ms): each class's kept figures are its checks' (benchmarks/emulated_evidence.py)."""
     from benchmarks.emulated_evidence import checks
     from rtmodel_literature.speedup_evidence import class_error
 
-    measured = class_error(
-        [(cluster, predicted / real - 1) for cluster, _, real, predicted in checks("nccl-tests")]
-    )
-    kept = speedup_evidence()[NCCL_TESTS]
+    measured = class_error([(cluster, predicted / real - 1) for cluster, _, real, predicted in checks(kind)])
+    kept = speedup_evidence()[cls]
     assert kept.states_its_own() and (kept.speedups, kept.sources) == (measured.speedups, measured.sources)
     assert kept.interval == pytest.approx(measured.interval, abs=5e-4)
     assert kept.held_out_coverage == pytest.approx(measured.held_out_coverage, abs=5e-4)
@@ -121,3 +123,19 @@ def test_a_flow_cap_leaves_one_collective_as_it_was_and_lets_flows_that_share_a_
     assert 4 * link.flow_bandwidth_Bps(4) == pytest.approx(0.84 * 25e9 / 8)
     ib = presets.link_from_preset(load_library().inter_networks["ib-100"])
     assert ib.fabric == "infiniband" and math.isinf(ib.flow_cap_Bps)
+
+
+def test_a_step_on_a_measured_network_states_the_step_classes_interval_and_on_presets_the_presets():
+    """With --nccl-tests and --step-ms the margin is the class that was checked so (the emulated clusters
+    advised from both); a step on preset links has no checks of its own and keeps its network's class."""
+    from benchmarks.emulated_evidence import user_options
+    from rtmodel_inputs.sources import resolve_inputs
+
+    stepped = resolve_inputs(user_options("2x2-1000mbit-0.5ms", "step-anchor"))
+    assert stepped.margin.interval == speedup_evidence()[NCCL_TESTS_STEP].interval
+    assert stepped.margin.evidence["class"] == "nccl-tests-network-and-DDP-step"
+    assert "DDP-step speedups" in stepped.margin.why
+    measured = resolve_inputs(user_options("2x2-1000mbit-0.5ms", "nccl-tests"))
+    assert measured.margin.interval == speedup_evidence()[NCCL_TESTS].interval
+    on_presets = resolve_inputs({"gpus": 16, "cluster": "a100-ib100", "step_ms": 80.0})
+    assert on_presets.margin == resolve_inputs({"gpus": 16, "cluster": "a100-ib100"}).margin

@@ -46,6 +46,9 @@ IB_PRESET, ETHERNET_PRESET, ONE_NODE_PRESET, NCCL_TESTS = (
     "one-node-preset",
     "nccl-tests",
 )
+# a network from nccl-tests with the compute backed out of your measured DDP step (--step-ms): its checks
+# are the nccl-tests class's clusters advised with the step in place of the measured compute
+NCCL_TESTS_STEP = "nccl-tests-step"
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ CLASS_NAMES = {
     ETHERNET_PRESET: "Ethernet-preset",
     ONE_NODE_PRESET: "one-node-preset",
     NCCL_TESTS: "nccl-tests-network",
+    NCCL_TESTS_STEP: "nccl-tests-network-and-DDP-step",
     PRESETS: "preset",
 }
 # Which source class a preset network's declared fabric (networks.toml `fabric`) puts an answer in: RoCE
@@ -162,14 +166,15 @@ class Margin:
     evidence: dict | None = None
 
 
-def source_class(scenario) -> str:
-    """The source class of a preset-built scenario: one node, a network from nccl-tests, or the class of
-    the preset network's declared fabric (FABRIC_CLASS); PRESETS for a network of undeclared fabric."""
+def source_class(scenario, stepped: bool = False) -> str:
+    """The source class of a preset-built scenario: one node, a network from nccl-tests (with its compute
+    backed out of your DDP step where `stepped`: --step-ms), or the class of the preset network's declared
+    fabric (FABRIC_CLASS); PRESETS for a network of undeclared fabric."""
     if scenario.shape.nodes == 1:
         return ONE_NODE_PRESET
     inter = scenario.network.inter
     if inter.source.startswith("nccl-tests"):
-        return NCCL_TESTS
+        return NCCL_TESTS_STEP if stepped else NCCL_TESTS
     return FABRIC_CLASS.get(inter.fabric, PRESETS)
 
 
