@@ -35,6 +35,8 @@ def crossover(
     """Speedup of the pick (or, where All-Reduce is kept, the best gossip option) over All-Reduce from
     1/64x to 64x this cluster's inter-node bandwidth; marks where it flips and the too-close band."""
     import rtmodel_plots as plots
+    from rtmodel_util.shown import say
+    from runtime_model.advice.crossover import crossover_topology, no_crossover_reason
     from runtime_model.core.scenario import check_gpus
 
     with writing(out, data):  # checked and locked before any work (plot_common.writing)
@@ -42,4 +44,6 @@ def crossover(
         o, taken = merged(inputs)
         with scenario_file.blamed(o.scenario, taken):
             answer, where = plotted_answer(o, gpus, batch_per_gpu)
+            if crossover_topology(answer) is None:  # the bands alone: say why in a line, as the figure does
+                say(f"note: no curve drawn: {no_crossover_reason(answer)}")
             save_drawn(lambda: plots.crossover_curve(answer, where), out, data)

@@ -5,6 +5,8 @@ the bandwidth they do not know."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from rtmodel_plots.long_form import PlotTable, attach
@@ -23,7 +25,7 @@ def crossover_curve(advice, where: str):
     """The figure for one advice (its scenario, pick, margin and crossovers; crossover.with_crossovers):
     `where` names the current bandwidth's source ("preset tcp-25g", "profile: measured");
     `plotted(fig)` gives what is drawn (COLUMNS)."""
-    from runtime_model.advice.crossover import crossover_topology
+    from runtime_model.advice.crossover import crossover_topology, no_crossover_reason
 
     sc = advice.scenario
     topology = crossover_topology(advice)
@@ -48,6 +50,10 @@ def crossover_curve(advice, where: str):
                 [crossing.at], [1.0], "o", color="black", ms=6, label=f"flips at {crossing.at:,.3g} Gbit/s"
             )
             _mark(table, "flip", [crossing.at], [1.0], topology)
+    else:  # say why, on the figure, below the 1x line where a curve would be
+        why = textwrap.fill("no curve: " + no_crossover_reason(advice), 70)
+        box = {"facecolor": "white", "edgecolor": "0.6", "boxstyle": "round,pad=0.4"}
+        ax.text(0.5, 0.25, why, transform=ax.transAxes, ha="center", va="center", fontsize=8, bbox=box)
     ax.axvline(current, color="#4C72B0", lw=1.4, label=f"this cluster: {current:,.3g} Gbit/s ({where})")
     _mark(table, "this cluster", [current], [None])
     if sc.network.inter.source.startswith("preset"):  # a guess: a crossover inside this is too close to call

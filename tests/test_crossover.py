@@ -148,6 +148,26 @@ def test_plot_crossover_draws_a_figure(tmp_path):
     assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_with_nothing_decentralized_that_fits_the_plot_says_why_instead_of_a_curve(tmp_path):
+    """7e9 parameters on 40 GB A100s: every gossip row needs a full replica; the figure draws the bands,
+    and says why there is no curve, on the figure and in one line, as advise's verdict does."""
+    from matplotlib.text import Text
+
+    from rtmodel_inputs import advise as advise_from_options
+    from rtmodel_plots.crossover_plot import crossover_curve
+
+    args = ["--gpus", "64", "--params", "7e9", "--compute-ms", "2000"]
+    out, data = tmp_path / "none.png", tmp_path / "none.csv"
+    res = runner.invoke(app, ["plot", "crossover", *args, "--out", str(out), "--data", str(data)])
+    assert res.exit_code == 0, res.output
+    assert "note: no curve drawn: no decentralized option fits in GPU memory" in res.output
+    assert "needs 131 GiB of 40 before activations" in res.output
+    assert "curve" not in {row["kind"] for row in csv.DictReader(io.StringIO(data.read_text()))}
+    answer = advise_from_options(gpus=64, params=7e9, compute_ms=2000)
+    texts = [t.get_text() for t in crossover_curve(answer, "preset").axes[0].findobj(Text)]
+    assert any(t.startswith("no curve: no decentralized option fits") for t in texts)
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -85,6 +85,23 @@ def crossover_topology(advice) -> str | None:
     return None if best is None else best.topology
 
 
+def no_crossover_reason(advice) -> str:
+    """Why an advice has no option to draw a crossover for (crossover_topology is None), in one line:
+    nothing decentralized applies or runs here, none fits in GPU memory, or every one that fits is hopeless."""
+    rows = [r for r in advice.rows if r.applicable and r.runnable]
+    if not rows:
+        return "no decentralized option runs at this size"
+    if not any(r.fits for r in rows):
+        least = min(rows, key=lambda r: r.memory.peak_bytes)
+        need, capacity = least.memory.peak_bytes / 2**30, least.memory.capacity_bytes / 2**30
+        before = "" if least.memory.activations_known else " before activations"
+        return (
+            f"no decentralized option fits in GPU memory (the least, {least.topology}, needs "
+            f"{need:,.0f} GiB of {capacity:,.0f}{before}: a full replica per rank)"
+        )
+    return "every decentralized option that fits has hopeless consensus: none trains to All-Reduce's loss"
+
+
 def crossovers(advice) -> list[Crossover]:
     """The three crossovers of an advice's pick (empty when there is no gossip option to compare)."""
     topology = crossover_topology(advice)
