@@ -58,7 +58,9 @@ def _gossip_optimizer(recipe: TrainingRecipe) -> str | None:
     return "accum-adam" if recipe.optimizer in ADAM_LIKE else None
 
 
-def _preset_activations(model, precision: str, units_per_gpu: float, checkpointing: bool, padded: bool = False):
+def _preset_activations(
+    model, precision: str, units_per_gpu: float, checkpointing: bool, padded: bool = False
+):
     """(bytes, source) of the preset model's measured activations at this batch per GPU (`padded`: the
     units are a padded batch's slots, each holding activations as a real unit does), or (None, why)."""
     from runtime_model.presets.preset_types import AMP_PRECISIONS
@@ -91,7 +93,11 @@ def preset_memory(choice, library, opts: dict) -> MemoryQuestion:
     given = _given_activations(opts)
     if given is None:
         nbytes, source = _preset_activations(
-            model, choice.precision, device_units_per_gpu(choice), checkpointing, choice.padding_efficiency < 1
+            model,
+            choice.precision,
+            device_units_per_gpu(choice),
+            checkpointing,
+            padded=choice.padding_efficiency < 1,
         )
     else:
         nbytes, source = given

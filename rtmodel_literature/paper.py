@@ -45,7 +45,10 @@ def local_tokens(gpus: int, global_batch: int = MAX_TOKENS_PER_BATCH) -> int:
 
 
 def paper_choice(
-    rec, model: str = "transformer-base", global_batch: int = MAX_TOKENS_PER_BATCH, padding_efficiency: float = 1.0
+    rec,
+    model: str = "transformer-base",
+    global_batch: int = MAX_TOKENS_PER_BATCH,
+    padding_efficiency: float = 1.0,
 ):
     """One published row's cluster and size as the paper ran it (the cluster preset's precision, DDP with
     the bucket view, each GPU's integer share of the batch): the resolved presets.PresetChoice.
